@@ -1,0 +1,98 @@
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import Shared
+
+/// How to run a backplane: where to listen and where the data lives.
+public struct BackplaneConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    public var dataDirectory: URL
+    public var logLevel: Logger.Level
+    /// How often expired nonces are forgotten.
+    public var noncePruneInterval: Duration
+
+    public init(
+        host: String = "127.0.0.1", port: Int = 8080, dataDirectory: URL = URL(fileURLWithPath: "data"),
+        logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60)
+    ) {
+        self.host = host
+        self.port = port
+        self.dataDirectory = dataDirectory
+        self.logLevel = logLevel
+        self.noncePruneInterval = noncePruneInterval
+    }
+}
+
+/// The services of one backplane, over one store.
+public struct BackplaneServices: Sendable {
+    public let store: any BackplaneStore
+    public let applications: ApplicationService
+    public let devices: DeviceService
+    let now: @Sendable () -> Date
+
+    public init(store: any BackplaneStore, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.store = store
+        self.applications = ApplicationService(store: store)
+        self.devices = DeviceService(store: store, now: now)
+        self.now = now
+    }
+}
+
+/// Every route of the backplane. Takes dependencies, not configuration, so tests can inject them.
+public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneRequestContext> {
+    let router = Router(context: BackplaneRequestContext.self)
+    // Middleware first: Hummingbird applies to a route the middleware added before it.
+    router.add(middleware: ErrorMiddleware())
+    router.add(middleware: LogRequestsMiddleware(.info))
+    HealthController(store: services.store).addRoutes(to: router)
+    DevicesController(devices: services.devices, store: services.store, now: services.now).addRoutes(to: router)
+    AdminController(devices: services.devices, applications: services.applications, store: services.store).addRoutes(to: router)
+    return router
+}
+
+/// The HTTP server and the background services, over the given store.
+public func buildApplication(
+    _ configuration: BackplaneConfiguration, services: BackplaneServices, logger: Logger? = nil
+) -> some ApplicationProtocol {
+    let logger = logger ?? {
+        var logger = Logger(label: "backplane")
+        logger.logLevel = configuration.logLevel
+        return logger
+    }()
+    var application = Application(
+        router: buildRouter(services),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "backplane"),
+        logger: logger)
+    application.addServices(NonceJanitor(store: services.store, interval: configuration.noncePruneInterval, logger: logger, now: services.now))
+    return application
+}
+
+/// Opens the SQLite store in the configured data directory and builds the application on it.
+public func buildApplication(_ configuration: BackplaneConfiguration) throws -> some ApplicationProtocol {
+    let store = try SQLiteStore(directory: configuration.dataDirectory)
+    return buildApplication(configuration, services: BackplaneServices(store: store))
+}
+
+/// Forgets nonces once their timestamps can no longer pass the freshness check.
+struct NonceJanitor: Service {
+    let store: any BackplaneStore
+    let interval: Duration
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                try await Task.sleep(for: interval)
+                do {
+                    let removed = try await store.pruneNonces(expiredBefore: now())
+                    if removed > 0 { logger.debug("Pruned expired nonces", metadata: ["count": "\(removed)"]) }
+                } catch {
+                    logger.warning("Could not prune nonces", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+import Hummingbird
+import Shared
+
+/// The admin API (bearer token with scope `admin`), always within the token's application.
+struct AdminController {
+    let devices: DeviceService
+    let applications: ApplicationService
+    let store: any BackplaneStore
+
+    func addRoutes(to router: Router<BackplaneRequestContext>) {
+        router.group("v1/admin")
+            .add(middleware: BearerTokenMiddleware(store: store, scope: .admin))
+            .get("devices", use: listDevices)
+            .get("devices/:deviceId", use: device)
+            .put("devices/:deviceId/download-enabled", use: setDownloadEnabled)
+            .post("devices/:deviceId/unregister", use: unregister)
+            .get("settings", use: settings)
+            .patch("settings", use: updateSettings)
+            .get("keys", use: keys)
+            .post("keys", use: addKey)
+            .post("keys/:keyId/revoke", use: revokeKey)
+    }
+
+    @Sendable func listDevices(_ request: Request, context: BackplaneRequestContext) async throws -> DevicePage {
+        let query = request.uri.queryParameters
+        let filter = DeviceFilter(
+            userId: query["userId"].map(String.init),
+            externalDeviceId: query["externalDeviceId"].map(String.init),
+            includeUnregistered: try Self.bool(query["includeUnregistered"].map(String.init), name: "includeUnregistered") ?? false)
+        var limit: Int?
+        if let text = query["limit"] {
+            guard let value = Int(text) else { throw BackplaneError.badRequest("'limit' must be an integer.") }
+            limit = value
+        }
+        return try await devices.listDevices(
+            applicationId: try context.requireApplicationId(), filter: filter, cursor: query["cursor"].map(String.init), limit: limit)
+    }
+
+    @Sendable func device(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
+        try await devices.adminDevice(applicationId: try context.requireApplicationId(), deviceId: try Self.deviceId(context))
+    }
+
+    @Sendable func setDownloadEnabled(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
+        let body = try await request.decode(as: DownloadEnabledRequest.self, context: context)
+        return try await devices.setDownloadEnabled(
+            applicationId: try context.requireApplicationId(), deviceId: try Self.deviceId(context),
+            enabled: body.downloadEnabled, includePushToken: true)
+    }
+
+    @Sendable func unregister(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
+        try await devices.unregister(
+            applicationId: try context.requireApplicationId(), deviceId: try Self.deviceId(context), includePushToken: true)
+    }
+
+    @Sendable func settings(_ request: Request, context: BackplaneRequestContext) async throws -> SettingsResponse {
+        let applicationId = try context.requireApplicationId()
+        return SettingsResponse(applicationId: applicationId, settings: try await applications.settings(applicationId: applicationId))
+    }
+
+    @Sendable func updateSettings(_ request: Request, context: BackplaneRequestContext) async throws -> SettingsResponse {
+        let applicationId = try context.requireApplicationId()
+        let update = try await request.decode(as: ApplicationSettingsUpdate.self, context: context)
+        return SettingsResponse(applicationId: applicationId, settings: try await applications.updateSettings(applicationId: applicationId, update))
+    }
+
+    @Sendable func keys(_ request: Request, context: BackplaneRequestContext) async throws -> AppKeyList {
+        AppKeyList(keys: try await applications.appKeys(applicationId: try context.requireApplicationId()))
+    }
+
+    @Sendable func addKey(_ request: Request, context: BackplaneRequestContext) async throws -> EditedResponse<CreatedAppKey> {
+        EditedResponse(status: .created, response: try await applications.addAppKey(applicationId: try context.requireApplicationId()))
+    }
+
+    @Sendable func revokeKey(_ request: Request, context: BackplaneRequestContext) async throws -> AppKey {
+        try await applications.revokeAppKey(
+            applicationId: try context.requireApplicationId(), keyId: try context.parameters.require("keyId"))
+    }
+
+    private static func deviceId(_ context: BackplaneRequestContext) throws -> String {
+        let raw = try context.parameters.require("deviceId")
+        return raw.removingPercentEncoding ?? raw
+    }
+
+    private static func bool(_ text: String?, name: String) throws -> Bool? {
+        switch text {
+        case nil: return nil
+        case "true", "1": return true
+        case "false", "0": return false
+        default: throw BackplaneError.badRequest("'\(name)' must be true or false.")
+        }
+    }
+}
+
+struct HealthController {
+    let store: any BackplaneStore
+
+    func addRoutes(to router: Router<BackplaneRequestContext>) {
+        router.get("healthz") { _, _ in HealthStatus(status: "ok") }
+        router.get("readyz") { _, _ -> HealthStatus in
+            guard await store.isReachable() else {
+                throw BackplaneError(.serviceUnavailable, .serviceUnavailable, "The database does not answer.")
+            }
+            return HealthStatus(status: "ready")
+        }
+    }
+}
+
+// The Shared wire types are what the routes return.
+extension RegisterDeviceResponse: ResponseEncodable {}
+extension DeviceResponse: ResponseEncodable {}
+extension UserDevicesResponse: ResponseEncodable {}
+extension DevicePage: ResponseEncodable {}
+extension SettingsResponse: ResponseEncodable {}
+extension AppKeyList: ResponseEncodable {}
+extension AppKey: ResponseEncodable {}
+extension CreatedAppKey: ResponseEncodable {}
+extension HealthStatus: ResponseEncodable {}

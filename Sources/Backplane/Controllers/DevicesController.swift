@@ -1,0 +1,69 @@
+import Foundation
+import Hummingbird
+import Shared
+
+/// The device API: every route is signed with an app key; all but registration also need the
+/// device credential, and a device may act only on itself.
+struct DevicesController {
+    let devices: DeviceService
+    let store: any BackplaneStore
+    let now: @Sendable () -> Date
+
+    func addRoutes(to router: Router<BackplaneRequestContext>) {
+        router.group("v1/devices/register")
+            .add(middleware: SignedRequestMiddleware(store: store, devices: devices, requireDevice: false, now: now))
+            .post(use: register)
+
+        router.group("v1/devices")
+            .add(middleware: SignedRequestMiddleware(store: store, devices: devices, requireDevice: true, now: now))
+            .get(use: userDevices)
+            .get(":deviceId", use: device)
+            .patch(":deviceId", use: updateProfile)
+            .put(":deviceId/download-enabled", use: setDownloadEnabled)
+            .post(":deviceId/unregister", use: unregister)
+    }
+
+    @Sendable func register(_ request: Request, context: BackplaneRequestContext) async throws -> EditedResponse<RegisterDeviceResponse> {
+        let body = try await request.decode(as: RegisterDeviceRequest.self, context: context)
+        let response = try await devices.register(applicationId: try context.requireApplicationId(), body)
+        return EditedResponse(status: response.outcome == .created ? .created : .ok, response: response)
+    }
+
+    @Sendable func userDevices(_ request: Request, context: BackplaneRequestContext) async throws -> UserDevicesResponse {
+        let me = try context.requireDevice()
+        return try await devices.userDevices(applicationId: me.applicationId, deviceId: me.deviceId)
+    }
+
+    @Sendable func device(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
+        let me = try pathDevice(context)
+        return try await devices.device(applicationId: me.applicationId, deviceId: me.deviceId)
+    }
+
+    @Sendable func updateProfile(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
+        let me = try pathDevice(context)
+        let update = try await request.decode(as: DeviceProfileUpdate.self, context: context)
+        return try await devices.updateProfile(applicationId: me.applicationId, deviceId: me.deviceId, update)
+    }
+
+    @Sendable func setDownloadEnabled(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
+        let me = try pathDevice(context)
+        let body = try await request.decode(as: DownloadEnabledRequest.self, context: context)
+        return try await devices.setDownloadEnabled(
+            applicationId: me.applicationId, deviceId: me.deviceId, enabled: body.downloadEnabled, includePushToken: true)
+    }
+
+    @Sendable func unregister(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
+        let me = try pathDevice(context)
+        return try await devices.unregister(applicationId: me.applicationId, deviceId: me.deviceId, includePushToken: true)
+    }
+
+    /// The authenticated device, which must be the one named in the path.
+    private func pathDevice(_ context: BackplaneRequestContext) throws -> (applicationId: String, deviceId: String) {
+        let me = try context.requireDevice()
+        let named = try context.parameters.require("deviceId")
+        guard (named.removingPercentEncoding ?? named) == me.deviceId else {
+            throw BackplaneError.forbidden("A device may act only as itself: '\(me.deviceId)' cannot act on '\(named)'.")
+        }
+        return me
+    }
+}

@@ -1,0 +1,115 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Shared
+
+/// Verifies signed device requests (DESIGN.md §3, `RequestSigning` in Shared): the app key's
+/// HMAC over method, path and query, timestamp, nonce, body hash and device id; a timestamp
+/// within ±5 minutes; a nonce never seen before with that key. With `requireDevice`, the request
+/// must also carry a valid device credential, and then the caller is that device and no other.
+struct SignedRequestMiddleware: RouterMiddleware {
+    typealias Context = BackplaneRequestContext
+
+    let store: any BackplaneStore
+    let devices: DeviceService
+    let requireDevice: Bool
+    let now: @Sendable () -> Date
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var request = request
+        var context = context
+        // The body is read once here (bounded) to hash it; handlers decode the same buffer.
+        let body = try await request.collectBody(upTo: WireLimits.maxBodyBytes)
+        context.caller = try await verify(request, body: body)
+        return try await next(request, context)
+    }
+
+    private func verify(_ request: Request, body: ByteBuffer) async throws -> Caller {
+        func header(_ name: String) -> String? {
+            HTTPField.Name(name).flatMap { request.headers[$0] }
+        }
+        guard let keyId = header(RequestSigning.Header.keyId),
+              let timestampText = header(RequestSigning.Header.timestamp),
+              let nonce = header(RequestSigning.Header.nonce),
+              let signatureHex = header(RequestSigning.Header.signature)
+        else {
+            throw BackplaneError.invalidSignature(
+                "Device requests must be signed: send \(RequestSigning.Header.keyId), \(RequestSigning.Header.timestamp), "
+                    + "\(RequestSigning.Header.nonce) and \(RequestSigning.Header.signature).")
+        }
+        guard let timestamp = Int64(timestampText) else {
+            throw BackplaneError.invalidSignature("\(RequestSigning.Header.timestamp) must be Unix seconds.")
+        }
+        let now = now()
+        let skew = abs(now.timeIntervalSince1970 - Double(timestamp))
+        guard skew <= RequestSigning.allowedClockSkew else {
+            throw BackplaneError(.unauthorized, .staleTimestamp,
+                "The request timestamp is \(Int(skew)) s away from server time; at most \(Int(RequestSigning.allowedClockSkew)) s is accepted.",
+                details: ["serverTime": .int(Int64(now.timeIntervalSince1970))])
+        }
+        guard RequestSigning.isValidNonce(nonce) else {
+            throw BackplaneError.invalidSignature("\(RequestSigning.Header.nonce) must be 16 to 64 characters of A-Z, a-z, 0-9, '-' and '_'.")
+        }
+        guard let key = try await store.appKey(id: keyId), key.revokedAt == nil else {
+            throw BackplaneError.invalidCredentials("Unknown or revoked app key '\(keyId)'.")
+        }
+        let deviceId = header(RequestSigning.Header.deviceId)
+        let stringToSign = RequestSigning.stringToSign(
+            method: request.method.rawValue, pathAndQuery: request.head.path ?? "/", timestamp: timestamp, nonce: nonce,
+            bodySHA256Hex: SHA256.hash(data: body.readableBytesView).hexString, deviceId: deviceId)
+        guard let signature = Data(hex: signatureHex),
+              HMAC<SHA256>.isValidAuthenticationCode(
+                signature, authenticating: Data(stringToSign.utf8), using: SymmetricKey(data: Data(key.secret.utf8)))
+        else {
+            throw BackplaneError.invalidSignature("The request signature does not match.")
+        }
+
+        var caller = Caller.app(applicationId: key.applicationId, keyId: keyId)
+        if requireDevice {
+            guard let deviceId, let credential = header(RequestSigning.Header.deviceCredential) else {
+                throw BackplaneError.invalidCredentials(
+                    "Send \(RequestSigning.Header.deviceId) and \(RequestSigning.Header.deviceCredential) from the registration.")
+            }
+            _ = try await devices.authenticate(applicationId: key.applicationId, deviceId: deviceId, credential: credential)
+            caller = .device(applicationId: key.applicationId, keyId: keyId, deviceId: deviceId)
+        }
+        // Last, so that only a request that passed every other check uses up its nonce.
+        let fresh = try await store.recordSignedRequest(
+            keyId: keyId, nonce: nonce,
+            expiresAt: Date(timeIntervalSince1970: Double(timestamp) + RequestSigning.allowedClockSkew + 60),
+            deviceId: requireDevice ? deviceId : nil, applicationId: key.applicationId, now: now)
+        guard fresh else {
+            throw BackplaneError(.unauthorized, .nonceReused, "This nonce was already used; every request needs a new one.")
+        }
+        return caller
+    }
+}
+
+/// `Authorization: Bearer <token>` with the one scope a route group needs.
+struct BearerTokenMiddleware: RouterMiddleware {
+    typealias Context = BackplaneRequestContext
+
+    let store: any BackplaneStore
+    let scope: TokenScope
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let authorization = request.headers[.authorization],
+              authorization.lowercased().hasPrefix("bearer ")
+        else {
+            throw BackplaneError.invalidCredentials("Send 'Authorization: Bearer <token>' with a token of scope '\(scope.rawValue)'.")
+        }
+        let token = authorization.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
+        guard let record = try await store.token(hash: Secrets.hash(token)), record.revokedAt == nil else {
+            throw BackplaneError.invalidCredentials("Unknown or revoked bearer token.")
+        }
+        guard record.scope == scope else {
+            throw BackplaneError(.forbidden, .forbidden,
+                "This route needs a token of scope '\(scope.rawValue)'; this token has scope '\(record.scope.rawValue)'.",
+                details: ["requiredScope": .string(scope.rawValue)])
+        }
+        var context = context
+        context.caller = .token(applicationId: record.applicationId, scope: record.scope)
+        return try await next(request, context)
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import Hummingbird
+import Shared
+
+/// Every error the backplane answers on purpose. It renders the error body of DESIGN.md §3;
+/// anything else that escapes a handler is a bug and becomes `internal_error` (500).
+public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringConvertible {
+    public var status: HTTPResponse.Status
+    public var body: ErrorBody
+
+    public init(_ status: HTTPResponse.Status, _ code: ErrorCode, _ message: String, details: [String: JSONValue]? = nil) {
+        self.status = status
+        self.body = ErrorBody(code: code, message: message, details: details)
+    }
+
+    public var code: ErrorCode { body.error.code }
+    public var description: String { "\(status.code) \(body.error.code.rawValue): \(body.error.message)" }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        let data = try JSONEncoder.backplane.encode(body)
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    // MARK: the errors the services and middleware raise
+
+    public static func badRequest(_ message: String) -> Self { .init(.badRequest, .badRequest, message) }
+    public static func validation(_ message: String, field: String? = nil) -> Self {
+        .init(.badRequest, .validationFailed, message, details: field.map { ["field": .string($0)] })
+    }
+    public static func payloadTooLarge(limit: Int) -> Self {
+        .init(.contentTooLarge, .payloadTooLarge, "The request body is larger than \(limit) bytes.", details: ["limitBytes": .int(Int64(limit))])
+    }
+    public static func invalidCredentials(_ message: String) -> Self { .init(.unauthorized, .invalidCredentials, message) }
+    public static func invalidSignature(_ message: String) -> Self { .init(.unauthorized, .invalidSignature, message) }
+    public static func forbidden(_ message: String) -> Self { .init(.forbidden, .forbidden, message) }
+    public static func notFound(_ message: String) -> Self { .init(.notFound, .notFound, message) }
+    public static func conflict(_ message: String) -> Self { .init(.conflict, .conflict, message) }
+    public static func internalError(requestId: String) -> Self {
+        .init(.internalServerError, .internalError, "Internal error; quote request id \(requestId) when reporting it.",
+              details: ["requestId": .string(requestId)])
+    }
+
+    public static func deviceLimitReached(enabled: Int, limit: Int) -> Self {
+        .init(.conflict, .deviceLimitReached,
+              "The user already has \(enabled) download-enabled devices; the limit is \(limit).",
+              details: ["downloadEnabledCount": .int(Int64(enabled)), "deviceLimit": .int(Int64(limit))])
+    }
+}
+
+extension JSONEncoder {
+    /// The wire encoding: camelCase keys, RFC 3339 UTC dates.
+    static var backplane: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }
+}
+
+extension JSONDecoder {
+    static var backplane: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+}

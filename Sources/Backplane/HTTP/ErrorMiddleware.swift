@@ -1,0 +1,60 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Shared
+
+/// Outermost middleware: gives every response an `X-Request-Id`, renders every error with the
+/// error body of DESIGN.md §3, and logs anything unexpected as the bug it is.
+struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    static var requestIdHeader: HTTPField.Name { HTTPField.Name("X-Request-Id")! }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch {
+            let mapped = Self.map(error, requestId: context.id)
+            if mapped.status.code >= 500 {
+                context.logger.error("Unhandled error", metadata: ["error": "\(String(reflecting: error))"])
+            } else {
+                context.logger.debug("Request refused", metadata: ["error": "\(mapped)"])
+            }
+            response = try mapped.response(from: request, context: context)
+        }
+        response.headers[Self.requestIdHeader] = context.id
+        return response
+    }
+
+    static func map(_ error: any Error, requestId: String) -> BackplaneError {
+        switch error {
+        case let error as BackplaneError:
+            return error
+        case is NIOTooManyBytesError:
+            return .payloadTooLarge(limit: WireLimits.maxBodyBytes)
+        case let error as HTTPError:
+            return BackplaneError(error.status, code(for: error.status), error.body ?? message(for: error.status))
+        case let error as any HTTPResponseError where error.status.code < 500:
+            return BackplaneError(error.status, code(for: error.status), message(for: error.status))
+        default:
+            return .internalError(requestId: requestId)
+        }
+    }
+
+    private static func code(for status: HTTPResponse.Status) -> ErrorCode {
+        switch status.code {
+        case 401: .invalidCredentials
+        case 403: .forbidden
+        case 404: .notFound
+        case 405: .methodNotAllowed
+        case 409: .conflict
+        case 413: .payloadTooLarge
+        case 500...: .internalError
+        default: .badRequest
+        }
+    }
+
+    private static func message(for status: HTTPResponse.Status) -> String {
+        status.code == 404 ? "No such route." : status.reasonPhrase
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import Hummingbird
+import Shared
+
+/// Who made the request, as established by the authentication middleware.
+public enum Caller: Sendable, Equatable {
+    /// A request signed with an app key, before the device has a credential (registration).
+    case app(applicationId: String, keyId: String)
+    /// A signed request that also carried a valid device credential.
+    case device(applicationId: String, keyId: String, deviceId: String)
+    /// A bearer token with one scope.
+    case token(applicationId: String, scope: TokenScope)
+
+    public var applicationId: String {
+        switch self {
+        case .app(let id, _), .device(let id, _, _), .token(let id, _): id
+        }
+    }
+}
+
+public struct BackplaneRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public var caller: Caller?
+
+    public init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+        self.caller = nil
+    }
+
+    public var maxUploadSize: Int { WireLimits.maxBodyBytes }
+    public var requestDecoder: BackplaneRequestDecoder { BackplaneRequestDecoder() }
+    public var responseEncoder: JSONEncoder { JSONEncoder.backplane }
+
+    /// The authenticated device; routes behind the device middleware can rely on it.
+    func requireDevice() throws -> (applicationId: String, deviceId: String) {
+        guard case .device(let applicationId, _, let deviceId) = caller else {
+            throw BackplaneError.invalidCredentials("This route needs a device credential.")
+        }
+        return (applicationId, deviceId)
+    }
+
+    func requireApplicationId() throws -> String {
+        guard let caller else { throw BackplaneError.invalidCredentials("This route needs credentials.") }
+        return caller.applicationId
+    }
+}
+
+/// Decodes JSON bodies into Shared types and turns every decoding failure into a 400 that says
+/// which field was wrong, instead of Hummingbird's generic message.
+public struct BackplaneRequestDecoder: RequestDecoder {
+    public func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext) async throws -> T {
+        let buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        guard buffer.readableBytes > 0 else { throw BackplaneError.badRequest("A JSON request body is required.") }
+        do {
+            return try JSONDecoder.backplane.decode(T.self, from: Data(buffer: buffer))
+        } catch let error as DecodingError {
+            throw BackplaneError.badRequest(Self.describe(error))
+        }
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ codingPath: [any CodingKey]) -> String {
+            codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            let parent = path(context.codingPath)
+            return "Missing required field '\(parent.isEmpty ? key.stringValue : parent + "." + key.stringValue)'."
+        case .typeMismatch(let type, let context):
+            return "Field '\(path(context.codingPath))' has the wrong type; expected \(type)."
+        case .valueNotFound(let type, let context):
+            return "Field '\(path(context.codingPath))' must not be null; expected \(type)."
+        case .dataCorrupted(let context):
+            let location = path(context.codingPath)
+            return location.isEmpty ? "The body is not valid JSON." : "Field '\(location)' is invalid: \(context.debugDescription)"
+        @unknown default:
+            return "The body could not be decoded."
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import Shared
+
+/// Applications (tenants), their app keys, bearer tokens and settings.
+public struct ApplicationService: Sendable {
+    public let store: any BackplaneStore
+
+    public init(store: any BackplaneStore) {
+        self.store = store
+    }
+
+    /// A new application with default settings and one app key. The secret is returned once.
+    public func createApplication(name: String, now: Date = Date()) async throws -> (ApplicationRecord, CreatedAppKey) {
+        try Validate.text(name, field: "name", maxLength: WireLimits.maxApplicationNameLength)
+        let application = ApplicationRecord(id: Secrets.applicationId(), name: name, settings: .defaults, createdAt: now)
+        let key = AppKeyRecord(keyId: Secrets.appKeyId(), applicationId: application.id, secret: Secrets.appKeySecret(), createdAt: now)
+        try await store.createApplication(application, key: key)
+        return (application, CreatedAppKey(keyId: key.keyId, secret: key.secret, createdAt: now))
+    }
+
+    public func applications() async throws -> [ApplicationRecord] {
+        try await store.applications()
+    }
+
+    /// A bearer token with one scope. Only its hash is stored; the token is returned once.
+    public func createToken(applicationId: String, scope: TokenScope, name: String, now: Date = Date()) async throws -> String {
+        try Validate.text(name, field: "name", maxLength: WireLimits.maxApplicationNameLength)
+        guard try await store.application(id: applicationId) != nil else {
+            throw BackplaneError.notFound("No application with id '\(applicationId)'.")
+        }
+        let token = Secrets.bearerToken()
+        try await store.createToken(TokenRecord(
+            id: Secrets.tokenId(), applicationId: applicationId, scope: scope,
+            tokenHash: Secrets.hash(token), name: name, createdAt: now))
+        return token
+    }
+
+    public func settings(applicationId: String) async throws -> ApplicationSettings {
+        guard let application = try await store.application(id: applicationId) else {
+            throw BackplaneError.notFound("No application with id '\(applicationId)'.")
+        }
+        return application.settings
+    }
+
+    /// Applies a partial update after validating the result; nothing changes when it is invalid.
+    public func updateSettings(applicationId: String, _ update: ApplicationSettingsUpdate) async throws -> ApplicationSettings {
+        let updated = try await store.updateSettings(applicationId: applicationId) { current in
+            let next = update.applied(to: current)
+            try Validate.settings(next)
+            return next
+        }
+        guard let updated else { throw BackplaneError.notFound("No application with id '\(applicationId)'.") }
+        return updated
+    }
+
+    // MARK: app keys (rotation: add a key, ship it, then revoke the old one)
+
+    public func appKeys(applicationId: String) async throws -> [AppKey] {
+        try await store.appKeys(applicationId: applicationId).map(\.wire)
+    }
+
+    public func addAppKey(applicationId: String, now: Date = Date()) async throws -> CreatedAppKey {
+        let key = AppKeyRecord(keyId: Secrets.appKeyId(), applicationId: applicationId, secret: Secrets.appKeySecret(), createdAt: now)
+        try await store.addAppKey(key)
+        return CreatedAppKey(keyId: key.keyId, secret: key.secret, createdAt: now)
+    }
+
+    /// Revokes a key; the last unrevoked key of an application cannot be revoked (409), since
+    /// that would lock every device out.
+    public func revokeAppKey(applicationId: String, keyId: String, now: Date = Date()) async throws -> AppKey {
+        let revoked = try await store.revokeAppKey(applicationId: applicationId, keyId: keyId, at: now) { active in
+            guard active.contains(where: { $0.keyId != keyId }) else {
+                throw BackplaneError.conflict("'\(keyId)' is the application's only active key; add a new key before revoking it.")
+            }
+        }
+        guard let revoked else { throw BackplaneError.notFound("No app key '\(keyId)' in this application.") }
+        return revoked.wire
+    }
+
+    // MARK: first run
+
+    public struct FirstRunCredentials: Sendable {
+        public var application: ApplicationRecord
+        public var key: CreatedAppKey
+        public var adminToken: String
+    }
+
+    /// On an empty database, creates an application named "default" with an admin token, so a
+    /// fresh `serve` is usable at once. Nil when any application exists.
+    public func bootstrapIfEmpty() async throws -> FirstRunCredentials? {
+        guard try await store.applications().isEmpty else { return nil }
+        let (application, key) = try await createApplication(name: "default")
+        let token = try await createToken(applicationId: application.id, scope: .admin, name: "first-run admin")
+        return FirstRunCredentials(application: application, key: key, adminToken: token)
+    }
+}
+
+extension AppKeyRecord {
+    var wire: AppKey { AppKey(keyId: keyId, createdAt: createdAt, revokedAt: revokedAt) }
+}

@@ -1,0 +1,275 @@
+import Foundation
+import Shared
+
+/// The per-user limit on download-enabled devices. `-1` is unlimited.
+struct DeviceLimitPolicy: Sendable {
+    let limit: Int
+
+    init(_ settings: ApplicationSettings) {
+        self.limit = settings.deviceLimit
+    }
+
+    /// Whether one more device of the user may be download-enabled.
+    func hasRoom(otherEnabled: Int) -> Bool {
+        limit < 0 || otherEnabled < limit
+    }
+
+    func checkEnable(otherEnabled: Int) throws {
+        guard hasRoom(otherEnabled: otherEnabled) else {
+            throw BackplaneError.deviceLimitReached(enabled: otherEnabled, limit: limit)
+        }
+    }
+}
+
+/// Registration, the device's own requests, and the admin's view of devices.
+public struct DeviceService: Sendable {
+    public let store: any BackplaneStore
+    let now: @Sendable () -> Date
+
+    public init(store: any BackplaneStore, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.store = store
+        self.now = now
+    }
+
+    struct RegistrationDecision: Sendable {
+        var outcome: RegistrationOutcome
+        var deviceLimitReached: Bool
+    }
+
+    /// Registers a device idempotently and issues a new device credential.
+    ///
+    /// - same device id, same user: the same device (`existing`), its download flag unchanged;
+    /// - registered to another user: 409 `device_already_registered`, unless `moveFromOtherUser`,
+    ///   which moves it (`moved`) and so frees its slot in the old user's limit;
+    /// - unregistered earlier: registered again (`reactivated`);
+    /// - new: `created`. Moved, reactivated and created devices are download-enabled while the user
+    ///   is under the device limit, else registered with download disabled and `deviceLimitReached`.
+    public func register(applicationId: String, _ request: RegisterDeviceRequest) async throws -> RegisterDeviceResponse {
+        try Validate.identifier(request.userId, field: "userId")
+        try Validate.identifier(request.deviceId, field: "deviceId")
+        try Validate.text(request.platform, field: "platform", maxLength: WireLimits.maxShortTextLength)
+        try validateProfile(externalDeviceId: request.externalDeviceId, nickname: request.nickname, pushToken: request.pushToken)
+        try Validate.optionalText(request.model, field: "model", maxLength: WireLimits.maxShortTextLength)
+        try Validate.optionalText(request.osVersion, field: "osVersion", maxLength: WireLimits.maxShortTextLength)
+        try Validate.optionalText(request.sdkVersion, field: "sdkVersion", maxLength: WireLimits.maxShortTextLength)
+        try Validate.optionalText(request.appVersion, field: "appVersion", maxLength: WireLimits.maxShortTextLength)
+
+        let credential = Secrets.deviceCredential()
+        let credentialHash = Secrets.hash(credential)
+        let now = now()
+        let (device, decision) = try await store.registerDevice(
+            applicationId: applicationId, deviceId: request.deviceId, userId: request.userId
+        ) { state in
+            let policy = DeviceLimitPolicy(state.limit.settings)
+            let hasRoom = policy.hasRoom(otherEnabled: state.limit.otherEnabledDevices)
+            let outcome: RegistrationOutcome
+            var device: DeviceRecord
+            if let existing = state.existing {
+                device = existing
+                if !existing.isRegistered {
+                    outcome = .reactivated
+                } else if existing.userId == request.userId {
+                    outcome = .existing
+                } else if request.moveFromOtherUser == true {
+                    outcome = .moved
+                } else {
+                    throw BackplaneError(.conflict, .deviceAlreadyRegistered,
+                        "Device '\(request.deviceId)' is registered to another user; set moveFromOtherUser to move it.",
+                        details: ["deviceId": .string(request.deviceId)])
+                }
+                if outcome != .existing {
+                    device.userId = request.userId
+                    device.downloadEnabled = hasRoom
+                    device.unregisteredAt = nil
+                }
+            } else {
+                outcome = .created
+                device = DeviceRecord(
+                    applicationId: applicationId, deviceId: request.deviceId, userId: request.userId,
+                    platform: request.platform, downloadEnabled: hasRoom, credentialHash: credentialHash,
+                    registeredAt: now, updatedAt: now, lastSeenAt: now)
+            }
+            device.platform = request.platform
+            device.externalDeviceId = request.externalDeviceId.map(Self.emptyAsNil) ?? device.externalDeviceId
+            device.nickname = request.nickname.map(Self.emptyAsNil) ?? device.nickname
+            device.pushToken = request.pushToken.map(Self.emptyAsNil) ?? device.pushToken
+            device.model = request.model ?? device.model
+            device.osVersion = request.osVersion ?? device.osVersion
+            device.sdkVersion = request.sdkVersion ?? device.sdkVersion
+            device.appVersion = request.appVersion ?? device.appVersion
+            device.credentialHash = credentialHash
+            device.updatedAt = now
+            device.lastSeenAt = now
+            let limitReached = !device.downloadEnabled && !hasRoom
+            return (device, RegistrationDecision(outcome: outcome, deviceLimitReached: limitReached))
+        }
+        return RegisterDeviceResponse(
+            device: device.wire(includePushToken: true), outcome: decision.outcome,
+            alreadyRegistered: decision.outcome == .existing, deviceLimitReached: decision.deviceLimitReached,
+            deviceCredential: credential, settings: try await settings(applicationId), serverTime: now)
+    }
+
+    /// Checks a device credential; the answer is the device when it may make requests.
+    func authenticate(applicationId: String, deviceId: String, credential: String) async throws -> DeviceRecord {
+        guard let device = try await store.device(applicationId: applicationId, deviceId: deviceId),
+              device.credentialHash == Secrets.hash(credential)
+        else { throw BackplaneError.invalidCredentials("Unknown device or wrong device credential.") }
+        guard device.isRegistered else {
+            throw BackplaneError(.forbidden, .deviceUnregistered, "Device '\(deviceId)' was unregistered; register it again.")
+        }
+        return device
+    }
+
+    // MARK: a device's own requests
+
+    public func device(applicationId: String, deviceId: String) async throws -> DeviceResponse {
+        try await response(applicationId, try await existing(applicationId, deviceId), includePushToken: true)
+    }
+
+    /// The registered devices of the device's user. Push tokens of the other devices are left out.
+    public func userDevices(applicationId: String, deviceId: String) async throws -> UserDevicesResponse {
+        let me = try await existing(applicationId, deviceId)
+        let devices = try await store.devices(applicationId: applicationId, userId: me.userId)
+        return UserDevicesResponse(
+            devices: devices.map { $0.wire(includePushToken: $0.deviceId == deviceId) },
+            downloadEnabledCount: devices.filter(\.downloadEnabled).count,
+            settings: try await settings(applicationId), serverTime: now())
+    }
+
+    /// Sets the fields present in `update`; an empty string clears one.
+    public func updateProfile(applicationId: String, deviceId: String, _ update: DeviceProfileUpdate) async throws -> DeviceResponse {
+        try validateProfile(externalDeviceId: update.externalDeviceId, nickname: update.nickname, pushToken: update.pushToken)
+        let now = now()
+        let device = try await mutate(applicationId, deviceId) { original, _ in
+            var device = original
+            if let value = update.nickname { device.nickname = Self.emptyAsNil(value) }
+            if let value = update.externalDeviceId { device.externalDeviceId = Self.emptyAsNil(value) }
+            if let value = update.pushToken { device.pushToken = Self.emptyAsNil(value) }
+            if device != original { device.updatedAt = now }
+            return device
+        }
+        return try await response(applicationId, device, includePushToken: true)
+    }
+
+    /// Turns download on or off. Turning it on above the user's device limit is a 409
+    /// `device_limit_reached`, for devices and admins alike.
+    public func setDownloadEnabled(
+        applicationId: String, deviceId: String, enabled: Bool, includePushToken: Bool
+    ) async throws -> DeviceResponse {
+        let now = now()
+        let device = try await mutate(applicationId, deviceId) { device, limit in
+            guard device.isRegistered else {
+                throw BackplaneError.conflict("Device '\(deviceId)' is unregistered; it must register again first.")
+            }
+            guard device.downloadEnabled != enabled else { return device }
+            if enabled {
+                try DeviceLimitPolicy(limit.settings).checkEnable(otherEnabled: limit.otherEnabledDevices)
+            }
+            var device = device
+            device.downloadEnabled = enabled
+            device.updatedAt = now
+            return device
+        }
+        return try await response(applicationId, device, includePushToken: includePushToken)
+    }
+
+    /// Disables and detaches the device; the row stays for audit and is hidden from device lists.
+    /// Unregistering an unregistered device changes nothing.
+    public func unregister(applicationId: String, deviceId: String, includePushToken: Bool) async throws -> DeviceResponse {
+        let now = now()
+        let device = try await mutate(applicationId, deviceId) { device, _ in
+            guard device.isRegistered else { return device }
+            var device = device
+            device.downloadEnabled = false
+            device.unregisteredAt = now
+            device.updatedAt = now
+            return device
+        }
+        return try await response(applicationId, device, includePushToken: includePushToken)
+    }
+
+    // MARK: admin
+
+    public func adminDevice(applicationId: String, deviceId: String) async throws -> DeviceResponse {
+        try await response(applicationId, try await existing(applicationId, deviceId), includePushToken: true)
+    }
+
+    public func listDevices(applicationId: String, filter: DeviceFilter, cursor: String?, limit: Int?) async throws -> DevicePage {
+        let limit = limit ?? WireLimits.defaultPageSize
+        guard (1...WireLimits.maxPageSize).contains(limit) else {
+            throw BackplaneError.validation("'limit' must be between 1 and \(WireLimits.maxPageSize).", field: "limit")
+        }
+        try Validate.optionalText(filter.userId, field: "userId", maxLength: WireLimits.maxIdentifierLength)
+        try Validate.optionalText(filter.externalDeviceId, field: "externalDeviceId", maxLength: WireLimits.maxIdentifierLength)
+        let after = try cursor.map(DeviceCursor.decode)
+        // One extra row tells whether another page exists.
+        let rows = try await store.devices(applicationId: applicationId, filter: filter, afterRowId: after, limit: limit + 1)
+        let page = rows.prefix(limit)
+        let next = rows.count > limit ? page.last?.rowId.map(DeviceCursor.encode) : nil
+        return DevicePage(devices: page.map { $0.wire(includePushToken: true) }, nextCursor: next)
+    }
+
+    // MARK: helpers
+
+    private func validateProfile(externalDeviceId: String?, nickname: String?, pushToken: String?) throws {
+        try Validate.optionalText(externalDeviceId, field: "externalDeviceId", maxLength: WireLimits.maxIdentifierLength)
+        try Validate.optionalText(nickname, field: "nickname", maxLength: WireLimits.maxIdentifierLength)
+        try Validate.optionalText(pushToken, field: "pushToken", maxLength: WireLimits.maxPushTokenLength)
+    }
+
+    private func existing(_ applicationId: String, _ deviceId: String) async throws -> DeviceRecord {
+        guard let device = try await store.device(applicationId: applicationId, deviceId: deviceId) else {
+            throw BackplaneError.notFound("No device '\(deviceId)'.")
+        }
+        return device
+    }
+
+    private func mutate(
+        _ applicationId: String, _ deviceId: String,
+        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
+    ) async throws -> DeviceRecord {
+        guard let device = try await store.updateDevice(applicationId: applicationId, deviceId: deviceId, change) else {
+            throw BackplaneError.notFound("No device '\(deviceId)'.")
+        }
+        return device
+    }
+
+    private func settings(_ applicationId: String) async throws -> ApplicationSettings {
+        guard let application = try await store.application(id: applicationId) else {
+            throw BackplaneError.notFound("No application with id '\(applicationId)'.")
+        }
+        return application.settings
+    }
+
+    private func response(_ applicationId: String, _ device: DeviceRecord, includePushToken: Bool) async throws -> DeviceResponse {
+        DeviceResponse(device: device.wire(includePushToken: includePushToken), settings: try await settings(applicationId), serverTime: now())
+    }
+
+    private static func emptyAsNil(_ value: String) -> String? { value.isEmpty ? nil : value }
+}
+
+/// The opaque admin pagination cursor: the last row's store id, base64url-encoded.
+enum DeviceCursor {
+    static func encode(_ rowId: Int64) -> String {
+        Data("d1:\(rowId)".utf8).base64URLEncodedString()
+    }
+
+    static func decode(_ cursor: String) throws -> Int64 {
+        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8),
+              text.hasPrefix("d1:"), let rowId = Int64(text.dropFirst(3)), rowId >= 0
+        else { throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.") }
+        return rowId
+    }
+}
+
+extension DeviceRecord {
+    func wire(includePushToken: Bool) -> Device {
+        Device(
+            deviceId: deviceId, userId: userId, externalDeviceId: externalDeviceId, nickname: nickname,
+            platform: platform, model: model, osVersion: osVersion, sdkVersion: sdkVersion, appVersion: appVersion,
+            pushToken: includePushToken ? pushToken : nil, downloadEnabled: downloadEnabled,
+            registeredAt: registeredAt, updatedAt: updatedAt, lastSeenAt: lastSeenAt, unregisteredAt: unregisteredAt)
+    }
+}

@@ -1,0 +1,53 @@
+import Crypto
+import Foundation
+
+/// Random identifiers and secrets, and the one-way hashes the store keeps of secrets.
+enum Secrets {
+    /// `prefix` + `byteCount` random bytes in base64url (no padding).
+    static func random(prefix: String, byteCount: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<byteCount).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return prefix + Data(bytes).base64URLEncodedString()
+    }
+
+    static func applicationId() -> String { random(prefix: "app_", byteCount: 9) }
+    static func appKeyId() -> String { random(prefix: "ak_", byteCount: 12) }
+    static func appKeySecret() -> String { random(prefix: "", byteCount: 32) }
+    static func tokenId() -> String { random(prefix: "tok_", byteCount: 9) }
+    static func bearerToken() -> String { random(prefix: "bpt_", byteCount: 32) }
+    static func deviceCredential() -> String { random(prefix: "dc_", byteCount: 32) }
+
+    /// Tokens and device credentials are 256-bit random values, so a plain SHA-256 is a sound
+    /// one-way hash for storing them (no salt or slow KDF is needed for non-guessable inputs).
+    static func hash(_ secret: String) -> String {
+        SHA256.hash(data: Data(secret.utf8)).hexString
+    }
+}
+
+extension Data {
+    func base64URLEncodedString() -> String {
+        base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// Decodes lower- or upper-case hex; nil for anything else.
+    init?(hex: String) {
+        guard hex.count % 2 == 0 else { return nil }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(hex.count / 2)
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        self.init(bytes)
+    }
+}
+
+extension Sequence where Element == UInt8 {
+    var hexString: String { map { String(format: "%02x", $0) }.joined() }
+}

@@ -1,0 +1,46 @@
+import Foundation
+import Shared
+
+/// Input checks shared by the services. Each throws `validation_failed` naming the field.
+enum Validate {
+    /// Required identifier: 1...maxIdentifierLength characters, no control characters, not only spaces.
+    static func identifier(_ value: String, field: String) throws {
+        try text(value, field: field, maxLength: WireLimits.maxIdentifierLength)
+    }
+
+    static func text(_ value: String, field: String, maxLength: Int) throws {
+        guard !value.trimmingCharacters(in: .whitespaces).isEmpty else {
+            throw BackplaneError.validation("'\(field)' must not be empty.", field: field)
+        }
+        try optionalText(value, field: field, maxLength: maxLength)
+    }
+
+    /// Optional text: may be empty (meaning "clear" where documented), bounded, no control characters.
+    static func optionalText(_ value: String?, field: String, maxLength: Int) throws {
+        guard let value else { return }
+        guard value.count <= maxLength else {
+            throw BackplaneError.validation("'\(field)' is longer than \(maxLength) characters.", field: field)
+        }
+        guard !value.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) }) else {
+            throw BackplaneError.validation("'\(field)' must not contain control characters.", field: field)
+        }
+    }
+
+    /// A limit or duration setting: -1 (unlimited) or 0...Int32.max.
+    static func setting(_ value: Int, field: String) throws {
+        guard value >= ApplicationSettings.unlimited, value <= Int(Int32.max) else {
+            throw BackplaneError.validation("'\(field)' must be -1 (unlimited) or between 0 and \(Int32.max).", field: field)
+        }
+    }
+
+    static func settings(_ settings: ApplicationSettings) throws {
+        try setting(settings.deviceLimit, field: "deviceLimit")
+        try setting(settings.expiryAfterDownloadSeconds, field: "expiryAfterDownloadSeconds")
+        try setting(settings.expiryAfterPlaySeconds, field: "expiryAfterPlaySeconds")
+        try setting(settings.offlineViewingPeriodSeconds, field: "offlineViewingPeriodSeconds")
+        try setting(settings.maxDownloadsPerDevice, field: "maxDownloadsPerDevice")
+        try setting(settings.maxDownloadsPerAccount, field: "maxDownloadsPerAccount")
+        try setting(settings.maxLifetimeDownloadsPerAsset, field: "maxLifetimeDownloadsPerAsset")
+        try setting(settings.maxCopiesPerAccount, field: "maxCopiesPerAccount")
+    }
+}

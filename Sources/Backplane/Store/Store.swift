@@ -1,0 +1,133 @@
+import Foundation
+import Shared
+
+// Records are what the store keeps; they are not wire types. Services map them to Shared types.
+
+public struct ApplicationRecord: Sendable, Equatable, Codable {
+    public var id: String
+    public var name: String
+    public var settings: ApplicationSettings
+    public var createdAt: Date
+}
+
+public struct AppKeyRecord: Sendable, Equatable, Codable {
+    public var keyId: String
+    public var applicationId: String
+    /// Kept as is: verifying an HMAC needs the secret itself. Protect the data directory.
+    public var secret: String
+    public var createdAt: Date
+    public var revokedAt: Date?
+}
+
+public struct TokenRecord: Sendable, Equatable, Codable {
+    public var id: String
+    public var applicationId: String
+    public var scope: TokenScope
+    /// SHA-256 of the token; the token itself is shown once and never stored.
+    public var tokenHash: String
+    public var name: String
+    public var createdAt: Date
+    public var revokedAt: Date?
+}
+
+public struct DeviceRecord: Sendable, Equatable, Codable {
+    /// Store-assigned, increasing; the key of admin pagination. Nil before the first insert.
+    public var rowId: Int64?
+    public var applicationId: String
+    public var deviceId: String
+    public var userId: String
+    public var externalDeviceId: String?
+    public var nickname: String?
+    public var platform: String
+    public var model: String?
+    public var osVersion: String?
+    public var sdkVersion: String?
+    public var appVersion: String?
+    public var pushToken: String?
+    public var downloadEnabled: Bool
+    /// SHA-256 of the current device credential.
+    public var credentialHash: String
+    public var registeredAt: Date
+    public var updatedAt: Date
+    public var lastSeenAt: Date
+    public var unregisteredAt: Date?
+
+    public var isRegistered: Bool { unregisteredAt == nil }
+}
+
+/// What a device mutation sees, read inside the store's transaction so that a decision taken
+/// on it (the device limit) cannot be invalidated by a concurrent request.
+public struct DeviceLimitState: Sendable {
+    public var settings: ApplicationSettings
+    /// Registered, download-enabled devices of the user in question, not counting the device itself.
+    public var otherEnabledDevices: Int
+}
+
+public struct RegistrationState: Sendable {
+    /// The row with this application and device id, registered or not.
+    public var existing: DeviceRecord?
+    /// Counted for the user the device is registering to.
+    public var limit: DeviceLimitState
+}
+
+public struct DeviceFilter: Sendable, Equatable {
+    public var userId: String?
+    public var externalDeviceId: String?
+    public var includeUnregistered: Bool
+
+    public init(userId: String? = nil, externalDeviceId: String? = nil, includeUnregistered: Bool = false) {
+        self.userId = userId
+        self.externalDeviceId = externalDeviceId
+        self.includeUnregistered = includeUnregistered
+    }
+}
+
+/// Persistence of the backplane. Implementations own the SQL and the transactions; the rules
+/// (the device limit, who may do what) are passed in as closures by the services and evaluated
+/// inside one transaction, so every check-and-set is atomic whatever the implementation.
+public protocol BackplaneStore: Sendable {
+    /// True when the database answers a trivial query.
+    func isReachable() async -> Bool
+
+    // MARK: applications, keys, tokens
+    func createApplication(_ application: ApplicationRecord, key: AppKeyRecord) async throws
+    func application(id: String) async throws -> ApplicationRecord?
+    func applications() async throws -> [ApplicationRecord]
+    func updateSettings(applicationId: String, _ change: @Sendable (ApplicationSettings) throws -> ApplicationSettings) async throws -> ApplicationSettings?
+
+    func addAppKey(_ key: AppKeyRecord) async throws
+    func appKey(id: String) async throws -> AppKeyRecord?
+    func appKeys(applicationId: String) async throws -> [AppKeyRecord]
+    /// Sets `revokedAt` once `check` (given the application's unrevoked keys) allows it. Nil when the key is unknown.
+    func revokeAppKey(applicationId: String, keyId: String, at: Date, check: @Sendable ([AppKeyRecord]) throws -> Void) async throws -> AppKeyRecord?
+
+    func createToken(_ token: TokenRecord) async throws
+    func token(hash: String) async throws -> TokenRecord?
+
+    // MARK: signed requests
+    /// Records a nonce for a key until `expiresAt`. False when it was already recorded (a replay).
+    /// When `deviceId` is given, also marks that device as seen at `now`.
+    func recordSignedRequest(keyId: String, nonce: String, expiresAt: Date, deviceId: String?, applicationId: String, now: Date) async throws -> Bool
+    /// Forgets nonces that expired before `date`; returns how many.
+    func pruneNonces(expiredBefore date: Date) async throws -> Int
+
+    // MARK: devices
+    func device(applicationId: String, deviceId: String) async throws -> DeviceRecord?
+    /// The registered devices of a user, in registration order.
+    func devices(applicationId: String, userId: String) async throws -> [DeviceRecord]
+    /// A page of devices with `rowId` greater than `afterRowId`, in `rowId` order.
+    func devices(applicationId: String, filter: DeviceFilter, afterRowId: Int64?, limit: Int) async throws -> [DeviceRecord]
+
+    /// Inserts or replaces the device row decided by `decide`, in one transaction with the read of `RegistrationState`.
+    func registerDevice<Decision: Sendable>(
+        applicationId: String, deviceId: String, userId: String,
+        decide: @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
+    ) async throws -> (DeviceRecord, Decision)
+
+    /// Replaces an existing device row with what `change` returns, in one transaction with the read of
+    /// the row and its user's `DeviceLimitState`. Nil when no such device exists.
+    func updateDevice(
+        applicationId: String, deviceId: String,
+        _ change: @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
+    ) async throws -> DeviceRecord?
+}

@@ -1,0 +1,123 @@
+import ArgumentParser
+import Backplane
+import Foundation
+import Logging
+import Shared
+
+@main
+struct BackplaneCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backplane",
+        abstract: "The Backplane sync server for offline video downloads.",
+        subcommands: [Serve.self, Migrate.self, AppCommand.self, TokenCommand.self],
+        defaultSubcommand: Serve.self)
+}
+
+struct DataDirOption: ParsableArguments {
+    @Option(name: .long, help: "Directory holding backplane.sqlite.")
+    var dataDir: String = "./data"
+
+    var url: URL { URL(fileURLWithPath: dataDir) }
+
+    func openStore() throws -> SQLiteStore { try SQLiteStore(directory: url) }
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Serve the backplane over HTTP.")
+
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "Port to listen on (0 picks a free one).") var port = 8080
+    @OptionGroup var data: DataDirOption
+    @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
+
+    func run() async throws {
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("Unknown log level '\(logLevel)'.")
+        }
+        let store = try data.openStore()
+        let services = BackplaneServices(store: store)
+        if let firstRun = try await services.applications.bootstrapIfEmpty() {
+            // Written straight to the file descriptor: stdout is block-buffered when piped to a log.
+            FileHandle.standardOutput.write(Data((firstRunBanner(firstRun, dataDir: data.dataDir) + "\n").utf8))
+        }
+        let configuration = BackplaneConfiguration(host: host, port: port, dataDirectory: data.url, logLevel: level)
+        let app = buildApplication(configuration, services: services)
+        try await app.runService()
+    }
+
+    private func firstRunBanner(_ credentials: ApplicationService.FirstRunCredentials, dataDir: String) -> String {
+        """
+        ===================== FIRST RUN: save these, they are shown only once =====================
+        The data directory \(dataDir) was empty, so an application was created for you.
+          application id : \(credentials.application.id)
+          app key id     : \(credentials.key.keyId)
+          app key secret : \(credentials.key.secret)
+          admin token    : \(credentials.adminToken)
+        Devices sign requests with the app key; admin requests carry the token as a Bearer token.
+        ============================================================================================
+        """
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Create or upgrade the database schema, then exit.")
+    @OptionGroup var data: DataDirOption
+
+    func run() async throws {
+        _ = try data.openStore()
+        print("Database in \(data.dataDir) is up to date.")
+    }
+}
+
+struct AppCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "app", abstract: "Manage applications.", subcommands: [Create.self, List.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create an application and print its first app key (shown once).")
+        @Option(help: "A name for the application.") var name: String
+        @OptionGroup var data: DataDirOption
+
+        func run() async throws {
+            let service = ApplicationService(store: try data.openStore())
+            let (application, key) = try await service.createApplication(name: name)
+            print("""
+                application id : \(application.id)
+                app key id     : \(key.keyId)
+                app key secret : \(key.secret)
+                (the secret is shown only now)
+                """)
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List applications.")
+        @OptionGroup var data: DataDirOption
+
+        func run() async throws {
+            for application in try await ApplicationService(store: try data.openStore()).applications() {
+                print("\(application.id)\t\(application.name)")
+            }
+        }
+    }
+}
+
+extension TokenScope: ExpressibleByArgument {}
+
+struct TokenCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token", abstract: "Manage bearer tokens.", subcommands: [Create.self])
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a bearer token and print it (shown once).")
+        @Option(help: "The application id.") var app: String
+        @Option(help: "admin, cms or reporting.") var scope: TokenScope
+        @Option(help: "What the token is for.") var name = "cli"
+        @OptionGroup var data: DataDirOption
+
+        func run() async throws {
+            let service = ApplicationService(store: try data.openStore())
+            print(try await service.createToken(applicationId: app, scope: scope, name: name))
+        }
+    }
+}

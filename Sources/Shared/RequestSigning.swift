@@ -1,0 +1,63 @@
+import Foundation
+
+/// The signing scheme of device requests (HMAC-SHA256 with the app key secret).
+///
+/// The string to sign is six lines joined by `\n`:
+///
+///     BPS1-HMAC-SHA256
+///     <METHOD>                     upper case, e.g. POST
+///     <path?query>                 exactly as sent in the request line
+///     <timestamp>                  Unix seconds, decimal, same as the header
+///     <nonce>                      same as the header
+///     <sha256(body) as lower hex>  of the exact body bytes (empty body: hash of "")
+///     <deviceId>                   the X-Backplane-Device-Id header, or empty
+///
+/// and the signature is the lower-case hex HMAC-SHA256 of it, keyed by the secret's UTF-8 bytes.
+/// The HMAC itself is computed by each side with swift-crypto; this type holds only the rules
+/// both sides must agree on, so it needs nothing but Foundation.
+public enum RequestSigning {
+    public static let scheme = "BPS1-HMAC-SHA256"
+
+    public enum Header {
+        public static let keyId = "X-Backplane-Key"
+        public static let timestamp = "X-Backplane-Timestamp"
+        public static let nonce = "X-Backplane-Nonce"
+        public static let signature = "X-Backplane-Signature"
+        public static let deviceId = "X-Backplane-Device-Id"
+        public static let deviceCredential = "X-Backplane-Device-Credential"
+    }
+
+    /// A signed timestamp further than this from server time is refused (`stale_timestamp`).
+    public static let allowedClockSkew: TimeInterval = 5 * 60
+    /// Nonces: 16 to 64 characters of `[A-Za-z0-9_-]`.
+    public static let nonceLength = 16...64
+
+    public static func stringToSign(
+        method: String, pathAndQuery: String, timestamp: Int64, nonce: String, bodySHA256Hex: String, deviceId: String?
+    ) -> String {
+        [scheme, method.uppercased(), pathAndQuery, String(timestamp), nonce, bodySHA256Hex, deviceId ?? ""]
+            .joined(separator: "\n")
+    }
+
+    public static func isValidNonce(_ nonce: String) -> Bool {
+        nonceLength.contains(nonce.count)
+            && nonce.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_") }
+    }
+}
+
+/// Documented input limits; the server enforces them and answers 400/413 beyond them.
+public enum WireLimits {
+    /// Largest accepted request body.
+    public static let maxBodyBytes = 1 << 20
+    /// userId, deviceId, externalDeviceId, nickname.
+    public static let maxIdentifierLength = 128
+    /// platform, model, and the version strings.
+    public static let maxShortTextLength = 64
+    /// A push token.
+    public static let maxPushTokenLength = 512
+    /// An application name.
+    public static let maxApplicationNameLength = 100
+    /// Largest page of an admin list.
+    public static let maxPageSize = 500
+    public static let defaultPageSize = 100
+}
