@@ -1,0 +1,89 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Shared
+import Testing
+
+@Suite struct DeviceRoutesTests {
+    @Test func profileUpdatesSetAndClearFields() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let (me, _) = try await client.register(user: "alice", device: "phone")
+            let set = try await client.device(.patch, "/v1/devices/phone", json: DeviceProfileUpdate(
+                nickname: "Kitchen iPad", externalDeviceId: "crm-42", pushToken: "push-abc"), as: me)
+            #expect(set.status == .ok)
+            let device = try set.decode(DeviceResponse.self).device
+            #expect(device.nickname == "Kitchen iPad")
+            #expect(device.externalDeviceId == "crm-42")
+            #expect(device.pushToken == "push-abc")
+
+            // Absent fields stay, an empty string clears.
+            let cleared = try await client.device(.patch, "/v1/devices/phone", json: DeviceProfileUpdate(nickname: ""), as: me)
+            let after = try cleared.decode(DeviceResponse.self).device
+            #expect(after.nickname == nil)
+            #expect(after.externalDeviceId == "crm-42")
+
+            let byExternal = try await client.admin(.get, "/v1/admin/devices?externalDeviceId=crm-42").decode(DevicePage.self)
+            #expect(byExternal.devices.map(\.deviceId) == ["phone"])
+        }
+    }
+
+    @Test func userDeviceListHidesOtherDevicesPushTokens() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let (phone, _) = try await client.register(user: "alice", device: "phone")
+            let (tablet, _) = try await client.register(user: "alice", device: "tablet")
+            try await client.register(user: "bob", device: "bobs-phone")
+            _ = try await client.device(.patch, "/v1/devices/tablet", json: DeviceProfileUpdate(pushToken: "tablet-token"), as: tablet)
+            _ = try await client.device(.patch, "/v1/devices/phone", json: DeviceProfileUpdate(pushToken: "phone-token"), as: phone)
+
+            let list = try await client.device(.get, "/v1/devices", as: phone).decode(UserDevicesResponse.self)
+            #expect(list.devices.map(\.deviceId) == ["phone", "tablet"])
+            #expect(list.devices.first { $0.deviceId == "phone" }?.pushToken == "phone-token")
+            #expect(list.devices.first { $0.deviceId == "tablet" }?.pushToken == nil)
+            #expect(list.settings == .defaults)
+        }
+    }
+
+    @Test func aDeviceCannotActAsAnother() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let (phone, _) = try await client.register(user: "alice", device: "phone")
+            try await client.register(user: "alice", device: "tablet")
+
+            for (method, path) in [
+                (HTTPRequest.Method.get, "/v1/devices/tablet"),
+                (.post, "/v1/devices/tablet/unregister"),
+            ] {
+                let response = try await client.device(method, path, as: phone)
+                #expect(response.status == .forbidden, "\(method) \(path)")
+                #expect(response.errorCode == .forbidden)
+            }
+            let toggle = try await client.device(.put, "/v1/devices/tablet/download-enabled", json: DownloadEnabledRequest(downloadEnabled: false), as: phone)
+            #expect(toggle.status == .forbidden)
+
+            // Claiming the tablet's id with the phone's credential fails the credential check.
+            let impostor = DeviceIdentity(deviceId: "tablet", credential: phone.credential)
+            let claimed = try await client.device(.get, "/v1/devices/tablet", as: impostor)
+            #expect(claimed.status == .unauthorized)
+            #expect(claimed.errorCode == .invalidCredentials)
+
+            let tablet = try await client.admin(.get, "/v1/admin/devices/tablet").decode(DeviceResponse.self).device
+            #expect(tablet.downloadEnabled)
+            #expect(tablet.unregisteredAt == nil)
+        }
+    }
+
+    @Test func deviceRoutesNeedTheDeviceCredential() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            try await client.register(user: "alice", device: "phone")
+            let noCredential = try await client.device(.get, "/v1/devices/phone")
+            #expect(noCredential.status == .unauthorized)
+            #expect(noCredential.errorCode == .invalidCredentials)
+
+            let unknown = try await client.device(.get, "/v1/devices/ghost", as: DeviceIdentity(deviceId: "ghost", credential: "dc_nope"))
+            #expect(unknown.status == .unauthorized)
+        }
+    }
+}

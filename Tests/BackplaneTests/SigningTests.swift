@@ -1,0 +1,121 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Shared
+import Testing
+
+@Suite struct SigningTests {
+    let registration = RegisterDeviceRequest(userId: "alice", deviceId: "phone", platform: "linux")
+
+    private func registerBody() throws -> Data { try Client.encode(registration) }
+
+    /// Sends the registration with headers the test tampers with, and checks nothing was registered.
+    private func expectRefused(
+        _ client: Client, status: HTTPResponse.Status, code: ErrorCode,
+        headers: HTTPFields, body: Data? = nil, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let response = try await client.raw(.post, "/v1/devices/register", headers: headers, body: body ?? registerBody())
+        #expect(response.status == status, "\(response.text)", sourceLocation: sourceLocation)
+        #expect(response.errorCode == code, "\(response.text)", sourceLocation: sourceLocation)
+        let page = try await client.admin(.get, "/v1/admin/devices").decode(DevicePage.self)
+        #expect(page.devices.isEmpty, "a refused request registered a device", sourceLocation: sourceLocation)
+    }
+
+    @Test func unsignedRequestIsRefused() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            try await expectRefused(client, status: .unauthorized, code: .invalidSignature, headers: [.contentType: "application/json"])
+        }
+    }
+
+    @Test func wrongSecretIsRefused() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let forged = Signer(keyId: fixture.signer.keyId, secret: "not-the-secret")
+            let headers = forged.headers(method: .post, path: "/v1/devices/register", body: try registerBody())
+            try await expectRefused(client, status: .unauthorized, code: .invalidSignature, headers: headers)
+        }
+    }
+
+    @Test func tamperedBodyIsRefused() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let headers = fixture.signer.headers(method: .post, path: "/v1/devices/register", body: try registerBody())
+            let other = try Client.encode(RegisterDeviceRequest(userId: "mallory", deviceId: "phone", platform: "linux"))
+            try await expectRefused(client, status: .unauthorized, code: .invalidSignature, headers: headers, body: other)
+        }
+    }
+
+    @Test func signatureCoversThePathAndQuery() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let headers = fixture.signer.headers(method: .post, path: "/v1/devices/register?x=1", body: try registerBody())
+            try await expectRefused(client, status: .unauthorized, code: .invalidSignature, headers: headers)
+        }
+    }
+
+    @Test func staleAndFutureTimestampsAreRefused() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let now = Int64(Date().timeIntervalSince1970)
+            for timestamp in [now - 301, now + 301] {
+                let headers = fixture.signer.headers(method: .post, path: "/v1/devices/register", body: try registerBody(), timestamp: timestamp)
+                try await expectRefused(client, status: .unauthorized, code: .staleTimestamp, headers: headers)
+            }
+            // Inside the window is fine.
+            let headers = fixture.signer.headers(method: .post, path: "/v1/devices/register", body: try registerBody(), timestamp: now - 240)
+            let accepted = try await client.raw(.post, "/v1/devices/register", headers: headers, body: registerBody())
+            #expect(accepted.status == .created, "\(accepted.text)")
+        }
+    }
+
+    @Test func reusedNonceIsRefused() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let (me, _) = try await client.register(user: "alice", device: "phone")
+            let headers = fixture.signer.headers(
+                method: .get, path: "/v1/devices/phone", body: Data(), deviceId: me.deviceId, credential: me.credential,
+                nonce: "fixed-nonce-0123456789")
+            #expect(try await client.raw(.get, "/v1/devices/phone", headers: headers).status == .ok)
+            let replay = try await client.raw(.get, "/v1/devices/phone", headers: headers)
+            #expect(replay.status == .unauthorized)
+            #expect(replay.errorCode == .nonceReused)
+        }
+    }
+
+    @Test func malformedNonceAndTimestampAreRefused() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let short = fixture.signer.headers(method: .post, path: "/v1/devices/register", body: try registerBody(), nonce: "short")
+            try await expectRefused(client, status: .unauthorized, code: .invalidSignature, headers: short)
+            var badTime = fixture.signer.headers(method: .post, path: "/v1/devices/register", body: try registerBody())
+            badTime[HTTPField.Name(RequestSigning.Header.timestamp)!] = "yesterday"
+            try await expectRefused(client, status: .unauthorized, code: .invalidSignature, headers: badTime)
+        }
+    }
+
+    @Test func unknownAndRevokedKeysAreRefusedAndANewKeyWorks() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let unknown = Signer(keyId: "ak_unknown", secret: fixture.signer.secret)
+            try await expectRefused(
+                client, status: .unauthorized, code: .invalidCredentials,
+                headers: unknown.headers(method: .post, path: "/v1/devices/register", body: try registerBody()))
+
+            // Rotation: add a key, revoke the old one; the old one stops working, the new one works.
+            let created = try await client.admin(.post, "/v1/admin/keys")
+            #expect(created.status == .created)
+            let newKey = try created.decode(CreatedAppKey.self)
+            let revoked = try await client.admin(.post, "/v1/admin/keys/\(fixture.signer.keyId)/revoke")
+            #expect(revoked.status == .ok)
+            #expect(try revoked.decode(AppKey.self).revokedAt != nil)
+            try await expectRefused(
+                client, status: .unauthorized, code: .invalidCredentials,
+                headers: fixture.signer.headers(method: .post, path: "/v1/devices/register", body: try registerBody()))
+
+            let rotated = Signer(keyId: newKey.keyId, secret: newKey.secret)
+            let response = try await client.device(.post, "/v1/devices/register", json: registration, signer: rotated)
+            #expect(response.status == .created)
+        }
+    }
+}
