@@ -7,7 +7,9 @@ let package = Package(
     products: [
         .library(name: "Shared", targets: ["Shared"]),
         .library(name: "Backplane", targets: ["Backplane"]),
+        .library(name: "ClientSDK", targets: ["ClientSDK"]),
         .executable(name: "backplane", targets: ["BackplaneCommand"]),
+        .executable(name: "backplane-harness", targets: ["BackplaneHarness"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -18,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // Wire models shared by the server and the SDK: Foundation only.
@@ -40,6 +43,36 @@ let package = Package(
             dependencies: [
                 "Backplane",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // The app side. Must build wherever Swift runs: nothing Linux-only.
+        .target(
+            name: "ClientSDK",
+            dependencies: [
+                "Shared",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        // What a real app would be: ClientSDK and Shared only.
+        .executableTarget(
+            name: "BackplaneHarness",
+            dependencies: [
+                "ClientSDK",
+                "Shared",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "ClientSDKTests",
+            dependencies: [
+                "ClientSDK",
+                "Backplane",
+                "Shared",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(

@@ -116,3 +116,4 @@ extension AppKeyList: ResponseEncodable {}
 extension AppKey: ResponseEncodable {}
 extension CreatedAppKey: ResponseEncodable {}
 extension HealthStatus: ResponseEncodable {}
+extension SyncResponse: ResponseEncodable {}

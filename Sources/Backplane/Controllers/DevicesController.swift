@@ -21,6 +21,18 @@ struct DevicesController {
             .patch(":deviceId", use: updateProfile)
             .put(":deviceId/download-enabled", use: setDownloadEnabled)
             .post(":deviceId/unregister", use: unregister)
+
+        router.group("v1/sync")
+            .add(middleware: SignedRequestMiddleware(store: store, devices: devices, requireDevice: true, now: now))
+            .post(use: sync)
+    }
+
+    @Sendable func sync(_ request: Request, context: BackplaneRequestContext) async throws -> SyncResponse {
+        let me = try context.requireDevice()
+        // An empty body is an empty report.
+        let hasBody = try await request.body.collect(upTo: context.maxUploadSize).readableBytes > 0
+        let body = hasBody ? try await request.decode(as: SyncRequest.self, context: context) : SyncRequest()
+        return try await devices.sync(applicationId: me.applicationId, deviceId: me.deviceId, body)
     }
 
     @Sendable func register(_ request: Request, context: BackplaneRequestContext) async throws -> EditedResponse<RegisterDeviceResponse> {

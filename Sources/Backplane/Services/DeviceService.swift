@@ -188,6 +188,25 @@ public struct DeviceService: Sendable {
         return try await response(applicationId, device, includePushToken: includePushToken)
     }
 
+    /// A device's sync: records reported version changes and answers the device's state,
+    /// the effective settings and the server time.
+    public func sync(applicationId: String, deviceId: String, _ request: SyncRequest) async throws -> SyncResponse {
+        try Validate.optionalText(request.sdkVersion, field: "sdkVersion", maxLength: WireLimits.maxShortTextLength)
+        try Validate.optionalText(request.appVersion, field: "appVersion", maxLength: WireLimits.maxShortTextLength)
+        try Validate.optionalText(request.osVersion, field: "osVersion", maxLength: WireLimits.maxShortTextLength)
+        let now = now()
+        let device = try await mutate(applicationId, deviceId) { original, _ in
+            var device = original
+            device.sdkVersion = request.sdkVersion ?? device.sdkVersion
+            device.appVersion = request.appVersion ?? device.appVersion
+            device.osVersion = request.osVersion ?? device.osVersion
+            if device != original { device.updatedAt = now }
+            return device
+        }
+        let response = try await response(applicationId, device, includePushToken: true)
+        return SyncResponse(device: response.device, settings: response.settings, serverTime: response.serverTime)
+    }
+
     // MARK: admin
 
     public func adminDevice(applicationId: String, deviceId: String) async throws -> DeviceResponse {

@@ -1,0 +1,159 @@
+import Crypto
+import Foundation
+import Shared
+
+/// The device's credentials after registration.
+struct DeviceCredentials: Sendable, Codable, Equatable {
+    var deviceId: String
+    var credential: String
+}
+
+/// The backplane's device API over a `Transport`: signing, encoding, and turning every failure
+/// into a `BackplaneClientError`.
+struct BackplaneAPI: Sendable {
+    let baseURL: URL
+    let keyId: String
+    let secret: SymmetricKey
+    let transport: any Transport
+    let timeout: Duration
+    /// Server time now, as the engine best knows it; signing timestamps use it so that a device
+    /// with a wrong clock is not refused as stale.
+    let serverNow: @Sendable () -> Date
+
+    init(configuration: BackplaneClientConfiguration, serverNow: @escaping @Sendable () -> Date) {
+        self.baseURL = configuration.backplaneURL
+        self.keyId = configuration.appKeyId
+        self.secret = SymmetricKey(data: Data(configuration.appKeySecret.utf8))
+        self.transport = configuration.transport ?? HTTPClientTransport()
+        self.timeout = configuration.requestTimeout
+        self.serverNow = serverNow
+    }
+
+    func register(_ request: RegisterDeviceRequest) async throws -> RegisterDeviceResponse {
+        try await send("POST", "/v1/devices/register", body: request, as: nil)
+    }
+
+    func sync(_ request: SyncRequest, as device: DeviceCredentials) async throws -> SyncResponse {
+        try await send("POST", "/v1/sync", body: request, as: device)
+    }
+
+    func userDevices(as device: DeviceCredentials) async throws -> UserDevicesResponse {
+        try await send("GET", "/v1/devices", body: Optional<SyncRequest>.none, as: device)
+    }
+
+    func updateProfile(_ update: DeviceProfileUpdate, as device: DeviceCredentials) async throws -> DeviceResponse {
+        try await send("PATCH", "/v1/devices/\(Self.segment(device.deviceId))", body: update, as: device)
+    }
+
+    func setDownloadEnabled(_ enabled: Bool, as device: DeviceCredentials) async throws -> DeviceResponse {
+        try await send("PUT", "/v1/devices/\(Self.segment(device.deviceId))/download-enabled",
+                       body: DownloadEnabledRequest(downloadEnabled: enabled), as: device)
+    }
+
+    func unregister(as device: DeviceCredentials) async throws -> DeviceResponse {
+        try await send("POST", "/v1/devices/\(Self.segment(device.deviceId))/unregister", body: Optional<SyncRequest>.none, as: device)
+    }
+
+    // MARK: plumbing
+
+    private func send<Body: Encodable, Answer: Decodable>(
+        _ method: String, _ route: String, body: Body?, as device: DeviceCredentials?
+    ) async throws -> Answer {
+        let payload: Data
+        do {
+            payload = try body.map { try Self.encoder.encode($0) } ?? Data()
+        } catch {
+            throw BackplaneClientError(kind: .invalidResponse, message: "Could not encode the request.", underlying: error)
+        }
+        let basePath = baseURL.path.hasSuffix("/") ? String(baseURL.path.dropLast()) : baseURL.path
+        let pathAndQuery = basePath + route
+        guard var components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false) else {
+            throw BackplaneClientError(kind: .invalidResponse, message: "Invalid backplane URL \(baseURL).")
+        }
+        components.percentEncodedPath = pathAndQuery
+        guard let url = components.url else {
+            throw BackplaneClientError(kind: .invalidResponse, message: "Invalid backplane URL \(baseURL).")
+        }
+
+        let request = TransportRequest(
+            method: method, url: url, headers: headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device),
+            body: payload, timeout: timeout)
+        let response: TransportResponse
+        do {
+            response = try await transport.send(request)
+        } catch {
+            throw BackplaneClientError(
+                kind: .communicationsFailure, message: "Could not reach the backplane at \(baseURL.absoluteString).", underlying: error)
+        }
+        guard (200..<300).contains(response.status) else {
+            if let error = try? Self.decoder.decode(ErrorBody.self, from: response.body) {
+                throw BackplaneClientError(
+                    kind: .server, code: error.error.code, status: response.status, message: error.error.message, details: error.error.details)
+            }
+            // Not the backplane's error body: a proxy or load balancer answered.
+            let kind: BackplaneClientError.Kind = response.status >= 500 ? .communicationsFailure : .invalidResponse
+            throw BackplaneClientError(kind: kind, status: response.status, message: "HTTP \(response.status) without an error body.")
+        }
+        do {
+            return try Self.decoder.decode(Answer.self, from: response.body)
+        } catch {
+            throw BackplaneClientError(
+                kind: .invalidResponse, status: response.status, message: "Could not read the backplane's answer.", underlying: error)
+        }
+    }
+
+    private func headers(method: String, pathAndQuery: String, body: Data, device: DeviceCredentials?) -> [(name: String, value: String)] {
+        let timestamp = Int64(serverNow().timeIntervalSince1970.rounded())
+        let nonce = Self.nonce()
+        let stringToSign = RequestSigning.stringToSign(
+            method: method, pathAndQuery: pathAndQuery, timestamp: timestamp, nonce: nonce,
+            bodySHA256Hex: Self.hex(SHA256.hash(data: body)), deviceId: device?.deviceId)
+        let signature = HMAC<SHA256>.authenticationCode(for: Data(stringToSign.utf8), using: secret)
+        var headers: [(name: String, value: String)] = [
+            ("Content-Type", "application/json"),
+            (RequestSigning.Header.keyId, keyId),
+            (RequestSigning.Header.timestamp, String(timestamp)),
+            (RequestSigning.Header.nonce, nonce),
+            (RequestSigning.Header.signature, signature.withUnsafeBytes { Self.hex($0) }),
+        ]
+        if let device {
+            headers.append((RequestSigning.Header.deviceId, device.deviceId))
+            headers.append((RequestSigning.Header.deviceCredential, device.credential))
+        }
+        return headers
+    }
+
+    static func nonce() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return hex((0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+    }
+
+    static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// A device id as one path segment.
+    static func segment(_ value: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove("/")
+        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
+    }
+
+    static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        return encoder
+    }
+
+    static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+}

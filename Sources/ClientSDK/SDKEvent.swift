@@ -1,0 +1,109 @@
+import Foundation
+import Shared
+
+/// What the SDK tells the app. Subscribe with `BackplaneEngine.events()`.
+public enum SDKEvent: Sendable {
+    /// The device is registered (`outcome` says whether it was new, existing, moved or reactivated).
+    case registered(Device, outcome: RegistrationOutcome)
+    /// The device id is registered to another user and `moveFromOtherUser` is off.
+    case deviceAlreadyRegistered(deviceId: String)
+    /// The user is at the device limit: this device is registered but may not download.
+    /// `enabledCount` is known when the server said it.
+    case deviceLimitReached(limit: Int, enabledCount: Int?)
+    /// The app key is wrong or revoked. Nothing works until the app has a valid key.
+    case invalidCredentials(BackplaneClientError)
+    /// The backplane could not be reached; the engine retries with backoff.
+    case communicationsFailure(BackplaneClientError)
+    case syncCompleted(SyncResult)
+    /// The backplane turned download on or off for this device (by request or by an admin).
+    case downloadEnabledChanged(Bool)
+    case settingsChanged(ApplicationSettings)
+    /// The device was unregistered; the engine stops syncing. Start a new engine to register again.
+    case unregistered
+
+    /// A stable name, e.g. for logs and the harness's JSON lines.
+    public var name: String {
+        switch self {
+        case .registered: "registered"
+        case .deviceAlreadyRegistered: "deviceAlreadyRegistered"
+        case .deviceLimitReached: "deviceLimitReached"
+        case .invalidCredentials: "invalidCredentials"
+        case .communicationsFailure: "communicationsFailure"
+        case .syncCompleted: "syncCompleted"
+        case .downloadEnabledChanged: "downloadEnabledChanged"
+        case .settingsChanged: "settingsChanged"
+        case .unregistered: "unregistered"
+        }
+    }
+}
+
+/// The outcome of one sync.
+public struct SyncResult: Sendable, Equatable {
+    public var device: Device
+    public var settings: ApplicationSettings
+    public var serverTime: Date
+    /// When the sync completed, by the device's clock.
+    public var syncedAt: Date
+    /// Server time minus device time, in seconds.
+    public var clockOffset: TimeInterval
+}
+
+/// Fans events out to every current subscriber. Each subscriber has its own bounded buffer, so a
+/// slow one drops its oldest events rather than holding up the engine.
+final class EventBroadcaster: Sendable {
+    private let state = Mutex(State())
+
+    private struct State {
+        var continuations: [UUID: AsyncStream<SDKEvent>.Continuation] = [:]
+        var finished = false
+    }
+
+    func subscribe() -> AsyncStream<SDKEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SDKEvent.self, bufferingPolicy: .bufferingNewest(256))
+        let id = UUID()
+        let added = state.withLock { state -> Bool in
+            guard !state.finished else { return false }
+            state.continuations[id] = continuation
+            return true
+        }
+        if added {
+            continuation.onTermination = { [weak self] _ in
+                self?.state.withLock { _ = $0.continuations.removeValue(forKey: id) }
+            }
+        } else {
+            continuation.finish()
+        }
+        return stream
+    }
+
+    func emit(_ event: SDKEvent) {
+        for continuation in state.withLock({ Array($0.continuations.values) }) {
+            continuation.yield(event)
+        }
+    }
+
+    func finish() {
+        let continuations = state.withLock { state in
+            state.finished = true
+            defer { state.continuations = [:] }
+            return Array(state.continuations.values)
+        }
+        continuations.forEach { $0.finish() }
+    }
+}
+
+/// A small lock around a value.
+final class Mutex<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
