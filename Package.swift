@@ -65,9 +65,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Helpers shared by the test targets (child processes, temporary directories).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(
             name: "ClientSDKTests",
             dependencies: [
+                "TestSupport",
                 "ClientSDK",
                 "Backplane",
                 "Shared",
@@ -78,6 +81,7 @@ let package = Package(
         .testTarget(
             name: "BackplaneTests",
             dependencies: [
+                "TestSupport",
                 "Backplane",
                 "Shared",
                 .product(name: "Hummingbird", package: "hummingbird"),

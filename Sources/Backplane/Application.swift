@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import ServiceLifecycle
 import Shared
 
@@ -52,9 +53,11 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
     return router
 }
 
-/// The HTTP server and the background services, over the given store.
+/// The HTTP server and the background services, over the given store. `onServerRunning` gets the
+/// port the server listens on (useful with port 0).
 public func buildApplication(
-    _ configuration: BackplaneConfiguration, services: BackplaneServices, logger: Logger? = nil
+    _ configuration: BackplaneConfiguration, services: BackplaneServices, logger: Logger? = nil,
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let logger = logger ?? {
         var logger = Logger(label: "backplane")
@@ -64,6 +67,7 @@ public func buildApplication(
     var application = Application(
         router: buildRouter(services),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "backplane"),
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger)
     application.addServices(NonceJanitor(store: services.store, interval: configuration.noncePruneInterval, logger: logger, now: services.now))
     return application

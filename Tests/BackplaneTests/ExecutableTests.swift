@@ -1,23 +1,14 @@
 import Foundation
 import Shared
 import Testing
+import TestSupport
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
 /// Drives the built `backplane` executable the way an operator does.
 @Suite(.serialized) struct ExecutableTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
-    /// `swift test` builds every product; the binary sits next to the test bundle.
-    static var executable: URL? {
-        let candidates = [
-            Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("backplane"),
-            Bundle.main.bundleURL.appendingPathComponent("backplane"),
-            root.appendingPathComponent(".build/debug/backplane"),
-        ]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
-    }
+    static var executable: URL? { BuiltProduct.url(named: "backplane") }
 
     @Test func serveOnAnEmptyDataDirPrintsFirstRunCredentialsThatWork() async throws {
         let binary = try #require(Self.executable, "build the backplane product first")
@@ -29,8 +20,7 @@ import FoundationNetworking
         let output = try await server.waitForOutput(containing: "listening on", timeout: .seconds(60))
         #expect(output.contains("FIRST RUN"))
         let token = try #require(Self.value(after: "admin token    :", in: output))
-        let port = try #require(output.split(separator: "\n").first { $0.contains("listening on") }
-            .flatMap { $0.split(separator: ":").last }.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) })
+        let port = try #require(FirstRunOutput.port(in: output))
 
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/v1/admin/settings")!)
         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
@@ -79,81 +69,7 @@ import FoundationNetworking
     }
 
     static func value(after label: String, in output: String) -> String? {
-        output.split(separator: "\n").first { $0.contains(label) }
-            .map { $0.components(separatedBy: label)[1].trimmingCharacters(in: .whitespaces) }
+        FirstRunOutput.value(after: label, in: output)
     }
 }
 
-/// A child process whose combined stdout and stderr is collected as it arrives.
-final class ChildProcess: @unchecked Sendable {
-    private let process = Process()
-    private let pipe = Pipe()
-    private let lock = NSLock()
-    private var collected = Data()
-
-    init(_ executable: URL, _ arguments: [String]) throws {
-        process.executableURL = executable
-        process.arguments = arguments
-        process.standardOutput = pipe
-        process.standardError = pipe
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard let self, !data.isEmpty else { return }
-            self.lock.withLock { self.collected.append(data) }
-        }
-        try process.run()
-    }
-
-    var output: String { lock.withLock { String(decoding: collected, as: UTF8.self) } }
-
-    func waitForOutput(containing text: String, timeout: Duration) async throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let current = output
-            if current.contains(text) { return current }
-            if !process.isRunning { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        throw ChildProcessError.timedOut(waitingFor: text, output: output)
-    }
-
-    func waitForExit(timeout: Duration) async throws -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            guard ContinuousClock.now < deadline else { throw ChildProcessError.timedOut(waitingFor: "exit", output: output) }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        // Let the last output arrive.
-        try await Task.sleep(for: .milliseconds(50))
-        return process.terminationStatus
-    }
-
-    func signal(_ signal: Int32) {
-        if process.isRunning { kill(process.processIdentifier, signal) }
-    }
-
-    func terminate() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
-        pipe.fileHandleForReading.readabilityHandler = nil
-    }
-
-    /// Runs to completion and returns the exit status and output.
-    static func run(_ executable: URL, _ arguments: [String], timeout: Duration = .seconds(60)) async throws -> (status: Int32, output: String) {
-        let child = try ChildProcess(executable, arguments)
-        let status = try await child.waitForExit(timeout: timeout)
-        return (status, child.output.trimmingCharacters(in: .whitespacesAndNewlines))
-    }
-}
-
-enum ChildProcessError: Error, CustomStringConvertible {
-    case timedOut(waitingFor: String, output: String)
-
-    var description: String {
-        switch self {
-        case .timedOut(let text, let output): "Timed out waiting for '\(text)'. Output so far:\n\(output)"
-        }
-    }
-}

@@ -1,0 +1,169 @@
+import Foundation
+import Shared
+import Testing
+import TestSupport
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The built `backplane` server and the built `backplane-harness`, each a child process.
+@Suite(.serialized) struct HarnessEndToEndTests {
+    struct Harness {
+        let binary: URL
+        let environment: [String: String]
+        let root: URL
+
+        /// Runs one harness command for the device whose data lives in `device`.
+        func run(_ arguments: [String], device: String, secret: String? = nil) async throws -> (status: Int32, json: [String: JSONValue]) {
+            var environment = self.environment
+            if let secret { environment["BACKPLANE_APP_SECRET"] = secret }
+            let result = try await ChildProcess.run(
+                binary, arguments + ["--data-dir", root.appendingPathComponent(device).path], environment: environment)
+            let line = result.output.split(separator: "\n").last { $0.hasPrefix("{") }.map(String.init) ?? "{}"
+            let json = (try? JSONDecoder().decode([String: JSONValue].self, from: Data(line.utf8))) ?? [:]
+            return (result.status, json)
+        }
+    }
+
+    static func events(_ json: [String: JSONValue]) -> [String] {
+        guard case .array(let values) = json["events"] else { return [] }
+        return values.compactMap(\.stringValue)
+    }
+
+    static func downloadEnabled(_ json: [String: JSONValue]) -> Bool? {
+        guard case .object(let status) = json["status"], case .bool(let enabled) = status["downloadEnabled"] else { return nil }
+        return enabled
+    }
+
+    @Test func limitCredentialsOutageAndRecoveryThroughTheHarness() async throws {
+        let server = try #require(BuiltProduct.url(named: "backplane"))
+        let harnessBinary = try #require(BuiltProduct.url(named: "backplane-harness"))
+        let root = temporaryDirectory("backplane-e2e")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let serverData = root.appendingPathComponent("server").path
+
+        var backplane = try ChildProcess(server, ["serve", "--port", "0", "--data-dir", serverData])
+        defer { backplane.terminate() }
+        let banner = try await backplane.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let port = try #require(FirstRunOutput.port(in: banner))
+        let keyId = try #require(FirstRunOutput.value(after: "app key id     :", in: banner))
+        let secret = try #require(FirstRunOutput.value(after: "app key secret :", in: banner))
+        let admin = try #require(FirstRunOutput.value(after: "admin token    :", in: banner))
+        let baseURL = "http://127.0.0.1:\(port)"
+        try await Self.adminRequest(baseURL, "PATCH", "/v1/admin/settings", token: admin, body: #"{"deviceLimit": 3}"#)
+
+        var environment = ProcessInfo.processInfo.environment
+        environment["BACKPLANE_URL"] = baseURL
+        environment["BACKPLANE_APP_KEY"] = keyId
+        environment["BACKPLANE_APP_SECRET"] = secret
+        environment["BACKPLANE_USER"] = "household-1"
+        let harness = Harness(binary: harnessBinary, environment: environment, root: root)
+
+        // Four devices of one user with a limit of three: the fourth reports the limit.
+        for index in 1...3 {
+            let (status, json) = try await harness.run(["register"], device: "d\(index)")
+            #expect(status == 0)
+            #expect(Self.downloadEnabled(json) == true)
+        }
+        let (fourthStatus, fourth) = try await harness.run(["register"], device: "d4")
+        #expect(fourthStatus == 0)
+        #expect(Self.events(fourth).contains("deviceLimitReached"))
+        #expect(Self.downloadEnabled(fourth) == false)
+
+        let (refusedStatus, refused) = try await harness.run(["enable-download", "on"], device: "d4")
+        #expect(refusedStatus == 3)
+        #expect(Self.events(refused).contains("deviceLimitReached"))
+
+        // Disable one, then the fourth can be enabled.
+        #expect(try await harness.run(["enable-download", "off"], device: "d1").status == 0)
+        let (enabledStatus, enabled) = try await harness.run(["enable-download", "on"], device: "d4")
+        #expect(enabledStatus == 0)
+        #expect(Self.downloadEnabled(enabled) == true)
+
+        let (devicesStatus, devices) = try await harness.run(["devices"], device: "d2")
+        #expect(devicesStatus == 0)
+        if case .object(let result) = devices["result"] {
+            #expect(result["downloadEnabledCount"] == .int(3))
+        } else {
+            Issue.record("devices printed no result: \(devices)")
+        }
+
+        // A wrong secret: invalid credentials, exit code 4.
+        let (badStatus, bad) = try await harness.run(["sync"], device: "d5", secret: "not-the-secret")
+        #expect(badStatus == 4)
+        #expect(Self.events(bad).contains("invalidCredentials"))
+
+        // The server goes away: communications failure, exit code 5.
+        backplane.signal(SIGTERM)
+        #expect(try await backplane.waitForExit(timeout: .seconds(30)) == 0)
+        let (downStatus, down) = try await harness.run(["sync"], device: "d4")
+        #expect(downStatus == 5)
+        #expect(Self.events(down).contains("communicationsFailure"))
+
+        // Back on the same port: the device syncs again without registering again.
+        backplane = try ChildProcess(server, ["serve", "--port", "\(port)", "--data-dir", serverData])
+        _ = try await backplane.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let (upStatus, up) = try await harness.run(["sync"], device: "d4")
+        #expect(upStatus == 0)
+        #expect(Self.events(up) == ["syncCompleted"])
+        #expect(Self.downloadEnabled(up) == true)
+        let listed = try await Self.adminRequest(baseURL, "GET", "/v1/admin/devices?userId=household-1", token: admin)
+        #expect(try JSONDecoder.wire.decode(DevicePage.self, from: listed).devices.count == 4)
+
+        // status reads local state without the network.
+        let (localStatus, local) = try await harness.run(["status"], device: "d4")
+        #expect(localStatus == 0)
+        #expect(local["isRegistered"] == .bool(true))
+    }
+
+    @Test func watchPrintsEventsUntilInterrupted() async throws {
+        let server = try #require(BuiltProduct.url(named: "backplane"))
+        let harnessBinary = try #require(BuiltProduct.url(named: "backplane-harness"))
+        let root = temporaryDirectory("backplane-watch")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let backplane = try ChildProcess(server, ["serve", "--port", "0", "--data-dir", root.appendingPathComponent("server").path])
+        defer { backplane.terminate() }
+        let banner = try await backplane.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let port = try #require(FirstRunOutput.port(in: banner))
+
+        let watch = try ChildProcess(harnessBinary, [
+            "watch", "--interval", "1", "--url", "http://127.0.0.1:\(port)", "--user", "watcher",
+            "--key", try #require(FirstRunOutput.value(after: "app key id     :", in: banner)),
+            "--secret", try #require(FirstRunOutput.value(after: "app key secret :", in: banner)),
+            "--data-dir", root.appendingPathComponent("device").path,
+        ])
+        defer { watch.terminate() }
+        _ = try await watch.waitForOutput(containing: #""event":"registered""#, timeout: .seconds(30))
+        // The interval loop keeps syncing: wait for a second syncCompleted.
+        let deadline = ContinuousClock.now + .seconds(15)
+        while watch.output.components(separatedBy: #""event":"syncCompleted""#).count < 3, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(watch.output.components(separatedBy: #""event":"syncCompleted""#).count >= 3)
+        watch.signal(SIGINT)
+        #expect(try await watch.waitForExit(timeout: .seconds(15)) == 0)
+        for line in watch.output.split(separator: "\n") where line.hasPrefix("{") {
+            #expect((try? JSONDecoder().decode([String: JSONValue].self, from: Data(line.utf8))) != nil, "not JSON: \(line)")
+        }
+    }
+
+    @discardableResult
+    static func adminRequest(_ base: String, _ method: String, _ path: String, token: String, body: String? = nil) async throws -> Data {
+        var request = URLRequest(url: URL(string: base + path)!)
+        request.httpMethod = method
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = body.map { Data($0.utf8) }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(method) \(path): \(String(decoding: data, as: UTF8.self))")
+        return data
+    }
+}
+
+extension JSONDecoder {
+    static var wire: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+}

@@ -1,0 +1,153 @@
+import Backplane
+import ClientSDK
+import Foundation
+import Hummingbird
+import Shared
+import Testing
+import TestSupport
+
+/// A real backplane in this process, listening on a real port, over a SQLite data directory.
+final class InProcessBackplane: Sendable {
+    let port: Int
+    let services: BackplaneServices
+    let applicationId: String
+    let keyId: String
+    let secret: String
+    let directory: URL
+    private let task: Task<Void, any Error>
+
+    private init(port: Int, services: BackplaneServices, applicationId: String, keyId: String, secret: String, directory: URL, task: Task<Void, any Error>) {
+        self.port = port
+        self.services = services
+        self.applicationId = applicationId
+        self.keyId = keyId
+        self.secret = secret
+        self.directory = directory
+        self.task = task
+    }
+
+    /// A new data directory with one application, served on a free port.
+    static func start(deviceLimit: Int? = nil) async throws -> InProcessBackplane {
+        let directory = temporaryDirectory("backplane-sdk-server")
+        let services = BackplaneServices(store: try SQLiteStore(directory: directory))
+        let (application, key) = try await services.applications.createApplication(name: "sdk tests")
+        if let deviceLimit {
+            _ = try await services.applications.updateSettings(applicationId: application.id, .init(deviceLimit: deviceLimit))
+        }
+        return try await serve(services: services, applicationId: application.id, keyId: key.keyId, secret: key.secret, directory: directory, port: 0)
+    }
+
+    /// The same data directory served again (after `stop()`), on `port`.
+    func restart(port: Int? = nil) async throws -> InProcessBackplane {
+        let reopened = BackplaneServices(store: try SQLiteStore(directory: directory))
+        return try await Self.serve(services: reopened, applicationId: applicationId, keyId: keyId, secret: secret, directory: directory, port: port ?? self.port)
+    }
+
+    private static func serve(
+        services: BackplaneServices, applicationId: String, keyId: String, secret: String, directory: URL, port: Int
+    ) async throws -> InProcessBackplane {
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = buildApplication(
+            BackplaneConfiguration(port: port, dataDirectory: directory, logLevel: .error), services: services,
+            onServerRunning: { continuation.yield($0) })
+        let task = Task { try await app.runService(gracefulShutdownSignals: []) }
+        var iterator = ports.makeAsyncIterator()
+        guard let bound = await iterator.next() else { throw CancellationError() }
+        return InProcessBackplane(port: bound, services: services, applicationId: applicationId, keyId: keyId, secret: secret, directory: directory, task: task)
+    }
+
+    var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    func stop() async {
+        task.cancel()
+        _ = try? await task.value
+    }
+
+    func configuration(user: String, dataDirectory: URL, secret: String? = nil) -> BackplaneClientConfiguration {
+        BackplaneClientConfiguration(
+            backplaneURL: url, appKeyId: keyId, appKeySecret: secret ?? self.secret, userId: user, dataDirectory: dataDirectory,
+            syncInterval: .seconds(3600), retry: RetryPolicy(initial: .milliseconds(100), maximum: .milliseconds(400)),
+            requestTimeout: .seconds(5))
+    }
+
+    /// All devices of a user, as an admin sees them.
+    func devices(user: String) async throws -> [Device] {
+        try await services.devices.listDevices(
+            applicationId: applicationId, filter: DeviceFilter(userId: user, includeUnregistered: true), cursor: nil, limit: 500
+        ).devices
+    }
+}
+
+/// Collects an engine's events in the background so tests can wait for one.
+final class EventRecorder: Sendable {
+    private let events = Mutex<[SDKEvent]>([])
+    private let task: Task<Void, Never>
+
+    init(_ stream: AsyncStream<SDKEvent>) {
+        let events = self.events
+        task = Task {
+            for await event in stream { events.withLock { $0.append(event) } }
+        }
+    }
+
+    var all: [SDKEvent] { events.withLock { $0 } }
+    var names: [String] { all.map(\.name) }
+
+    /// Waits until an event matching `predicate` arrives (after `skipping` earlier ones).
+    @discardableResult
+    func wait(
+        for name: String, timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation,
+        where predicate: @Sendable (SDKEvent) -> Bool = { _ in true }
+    ) async throws -> SDKEvent {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let event = all.first(where: { $0.name == name && predicate($0) }) { return event }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("no '\(name)' event within \(timeout); saw \(names)", sourceLocation: sourceLocation)
+        throw CancellationError()
+    }
+
+    func count(_ name: String) -> Int { names.filter { $0 == name }.count }
+}
+
+final class Mutex<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}
+
+/// A transport that counts how many requests to one path are in flight at once.
+final class CountingTransport: Transport {
+    let inner: any Transport
+    let path: String
+    private let state = Mutex((current: 0, maximum: 0, total: 0))
+
+    init(inner: any Transport = HTTPClientTransport(), path: String) {
+        self.inner = inner
+        self.path = path
+    }
+
+    var maximumConcurrent: Int { state.withLock { $0.maximum } }
+    var total: Int { state.withLock { $0.total } }
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let counted = request.url.path == path
+        if counted {
+            state.withLock {
+                $0.current += 1
+                $0.total += 1
+                $0.maximum = max($0.maximum, $0.current)
+            }
+        }
+        defer { if counted { state.withLock { $0.current -= 1 } } }
+        // Widen the window in which a second sync could overlap.
+        if counted { try await Task.sleep(for: .milliseconds(30)) }
+        return try await inner.send(request)
+    }
+}
