@@ -60,10 +60,7 @@ struct Register: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        try await Session.run(try connection.configuration()) { engine in
-            try await Session.requireSynced(engine)
-            return nil
-        }
+        try await Session.run(try connection.configuration(), Session.requireSynced)
     }
 }
 
@@ -72,10 +69,7 @@ struct Sync: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        try await Session.run(try connection.configuration()) { engine in
-            try await Session.requireSynced(engine)
-            return nil
-        }
+        try await Session.run(try connection.configuration(), Session.requireSynced)
     }
 }
 
@@ -246,13 +240,14 @@ enum Session {
         Output.print(JSONValue.object(output))
     }
 
-    /// After `start()`, which syncs once: fail unless that sync succeeded.
-    static func requireSynced(_ engine: BackplaneEngine) async throws {
+    /// After `start()`, which registers if needed and syncs once: fail unless that sync succeeded.
+    static func requireSynced(_ engine: BackplaneEngine) async throws -> JSONValue? {
         let status = await engine.status
         if let error = status.lastError { throw error }
         guard status.isRegistered else {
             throw BackplaneClientError(kind: .notRunning, message: "The device is not registered.")
         }
+        return nil
     }
 }
 

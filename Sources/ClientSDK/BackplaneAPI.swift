@@ -107,14 +107,14 @@ struct BackplaneAPI: Sendable {
         let nonce = Self.nonce()
         let stringToSign = RequestSigning.stringToSign(
             method: method, pathAndQuery: pathAndQuery, timestamp: timestamp, nonce: nonce,
-            bodySHA256Hex: Self.hex(SHA256.hash(data: body)), deviceId: device?.deviceId)
+            bodySHA256Hex: RequestSigning.hex(SHA256.hash(data: body)), deviceId: device?.deviceId)
         let signature = HMAC<SHA256>.authenticationCode(for: Data(stringToSign.utf8), using: secret)
         var headers: [(name: String, value: String)] = [
             ("Content-Type", "application/json"),
             (RequestSigning.Header.keyId, keyId),
             (RequestSigning.Header.timestamp, String(timestamp)),
             (RequestSigning.Header.nonce, nonce),
-            (RequestSigning.Header.signature, signature.withUnsafeBytes { Self.hex($0) }),
+            (RequestSigning.Header.signature, signature.withUnsafeBytes { RequestSigning.hex($0) }),
         ]
         if let device {
             headers.append((RequestSigning.Header.deviceId, device.deviceId))
@@ -125,17 +125,7 @@ struct BackplaneAPI: Sendable {
 
     static func nonce() -> String {
         var generator = SystemRandomNumberGenerator()
-        return hex((0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
-    }
-
-    static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: out, as: UTF8.self)
+        return RequestSigning.hex((0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
     }
 
     /// A device id as one path segment.

@@ -39,6 +39,18 @@ public enum RequestSigning {
             .joined(separator: "\n")
     }
 
+    /// Lower-case hex, as used for the body hash and the signature.
+    public static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.underestimatedCount * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     public static func isValidNonce(_ nonce: String) -> Bool {
         nonceLength.contains(nonce.count)
             && nonce.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_") }

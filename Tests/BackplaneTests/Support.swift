@@ -53,14 +53,14 @@ struct Signer: Sendable {
     ) -> HTTPFields {
         let stringToSign = RequestSigning.stringToSign(
             method: method.rawValue, pathAndQuery: path, timestamp: timestamp, nonce: nonce,
-            bodySHA256Hex: SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined(), deviceId: deviceId)
+            bodySHA256Hex: RequestSigning.hex(SHA256.hash(data: body)), deviceId: deviceId)
         let mac = HMAC<SHA256>.authenticationCode(for: Data(stringToSign.utf8), using: SymmetricKey(data: Data(secret.utf8)))
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         headers[HTTPField.Name(RequestSigning.Header.keyId)!] = keyId
         headers[HTTPField.Name(RequestSigning.Header.timestamp)!] = String(timestamp)
         headers[HTTPField.Name(RequestSigning.Header.nonce)!] = nonce
-        headers[HTTPField.Name(RequestSigning.Header.signature)!] = mac.map { String(format: "%02x", $0) }.joined()
+        headers[HTTPField.Name(RequestSigning.Header.signature)!] = mac.withUnsafeBytes { RequestSigning.hex($0) }
         if let deviceId { headers[HTTPField.Name(RequestSigning.Header.deviceId)!] = deviceId }
         if let credential { headers[HTTPField.Name(RequestSigning.Header.deviceCredential)!] = credential }
         return headers

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Shared
 
 /// Random identifiers and secrets, and the one-way hashes the store keeps of secrets.
 enum Secrets {
@@ -49,5 +50,5 @@ extension Data {
 }
 
 extension Sequence where Element == UInt8 {
-    var hexString: String { map { String(format: "%02x", $0) }.joined() }
+    var hexString: String { RequestSigning.hex(self) }
 }
