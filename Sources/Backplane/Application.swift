@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -13,30 +14,39 @@ public struct BackplaneConfiguration: Sendable {
     public var logLevel: Logger.Level
     /// How often expired nonces are forgotten.
     public var noncePruneInterval: Duration
+    /// How often the server pings an idle device channel (dead connections are closed).
+    public var channelPingInterval: Duration
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, dataDirectory: URL = URL(fileURLWithPath: "data"),
-        logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60)
+        logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), channelPingInterval: Duration = .seconds(60)
     ) {
         self.host = host
         self.port = port
         self.dataDirectory = dataDirectory
         self.logLevel = logLevel
         self.noncePruneInterval = noncePruneInterval
+        self.channelPingInterval = channelPingInterval
     }
 }
 
 /// The services of one backplane, over one store.
 public struct BackplaneServices: Sendable {
     public let store: any BackplaneStore
+    public let wakeUpHub: WakeUpHub
     public let applications: ApplicationService
     public let devices: DeviceService
+    public let commands: CommandService
+    public let sync: SyncService
     let now: @Sendable () -> Date
 
-    public init(store: any BackplaneStore, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(store: any BackplaneStore, wakeUpHub: WakeUpHub = WakeUpHub(), now: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
-        self.applications = ApplicationService(store: store)
-        self.devices = DeviceService(store: store, now: now)
+        self.wakeUpHub = wakeUpHub
+        self.applications = ApplicationService(store: store, wakeUps: wakeUpHub)
+        self.devices = DeviceService(store: store, wakeUps: wakeUpHub, now: now)
+        self.commands = CommandService(store: store, wakeUps: wakeUpHub, now: now)
+        self.sync = SyncService(devices: devices, commands: commands)
         self.now = now
     }
 }
@@ -48,8 +58,20 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: LogRequestsMiddleware(.info))
     HealthController(store: services.store).addRoutes(to: router)
-    DevicesController(devices: services.devices, store: services.store, now: services.now).addRoutes(to: router)
-    AdminController(devices: services.devices, applications: services.applications, store: services.store).addRoutes(to: router)
+    DevicesController(devices: services.devices, sync: services.sync, store: services.store, now: services.now).addRoutes(to: router)
+    AdminController(
+        devices: services.devices, applications: services.applications, commands: services.commands, store: services.store
+    ).addRoutes(to: router)
+    return router
+}
+
+/// The routes that may upgrade to a WebSocket: the device channels. A request this router does
+/// not upgrade (bad credentials, no Upgrade header) continues to `buildRouter`'s routes, which
+/// answer it with the usual error body.
+public func buildWebSocketRouter(_ services: BackplaneServices) -> Router<BackplaneRequestContext> {
+    let router = Router(context: BackplaneRequestContext.self)
+    let devices = DevicesController(devices: services.devices, sync: services.sync, store: services.store, now: services.now)
+    ChannelController(hub: services.wakeUpHub, signedByDevice: devices.signedByDevice).addRoutes(to: router)
     return router
 }
 
@@ -66,6 +88,9 @@ public func buildApplication(
     }()
     var application = Application(
         router: buildRouter(services),
+        server: .http1WebSocketUpgrade(
+            webSocketRouter: buildWebSocketRouter(services),
+            configuration: .init(autoPing: .enabled(timePeriod: configuration.channelPingInterval))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "backplane"),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger)

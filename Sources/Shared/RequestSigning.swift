@@ -72,4 +72,10 @@ public enum WireLimits {
     /// Largest page of an admin list.
     public static let maxPageSize = 500
     public static let defaultPageSize = 100
+    /// Asset ids in one `deleteAssets` command.
+    public static let maxAssetIdsPerCommand = 1000
+    /// Acknowledgements in one sync.
+    public static let maxAcksPerSync = 500
+    /// A device's reason for a failed or deferred command.
+    public static let maxReasonLength = 500
 }

@@ -7,11 +7,14 @@ public struct SyncRequest: Codable, Sendable, Equatable {
     public var sdkVersion: String?
     public var appVersion: String?
     public var osVersion: String?
+    /// Outcomes of commands from earlier syncs. Idempotent: send each until its result comes back.
+    public var acks: [CommandAck]?
 
-    public init(sdkVersion: String? = nil, appVersion: String? = nil, osVersion: String? = nil) {
+    public init(sdkVersion: String? = nil, appVersion: String? = nil, osVersion: String? = nil, acks: [CommandAck]? = nil) {
         self.sdkVersion = sdkVersion
         self.appVersion = appVersion
         self.osVersion = osVersion
+        self.acks = acks
     }
 }
 
@@ -21,10 +24,27 @@ public struct SyncResponse: Codable, Sendable, Equatable {
     public var device: Device
     public var settings: ApplicationSettings
     public var serverTime: Date
+    /// The device's open commands (pending or delivered), oldest first. Execute each once and
+    /// acknowledge it in a later sync; a command seen again is acknowledged again, not re-run.
+    public var commands: [Command]
+    /// One result per acknowledgement sent.
+    public var ackResults: [CommandAckResult]
 
-    public init(device: Device, settings: ApplicationSettings, serverTime: Date) {
+    public init(device: Device, settings: ApplicationSettings, serverTime: Date, commands: [Command] = [], ackResults: [CommandAckResult] = []) {
         self.device = device
         self.settings = settings
         self.serverTime = serverTime
+        self.commands = commands
+        self.ackResults = ackResults
+    }
+
+    /// Absent sections (from an older server) decode as empty.
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        device = try container.decode(Device.self, forKey: .device)
+        settings = try container.decode(ApplicationSettings.self, forKey: .settings)
+        serverTime = try container.decode(Date.self, forKey: .serverTime)
+        commands = try container.decodeIfPresent([Command].self, forKey: .commands) ?? []
+        ackResults = try container.decodeIfPresent([CommandAckResult].self, forKey: .ackResults) ?? []
     }
 }

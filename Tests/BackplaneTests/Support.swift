@@ -15,10 +15,11 @@ struct Fixture {
     let signer: Signer
     let adminToken: String
 
-    static func make(deviceLimit: Int? = nil, directory: URL? = nil) async throws -> Fixture {
+    static func make(deviceLimit: Int? = nil, directory: URL? = nil, clock: TestClock? = nil) async throws -> Fixture {
         let directory = directory ?? FileManager.default.temporaryDirectory
             .appendingPathComponent("backplane-tests-\(UUID().uuidString)")
-        let services = BackplaneServices(store: try SQLiteStore(directory: directory))
+        let store = try SQLiteStore(directory: directory)
+        let services = clock.map { clock in BackplaneServices(store: store, now: { clock.now }) } ?? BackplaneServices(store: store)
         let (application, key) = try await services.applications.createApplication(name: "test app")
         let token = try await services.applications.createToken(applicationId: application.id, scope: .admin, name: "tests")
         if let deviceLimit {
@@ -80,11 +81,12 @@ struct Client: Sendable {
     /// A signed device request (app key only when `as` is nil).
     func device(
         _ method: HTTPRequest.Method, _ path: String, json: some Encodable = Empty?.none, as identity: DeviceIdentity? = nil,
-        signer: Signer? = nil
+        signer: Signer? = nil, at time: Date = Date()
     ) async throws -> TestResponse {
         let body = try Self.encode(json)
         let headers = (signer ?? fixture.signer).headers(
-            method: method, path: path, body: body, deviceId: identity?.deviceId, credential: identity?.credential)
+            method: method, path: path, body: body, deviceId: identity?.deviceId, credential: identity?.credential,
+            timestamp: Int64(time.timeIntervalSince1970))
         return try await raw.execute(uri: path, method: method, headers: headers, body: ByteBuffer(bytes: body))
     }
 
@@ -120,6 +122,18 @@ struct Client: Sendable {
         // Stable bytes: some tests sign one encoding and send another of the same value.
         encoder.outputFormatting = .sortedKeys
         return try encoder.encode(value)
+    }
+}
+
+/// A clock a test can move forward.
+final class TestClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var current = Date()
+
+    var now: Date { lock.withLock { current } }
+
+    func advance(by seconds: TimeInterval) {
+        lock.withLock { current = current.addingTimeInterval(seconds) }
     }
 }
 

@@ -84,7 +84,7 @@ import TestSupport
         let deviceId = try #require(await engine.status.deviceId)
 
         _ = try await server.services.devices.setDownloadEnabled(
-            applicationId: server.applicationId, deviceId: deviceId, enabled: false, includePushToken: false)
+            applicationId: server.applicationId, deviceId: deviceId, enabled: false, origin: .admin)
         _ = try await server.services.applications.updateSettings(
             applicationId: server.applicationId, ApplicationSettingsUpdate(expiryAfterPlaySeconds: 3600))
         // The sync interval is an hour: only syncNow() can bring these in.
@@ -230,7 +230,7 @@ import TestSupport
         let events = EventRecorder(engine.events())
         try await engine.start()
         let deviceId = try #require(await engine.status.deviceId)
-        _ = try await server.services.devices.unregister(applicationId: server.applicationId, deviceId: deviceId, includePushToken: false)
+        _ = try await server.services.devices.unregister(applicationId: server.applicationId, deviceId: deviceId, origin: .admin)
         await engine.syncNow()
         try await events.wait(for: "unregistered")
         #expect(await engine.state == .unregistered)

@@ -6,6 +6,7 @@ import Shared
 struct AdminController {
     let devices: DeviceService
     let applications: ApplicationService
+    let commands: CommandService
     let store: any BackplaneStore
 
     func addRoutes(to router: Router<BackplaneRequestContext>) {
@@ -20,6 +21,27 @@ struct AdminController {
             .get("keys", use: keys)
             .post("keys", use: addKey)
             .post("keys/:keyId/revoke", use: revokeKey)
+            .post("commands", use: enqueueCommand)
+            .get("commands/:commandId", use: command)
+            .post("commands/:commandId/cancel", use: cancelCommand)
+            .get("devices/:deviceId/commands", use: deviceCommands)
+    }
+
+    @Sendable func enqueueCommand(_ request: Request, context: BackplaneRequestContext) async throws -> EditedResponse<CommandList> {
+        let body = try await request.decode(as: EnqueueCommandRequest.self, context: context)
+        return EditedResponse(status: .created, response: try await commands.enqueue(applicationId: try context.requireApplicationId(), body))
+    }
+
+    @Sendable func command(_ request: Request, context: BackplaneRequestContext) async throws -> Command {
+        try await commands.command(applicationId: try context.requireApplicationId(), commandId: try context.parameters.require("commandId"))
+    }
+
+    @Sendable func cancelCommand(_ request: Request, context: BackplaneRequestContext) async throws -> Command {
+        try await commands.cancel(applicationId: try context.requireApplicationId(), commandId: try context.parameters.require("commandId"))
+    }
+
+    @Sendable func deviceCommands(_ request: Request, context: BackplaneRequestContext) async throws -> CommandList {
+        try await commands.commands(applicationId: try context.requireApplicationId(), deviceId: try Self.deviceId(context))
     }
 
     @Sendable func listDevices(_ request: Request, context: BackplaneRequestContext) async throws -> DevicePage {
@@ -45,12 +67,12 @@ struct AdminController {
         let body = try await request.decode(as: DownloadEnabledRequest.self, context: context)
         return try await devices.setDownloadEnabled(
             applicationId: try context.requireApplicationId(), deviceId: try Self.deviceId(context),
-            enabled: body.downloadEnabled, includePushToken: true)
+            enabled: body.downloadEnabled, origin: .admin)
     }
 
     @Sendable func unregister(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
         try await devices.unregister(
-            applicationId: try context.requireApplicationId(), deviceId: try Self.deviceId(context), includePushToken: true)
+            applicationId: try context.requireApplicationId(), deviceId: try Self.deviceId(context), origin: .admin)
     }
 
     @Sendable func settings(_ request: Request, context: BackplaneRequestContext) async throws -> SettingsResponse {
@@ -117,3 +139,5 @@ extension AppKey: ResponseEncodable {}
 extension CreatedAppKey: ResponseEncodable {}
 extension HealthStatus: ResponseEncodable {}
 extension SyncResponse: ResponseEncodable {}
+extension CommandList: ResponseEncodable {}
+extension Command: ResponseEncodable {}

@@ -6,8 +6,13 @@ import Shared
 /// device credential, and a device may act only on itself.
 struct DevicesController {
     let devices: DeviceService
+    let sync: SyncService
     let store: any BackplaneStore
     let now: @Sendable () -> Date
+
+    var signedByDevice: SignedRequestMiddleware {
+        SignedRequestMiddleware(store: store, devices: devices, requireDevice: true, now: now)
+    }
 
     func addRoutes(to router: Router<BackplaneRequestContext>) {
         router.group("v1/devices/register")
@@ -15,15 +20,19 @@ struct DevicesController {
             .post(use: register)
 
         router.group("v1/devices")
-            .add(middleware: SignedRequestMiddleware(store: store, devices: devices, requireDevice: true, now: now))
+            .add(middleware: signedByDevice)
             .get(use: userDevices)
             .get(":deviceId", use: device)
             .patch(":deviceId", use: updateProfile)
             .put(":deviceId/download-enabled", use: setDownloadEnabled)
             .post(":deviceId/unregister", use: unregister)
+            // Reached only when a request for the channel was not a WebSocket upgrade.
+            .get(":deviceId/channel") { _, _ -> Response in
+                throw BackplaneError.badRequest("This is the device's WebSocket channel: connect with an HTTP Upgrade (websocket) request.")
+            }
 
         router.group("v1/sync")
-            .add(middleware: SignedRequestMiddleware(store: store, devices: devices, requireDevice: true, now: now))
+            .add(middleware: signedByDevice)
             .post(use: sync)
     }
 
@@ -32,7 +41,7 @@ struct DevicesController {
         // An empty body is an empty report.
         let hasBody = try await request.body.collect(upTo: context.maxUploadSize).readableBytes > 0
         let body = hasBody ? try await request.decode(as: SyncRequest.self, context: context) : SyncRequest()
-        return try await devices.sync(applicationId: me.applicationId, deviceId: me.deviceId, body)
+        return try await sync.sync(applicationId: me.applicationId, deviceId: me.deviceId, body)
     }
 
     @Sendable func register(_ request: Request, context: BackplaneRequestContext) async throws -> EditedResponse<RegisterDeviceResponse> {
@@ -61,21 +70,16 @@ struct DevicesController {
         let me = try pathDevice(context)
         let body = try await request.decode(as: DownloadEnabledRequest.self, context: context)
         return try await devices.setDownloadEnabled(
-            applicationId: me.applicationId, deviceId: me.deviceId, enabled: body.downloadEnabled, includePushToken: true)
+            applicationId: me.applicationId, deviceId: me.deviceId, enabled: body.downloadEnabled, origin: .device)
     }
 
     @Sendable func unregister(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
         let me = try pathDevice(context)
-        return try await devices.unregister(applicationId: me.applicationId, deviceId: me.deviceId, includePushToken: true)
+        return try await devices.unregister(applicationId: me.applicationId, deviceId: me.deviceId, origin: .device)
     }
 
-    /// The authenticated device, which must be the one named in the path.
+    /// The authenticated device (the middleware checked it is the one named in the path).
     private func pathDevice(_ context: BackplaneRequestContext) throws -> (applicationId: String, deviceId: String) {
-        let me = try context.requireDevice()
-        let named = try context.parameters.require("deviceId")
-        guard (named.removingPercentEncoding ?? named) == me.deviceId else {
-            throw BackplaneError.forbidden("A device may act only as itself: '\(me.deviceId)' cannot act on '\(named)'.")
-        }
-        return me
+        try context.requireDevice()
     }
 }

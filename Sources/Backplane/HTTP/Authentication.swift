@@ -21,11 +21,12 @@ struct SignedRequestMiddleware: RouterMiddleware {
         var context = context
         // The body is read once here (bounded) to hash it; handlers decode the same buffer.
         let body = try await request.collectBody(upTo: WireLimits.maxBodyBytes)
-        context.caller = try await verify(request, body: body)
+        let named = context.parameters.get("deviceId").map { $0.removingPercentEncoding ?? $0 }
+        context.caller = try await verify(request, body: body, pathDeviceId: named)
         return try await next(request, context)
     }
 
-    private func verify(_ request: Request, body: ByteBuffer) async throws -> Caller {
+    private func verify(_ request: Request, body: ByteBuffer, pathDeviceId: String?) async throws -> Caller {
         func header(_ name: String) -> String? {
             HTTPField.Name(name).flatMap { request.headers[$0] }
         }
@@ -72,6 +73,10 @@ struct SignedRequestMiddleware: RouterMiddleware {
                     "Send \(RequestSigning.Header.deviceId) and \(RequestSigning.Header.deviceCredential) from the registration.")
             }
             _ = try await devices.authenticate(applicationId: key.applicationId, deviceId: deviceId, credential: credential)
+            // A route naming a device must name the caller: a device acts only as itself.
+            if let named = pathDeviceId, named != deviceId {
+                throw BackplaneError.forbidden("A device may act only as itself: '\(deviceId)' cannot act on '\(named)'.")
+            }
             caller = .device(applicationId: key.applicationId, keyId: keyId, deviceId: deviceId)
         }
         // Last, so that only a request that passed every other check uses up its nonce.

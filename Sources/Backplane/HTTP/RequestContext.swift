@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import Shared
 
 /// Who made the request, as established by the authentication middleware.
@@ -18,13 +19,15 @@ public enum Caller: Sendable, Equatable {
     }
 }
 
-public struct BackplaneRequestContext: RequestContext {
+public struct BackplaneRequestContext: RequestContext, WebSocketRequestContext {
     public var coreContext: CoreRequestContextStorage
     public var caller: Caller?
+    public let webSocket: WebSocketHandlerReference<Self>
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.caller = nil
+        self.webSocket = .init()
     }
 
     public var maxUploadSize: Int { WireLimits.maxBodyBytes }

@@ -4,9 +4,12 @@ import Shared
 /// Applications (tenants), their app keys, bearer tokens and settings.
 public struct ApplicationService: Sendable {
     public let store: any BackplaneStore
+    let wakeUps: (any WakeUpPublisher)?
 
-    public init(store: any BackplaneStore) {
+    /// `wakeUps` is nil for offline administration (the CLI): no device channel lives there.
+    public init(store: any BackplaneStore, wakeUps: (any WakeUpPublisher)? = nil) {
         self.store = store
+        self.wakeUps = wakeUps
     }
 
     /// A new application with default settings and one app key. The secret is returned once.
@@ -50,6 +53,7 @@ public struct ApplicationService: Sendable {
             return next
         }
         guard let updated else { throw BackplaneError.notFound("No application with id '\(applicationId)'.") }
+        wakeUps?.publish(.application(applicationId: applicationId))
         return updated
     }
 

@@ -24,10 +24,17 @@ struct DeviceLimitPolicy: Sendable {
 /// Registration, the device's own requests, and the admin's view of devices.
 public struct DeviceService: Sendable {
     public let store: any BackplaneStore
+    let wakeUps: any WakeUpPublisher
     let now: @Sendable () -> Date
 
-    public init(store: any BackplaneStore, now: @escaping @Sendable () -> Date = { Date() }) {
+    /// Who asked for a change: a change the device did not make itself wakes it up.
+    public enum Origin: Sendable {
+        case device, admin
+    }
+
+    public init(store: any BackplaneStore, wakeUps: any WakeUpPublisher, now: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
+        self.wakeUps = wakeUps
         self.now = now
     }
 
@@ -154,7 +161,7 @@ public struct DeviceService: Sendable {
     /// Turns download on or off. Turning it on above the user's device limit is a 409
     /// `device_limit_reached`, for devices and admins alike.
     public func setDownloadEnabled(
-        applicationId: String, deviceId: String, enabled: Bool, includePushToken: Bool
+        applicationId: String, deviceId: String, enabled: Bool, origin: Origin
     ) async throws -> DeviceResponse {
         let now = now()
         let device = try await mutate(applicationId, deviceId) { device, limit in
@@ -170,27 +177,32 @@ public struct DeviceService: Sendable {
             device.updatedAt = now
             return device
         }
-        return try await response(applicationId, device, includePushToken: includePushToken)
+        if origin == .admin { wakeUps.publish(.devices(applicationId: applicationId, deviceIds: [deviceId])) }
+        return try await response(applicationId, device, includePushToken: true)
     }
 
     /// Disables and detaches the device; the row stays for audit and is hidden from device lists.
     /// Unregistering an unregistered device changes nothing.
-    public func unregister(applicationId: String, deviceId: String, includePushToken: Bool) async throws -> DeviceResponse {
+    public func unregister(applicationId: String, deviceId: String, origin: Origin) async throws -> DeviceResponse {
         let now = now()
-        let device = try await mutate(applicationId, deviceId) { device, _ in
-            guard device.isRegistered else { return device }
-            var device = device
-            device.downloadEnabled = false
-            device.unregisteredAt = now
-            device.updatedAt = now
-            return device
-        }
-        return try await response(applicationId, device, includePushToken: includePushToken)
+        let device = try await mutate(applicationId, deviceId) { device, _ in Self.detached(device, at: now) }
+        if origin == .admin { wakeUps.publish(.devices(applicationId: applicationId, deviceIds: [deviceId])) }
+        return try await response(applicationId, device, includePushToken: true)
     }
 
-    /// A device's sync: records reported version changes and answers the device's state,
-    /// the effective settings and the server time.
-    public func sync(applicationId: String, deviceId: String, _ request: SyncRequest) async throws -> SyncResponse {
+    /// What unregistering does to a device row: download off, detached (`unregisteredAt`), kept for audit.
+    static func detached(_ device: DeviceRecord, at now: Date) -> DeviceRecord {
+        guard device.isRegistered else { return device }
+        var device = device
+        device.downloadEnabled = false
+        device.unregisteredAt = now
+        device.updatedAt = now
+        return device
+    }
+
+    /// The device section of a sync: records reported version changes and answers the device's
+    /// state, the effective settings and the server time.
+    func syncDevice(applicationId: String, deviceId: String, _ request: SyncRequest) async throws -> DeviceResponse {
         try Validate.optionalText(request.sdkVersion, field: "sdkVersion", maxLength: WireLimits.maxShortTextLength)
         try Validate.optionalText(request.appVersion, field: "appVersion", maxLength: WireLimits.maxShortTextLength)
         try Validate.optionalText(request.osVersion, field: "osVersion", maxLength: WireLimits.maxShortTextLength)
@@ -203,8 +215,7 @@ public struct DeviceService: Sendable {
             if device != original { device.updatedAt = now }
             return device
         }
-        let response = try await response(applicationId, device, includePushToken: true)
-        return SyncResponse(device: response.device, settings: response.settings, serverTime: response.serverTime)
+        return try await response(applicationId, device, includePushToken: true)
     }
 
     // MARK: admin

@@ -87,6 +87,25 @@ public final class SQLiteStore: BackplaneStore {
             try db.create(index: "devices_by_user", on: "devices", columns: ["application_id", "user_id"])
             try db.create(index: "devices_by_external_id", on: "devices", columns: ["application_id", "external_device_id"])
         }
+        migrator.registerMigration("v2: commands") { db in
+            try db.create(table: "commands") { t in
+                t.autoIncrementedPrimaryKey("row_id")
+                t.column("command_id", .text).notNull().unique()
+                t.column("application_id", .text).notNull().references("applications", onDelete: .cascade)
+                t.column("device_id", .text).notNull()
+                t.column("type", .text).notNull()
+                t.column("asset_ids", .text)
+                t.column("state", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+                t.column("expires_at", .datetime)
+                t.column("delivered_at", .datetime)
+                t.column("completed_at", .datetime)
+                t.column("failure_reason", .text)
+                t.column("deferrals", .integer).notNull()
+            }
+            try db.create(index: "commands_by_device", on: "commands", columns: ["application_id", "device_id", "state"])
+        }
         return migrator
     }
 
@@ -247,6 +266,76 @@ public final class SQLiteStore: BackplaneStore {
         }
     }
 
+    // MARK: commands
+
+    public func insertCommands(_ commands: [CommandRecord]) async throws -> [CommandRecord] {
+        try await writer.write { db in
+            try commands.map { command in
+                var command = command
+                try command.insert(db)
+                return command
+            }
+        }
+    }
+
+    public func command(applicationId: String, commandId: String) async throws -> CommandRecord? {
+        try await writer.read { db in try Self.command(db, applicationId: applicationId, commandId: commandId) }
+    }
+
+    public func commands(applicationId: String, deviceId: String) async throws -> [CommandRecord] {
+        try await writer.read { db in
+            try CommandRecord
+                .filter(Column("application_id") == applicationId && Column("device_id") == deviceId)
+                .order(Column("row_id"))
+                .fetchAll(db)
+        }
+    }
+
+    public func updateCommand(
+        applicationId: String, commandId: String, _ change: @Sendable (CommandRecord) throws -> CommandRecord
+    ) async throws -> CommandRecord? {
+        try await writer.write { db in
+            guard let existing = try Self.command(db, applicationId: applicationId, commandId: commandId) else { return nil }
+            let updated = try change(existing)
+            if updated != existing { try updated.update(db) }
+            return updated
+        }
+    }
+
+    public func syncCommands(
+        applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules
+    ) async throws -> (results: [CommandAckResult], open: [CommandRecord]) {
+        try await writer.write { db in
+            var results: [CommandAckResult] = []
+            for ack in acks {
+                let existing = try Self.command(db, applicationId: applicationId, commandId: ack.commandId)
+                let decision = rules.applyAck(ack, existing)
+                if let updated = decision.updated, updated != existing { try updated.update(db) }
+                if decision.detachesDevice, let device = try Self.device(db, applicationId: applicationId, deviceId: deviceId) {
+                    let detached = rules.detach(device)
+                    if detached != device { try detached.update(db) }
+                }
+                results.append(decision.result)
+            }
+            let open = try CommandRecord
+                .filter(Column("application_id") == applicationId && Column("device_id") == deviceId)
+                .filter([CommandState.pending.rawValue, CommandState.delivered.rawValue].contains(Column("state")))
+                .order(Column("row_id"))
+                .fetchAll(db)
+            var stillOpen: [CommandRecord] = []
+            for command in open {
+                let delivered = rules.deliver(command)
+                if delivered != command { try delivered.update(db) }
+                if !delivered.state.isFinished { stillOpen.append(delivered) }
+            }
+            return (results, stillOpen)
+        }
+    }
+
+    private static func command(_ db: Database, applicationId: String, commandId: String) throws -> CommandRecord? {
+        try CommandRecord.filter(Column("application_id") == applicationId && Column("command_id") == commandId).fetchOne(db)
+    }
+
     private static func device(_ db: Database, applicationId: String, deviceId: String) throws -> DeviceRecord? {
         try DeviceRecord.filter(Column("application_id") == applicationId && Column("device_id") == deviceId).fetchOne(db)
     }
@@ -301,4 +390,14 @@ extension DeviceRecord: SnakeCaseRecord {
     }
 }
 
+extension CommandRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "commands" }
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) {
+        rowId = inserted.rowID
+    }
+}
+
 extension TokenScope: DatabaseValueConvertible {}
+extension CommandType: DatabaseValueConvertible {}
+extension CommandState: DatabaseValueConvertible {}

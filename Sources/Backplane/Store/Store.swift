@@ -55,6 +55,43 @@ public struct DeviceRecord: Sendable, Equatable, Codable {
     public var isRegistered: Bool { unregisteredAt == nil }
 }
 
+public struct CommandRecord: Sendable, Equatable, Codable {
+    /// Store-assigned, increasing: the delivery order. Nil before the first insert.
+    public var rowId: Int64?
+    public var commandId: String
+    public var applicationId: String
+    public var deviceId: String
+    public var type: CommandType
+    public var assetIds: [String]?
+    public var state: CommandState
+    public var createdAt: Date
+    public var updatedAt: Date
+    public var expiresAt: Date?
+    public var deliveredAt: Date?
+    public var completedAt: Date?
+    public var failureReason: String?
+    public var deferrals: Int
+}
+
+/// How a sync's command section is processed, decided by the service and applied by the store
+/// inside one transaction.
+public struct CommandSyncRules: Sendable {
+    public struct AckDecision: Sendable {
+        /// The command to store in place of the old one, if it changes.
+        public var updated: CommandRecord?
+        public var result: CommandAckResult
+        /// The acknowledged command takes the device out (kill, unregister): apply `detach`.
+        public var detachesDevice: Bool
+    }
+
+    /// Given an ack and the command it names (nil when there is none in the application).
+    public var applyAck: @Sendable (CommandAck, CommandRecord?) -> AckDecision
+    /// An open command about to be sent: mark it delivered, or expired.
+    public var deliver: @Sendable (CommandRecord) -> CommandRecord
+    /// What detaching the device does to its row.
+    public var detach: @Sendable (DeviceRecord) -> DeviceRecord
+}
+
 /// What a device mutation sees, read inside the store's transaction so that a decision taken
 /// on it (the device limit) cannot be invalidated by a concurrent request.
 public struct DeviceLimitState: Sendable {
@@ -123,6 +160,21 @@ public protocol BackplaneStore: Sendable {
         applicationId: String, deviceId: String, userId: String,
         decide: @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
     ) async throws -> (DeviceRecord, Decision)
+
+    // MARK: commands
+    func insertCommands(_ commands: [CommandRecord]) async throws -> [CommandRecord]
+    func command(applicationId: String, commandId: String) async throws -> CommandRecord?
+    /// A device's commands in delivery order.
+    func commands(applicationId: String, deviceId: String) async throws -> [CommandRecord]
+    /// Replaces a command with what `change` returns, in one transaction. Nil when there is none.
+    func updateCommand(
+        applicationId: String, commandId: String, _ change: @Sendable (CommandRecord) throws -> CommandRecord
+    ) async throws -> CommandRecord?
+    /// One transaction: applies the acknowledgements, then delivers the device's open commands.
+    /// Returns the ack results and the commands still open after delivery, in delivery order.
+    func syncCommands(
+        applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules
+    ) async throws -> (results: [CommandAckResult], open: [CommandRecord])
 
     /// Replaces an existing device row with what `change` returns, in one transaction with the read of
     /// the row and its user's `DeviceLimitState`. Nil when no such device exists.

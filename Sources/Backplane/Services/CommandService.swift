@@ -1,0 +1,185 @@
+import Foundation
+import Shared
+
+/// The remote command queue: admins enqueue, devices receive commands in syncs and acknowledge
+/// them. The transitions (pending → delivered → succeeded | failed | expired; pending →
+/// cancelled) are decided here; the store applies them atomically.
+public struct CommandService: Sendable {
+    public let store: any BackplaneStore
+    let wakeUps: any WakeUpPublisher
+    let now: @Sendable () -> Date
+
+    public init(store: any BackplaneStore, wakeUps: any WakeUpPublisher, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.store = store
+        self.wakeUps = wakeUps
+        self.now = now
+    }
+
+    /// Enqueues one command per target device and wakes them.
+    public func enqueue(applicationId: String, _ request: EnqueueCommandRequest) async throws -> CommandList {
+        let targets = [request.deviceId, request.externalDeviceId, request.userId].compactMap { $0 }
+        guard targets.count == 1 else {
+            throw BackplaneError.validation("Name exactly one target: deviceId, externalDeviceId or userId.")
+        }
+        for (value, field) in [(request.deviceId, "deviceId"), (request.externalDeviceId, "externalDeviceId"), (request.userId, "userId")] {
+            if let value { try Validate.identifier(value, field: field) }
+        }
+        let assetIds = try validateAssets(request)
+        let now = now()
+        if let expiresAt = request.expiresAt, expiresAt <= now {
+            throw BackplaneError.validation("'expiresAt' must be in the future.", field: "expiresAt")
+        }
+
+        let devices = try await targetDevices(applicationId: applicationId, request)
+        let records = devices.map { device in
+            CommandRecord(
+                commandId: UUID().uuidString.lowercased(), applicationId: applicationId, deviceId: device.deviceId,
+                type: request.type, assetIds: assetIds, state: .pending, createdAt: now, updatedAt: now,
+                expiresAt: request.expiresAt, deferrals: 0)
+        }
+        let stored = try await store.insertCommands(records)
+        wakeUps.publish(.devices(applicationId: applicationId, deviceIds: devices.map(\.deviceId)))
+        return CommandList(commands: stored.map(\.wire))
+    }
+
+    public func command(applicationId: String, commandId: String) async throws -> Command {
+        guard let command = try await store.command(applicationId: applicationId, commandId: commandId) else {
+            throw BackplaneError.notFound("No command '\(commandId)'.")
+        }
+        return command.wire
+    }
+
+    /// A device's commands, oldest first. Open commands past their expiry are shown as expired.
+    public func commands(applicationId: String, deviceId: String) async throws -> CommandList {
+        guard try await store.device(applicationId: applicationId, deviceId: deviceId) != nil else {
+            throw BackplaneError.notFound("No device '\(deviceId)'.")
+        }
+        let now = now()
+        let commands = try await store.commands(applicationId: applicationId, deviceId: deviceId)
+        return CommandList(commands: commands.map { Self.expiring($0, now: now).wire })
+    }
+
+    /// Cancels a command that was not delivered yet; a delivered or finished one is a 409.
+    public func cancel(applicationId: String, commandId: String) async throws -> Command {
+        let now = now()
+        let updated = try await store.updateCommand(applicationId: applicationId, commandId: commandId) { command in
+            guard command.state == .pending else {
+                throw BackplaneError.conflict("Command '\(commandId)' is \(command.state.rawValue); only a pending command can be cancelled.")
+            }
+            var command = command
+            command.state = .cancelled
+            command.completedAt = now
+            command.updatedAt = now
+            return command
+        }
+        guard let updated else { throw BackplaneError.notFound("No command '\(commandId)'.") }
+        return updated.wire
+    }
+
+    /// The command section of a device's sync: apply its acks, deliver what is open.
+    func sync(applicationId: String, deviceId: String, acks: [CommandAck]) async throws -> (commands: [Command], results: [CommandAckResult]) {
+        guard acks.count <= WireLimits.maxAcksPerSync else {
+            throw BackplaneError.validation("At most \(WireLimits.maxAcksPerSync) acknowledgements per sync.", field: "acks")
+        }
+        for ack in acks {
+            try Validate.identifier(ack.commandId, field: "acks.commandId")
+            try Validate.optionalText(ack.reason, field: "acks.reason", maxLength: WireLimits.maxReasonLength)
+        }
+        let now = now()
+        let rules = CommandSyncRules(
+            applyAck: { ack, command in Self.apply(ack, to: command, from: deviceId, now: now) },
+            deliver: { command in
+                var command = Self.expiring(command, now: now)
+                if command.state == .pending {
+                    command.state = .delivered
+                    command.deliveredAt = now
+                    command.updatedAt = now
+                }
+                return command
+            },
+            detach: { device in DeviceService.detached(device, at: now) })
+        let (results, open) = try await store.syncCommands(applicationId: applicationId, deviceId: deviceId, acks: acks, rules: rules)
+        return (open.map(\.wire), results)
+    }
+
+    /// The acknowledgement state machine. A repeated ack of a finished command changes nothing.
+    static func apply(_ ack: CommandAck, to command: CommandRecord?, from deviceId: String, now: Date) -> CommandSyncRules.AckDecision {
+        guard let command, command.deviceId == deviceId else {
+            return .init(updated: nil, result: .init(commandId: ack.commandId, status: .rejected, message: "No such command for this device."), detachesDevice: false)
+        }
+        let current = expiring(command, now: now)
+        guard !current.state.isFinished else {
+            return .init(updated: current, result: .init(commandId: ack.commandId, status: .duplicate, message: "The command is \(current.state.rawValue)."), detachesDevice: false)
+        }
+        var updated = current
+        updated.updatedAt = now
+        switch ack.outcome {
+        case .succeeded:
+            updated.state = .succeeded
+            updated.completedAt = now
+        case .failed:
+            updated.state = .failed
+            updated.completedAt = now
+            updated.failureReason = ack.reason ?? "unspecified"
+        case .deferred:
+            updated.deferrals += 1
+            updated.failureReason = ack.reason
+        }
+        let detaches = updated.state == .succeeded && (command.type == .kill || command.type == .unregister)
+        return .init(updated: updated, result: .init(commandId: ack.commandId, status: .accepted), detachesDevice: detaches)
+    }
+
+    /// An open command whose expiry passed is expired.
+    static func expiring(_ command: CommandRecord, now: Date) -> CommandRecord {
+        guard !command.state.isFinished, let expiresAt = command.expiresAt, expiresAt <= now else { return command }
+        var command = command
+        command.state = .expired
+        command.completedAt = expiresAt
+        command.updatedAt = now
+        return command
+    }
+
+    private func validateAssets(_ request: EnqueueCommandRequest) throws -> [String]? {
+        guard request.type == .deleteAssets else {
+            guard request.assetIds == nil else {
+                throw BackplaneError.validation("'assetIds' is only for deleteAssets.", field: "assetIds")
+            }
+            return nil
+        }
+        guard let assetIds = request.assetIds, !assetIds.isEmpty else {
+            throw BackplaneError.validation("deleteAssets needs a non-empty 'assetIds'.", field: "assetIds")
+        }
+        guard assetIds.count <= WireLimits.maxAssetIdsPerCommand else {
+            throw BackplaneError.validation("At most \(WireLimits.maxAssetIdsPerCommand) asset ids per command.", field: "assetIds")
+        }
+        for assetId in assetIds { try Validate.identifier(assetId, field: "assetIds") }
+        return assetIds
+    }
+
+    private func targetDevices(applicationId: String, _ request: EnqueueCommandRequest) async throws -> [DeviceRecord] {
+        var devices: [DeviceRecord]
+        if let deviceId = request.deviceId {
+            devices = try await store.device(applicationId: applicationId, deviceId: deviceId).map { [$0] } ?? []
+        } else if let userId = request.userId {
+            devices = try await store.devices(applicationId: applicationId, userId: userId)
+        } else {
+            devices = try await store.devices(
+                applicationId: applicationId, filter: DeviceFilter(externalDeviceId: request.externalDeviceId),
+                afterRowId: nil, limit: WireLimits.maxPageSize)
+        }
+        devices = devices.filter(\.isRegistered)
+        guard !devices.isEmpty else {
+            throw BackplaneError.notFound("No registered device matches the target.")
+        }
+        return devices
+    }
+}
+
+extension CommandRecord {
+    var wire: Command {
+        Command(
+            commandId: commandId, deviceId: deviceId, type: type, assetIds: assetIds, state: state, createdAt: createdAt,
+            expiresAt: expiresAt, deliveredAt: deliveredAt, completedAt: completedAt, failureReason: failureReason,
+            deferrals: deferrals)
+    }
+}
