@@ -15,7 +15,10 @@ struct Harness: AsyncParsableCommand {
             Exit codes: 0 ok, 1 other error, 3 device limit reached, 4 invalid credentials,
             5 backplane unreachable, 6 device registered to another user, 7 device unregistered.
             """,
-        subcommands: [Register.self, Sync.self, Status.self, Devices.self, EnableDownload.self, Unregister.self, Watch.self, Simulate.self])
+        subcommands: [
+            Register.self, Sync.self, Status.self, Devices.self, EnableDownload.self, Unregister.self, Watch.self, Simulate.self,
+            AddFile.self, Assets.self,
+        ])
 }
 
 // MARK: options
@@ -49,7 +52,9 @@ struct ConnectionOptions: ParsableArguments {
             userId: try value(user, "BACKPLANE_USER", "user"),
             dataDirectory: dataDirectory ?? URL(fileURLWithPath: dataDir), externalDeviceId: externalId, nickname: nickname,
             model: "backplane-harness", appVersion: "harness", moveFromOtherUser: move,
-            retry: RetryPolicy(initial: .seconds(1), maximum: .seconds(30)), requestTimeout: .seconds(timeout))
+            retry: RetryPolicy(initial: .seconds(1), maximum: .seconds(30)), requestTimeout: .seconds(timeout),
+            // One-shot commands sync once; only `watch` keeps the wake-up channel open.
+            useWakeUpChannel: false)
     }
 }
 
@@ -138,10 +143,12 @@ struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print SDK events as JSON lines until interrupted (SIGINT/SIGTERM).")
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "Sync interval in seconds.") var interval = 30
+    @Flag(help: "Do not open the wake-up channel; rely on interval syncs.") var noChannel = false
 
     func run() async throws {
         var configuration = try connection.configuration()
         configuration.syncInterval = .seconds(interval)
+        configuration.useWakeUpChannel = !noChannel
         let engine = BackplaneEngine(configuration: configuration)
         let events = engine.events()
         let stop = SignalWatcher(signals: [SIGINT, SIGTERM]) {
@@ -203,6 +210,57 @@ struct Simulate: AsyncParsableCommand {
         summary.seconds = Date().timeIntervalSince(started)
         Output.print(summary)
         if summary.failed > 0 { throw ExitCode(1) }
+    }
+}
+
+struct AddFile: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add-file",
+        abstract: "Put a real file in place as a downloaded asset (until the download engine exists).")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The asset id.") var asset: String
+    @Option(help: "The file to copy in.") var file: String
+
+    func run() async throws {
+        let engine = BackplaneEngine(configuration: try connection.configuration())
+        do {
+            let added = try await engine.addDownloadedAsset(assetId: asset, copying: URL(fileURLWithPath: file))
+            Output.print(AssetOutput(added, url: await engine.fileURL(of: added)))
+        } catch let error as BackplaneClientError {
+            Output.fail(error)
+        }
+    }
+}
+
+struct Assets: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the downloaded assets the SDK holds (local, no network).")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws {
+        let engine = BackplaneEngine(configuration: try connection.configuration())
+        do {
+            var outputs: [AssetOutput] = []
+            for asset in try await engine.downloadedAssets() {
+                outputs.append(AssetOutput(asset, url: await engine.fileURL(of: asset)))
+            }
+            Output.print(["assets": outputs])
+        } catch let error as BackplaneClientError {
+            Output.fail(error)
+        }
+    }
+}
+
+struct AssetOutput: Encodable {
+    var assetId: String
+    var path: String?
+    var size: Int64
+    var fileExists: Bool
+
+    init(_ asset: LocalAsset, url: URL?) {
+        assetId = asset.assetId
+        path = url?.path
+        size = asset.size
+        fileExists = url.map { FileManager.default.fileExists(atPath: $0.path) } ?? false
     }
 }
 
@@ -342,6 +400,9 @@ struct EventOutput: Encodable {
     var enabledCount: Int?
     var settings: ApplicationSettings?
     var error: ErrorOutput?
+    var assetIds: [String]?
+    var reason: String?
+    var connected: Bool?
 
     init(_ event: SDKEvent) {
         self.event = event.name
@@ -364,7 +425,14 @@ struct EventOutput: Encodable {
             downloadEnabled = enabled
         case .settingsChanged(let settings):
             self.settings = settings
-        case .unregistered:
+        case .remoteWipe(let deleted):
+            assetIds = deleted
+        case .assetsDeleted(let deleted, let reason):
+            assetIds = deleted
+            self.reason = reason.rawValue
+        case .channelStateChanged(let connected):
+            self.connected = connected
+        case .unregistered, .startingRemoteKill, .remoteKill:
             break
         }
     }

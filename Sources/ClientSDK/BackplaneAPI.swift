@@ -65,15 +65,7 @@ struct BackplaneAPI: Sendable {
         } catch {
             throw BackplaneClientError(kind: .invalidResponse, message: "Could not encode the request.", underlying: error)
         }
-        let basePath = baseURL.path.hasSuffix("/") ? String(baseURL.path.dropLast()) : baseURL.path
-        let pathAndQuery = basePath + route
-        guard var components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false) else {
-            throw BackplaneClientError(kind: .invalidResponse, message: "Invalid backplane URL \(baseURL).")
-        }
-        components.percentEncodedPath = pathAndQuery
-        guard let url = components.url else {
-            throw BackplaneClientError(kind: .invalidResponse, message: "Invalid backplane URL \(baseURL).")
-        }
+        let (url, pathAndQuery) = try url(for: route)
 
         let request = TransportRequest(
             method: method, url: url, headers: headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device),
@@ -102,7 +94,21 @@ struct BackplaneAPI: Sendable {
         }
     }
 
-    private func headers(method: String, pathAndQuery: String, body: Data, device: DeviceCredentials?) -> [(name: String, value: String)] {
+    /// The URL of a route under the base URL, and the path as it goes on the request line (and into the signature).
+    func url(for route: String) throws -> (URL, String) {
+        let basePath = baseURL.path.hasSuffix("/") ? String(baseURL.path.dropLast()) : baseURL.path
+        let pathAndQuery = basePath + route
+        guard var components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false) else {
+            throw BackplaneClientError(kind: .invalidResponse, message: "Invalid backplane URL \(baseURL).")
+        }
+        components.percentEncodedPath = pathAndQuery
+        guard let url = components.url else {
+            throw BackplaneClientError(kind: .invalidResponse, message: "Invalid backplane URL \(baseURL).")
+        }
+        return (url, pathAndQuery)
+    }
+
+    func headers(method: String, pathAndQuery: String, body: Data, device: DeviceCredentials?) -> [(name: String, value: String)] {
         let timestamp = Int64(serverNow().timeIntervalSince1970.rounded())
         let nonce = Self.nonce()
         let stringToSign = RequestSigning.stringToSign(

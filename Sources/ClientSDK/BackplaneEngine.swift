@@ -24,6 +24,7 @@ public actor BackplaneEngine {
     private let broadcaster = EventBroadcaster()
     private let clock = ServerClock()
     private var local: LocalStore?
+    private var content: ContentStore?
     private var deviceId: String?
     private var registration: StoredRegistration?
     private var lastSync: StoredSync?
@@ -32,6 +33,8 @@ public actor BackplaneEngine {
 
     private var inFlightSync: Task<SyncResult, any Error>?
     private var loop: Task<Void, Never>?
+    private var channel: Task<Void, Never>?
+    private var channelConnected = false
     private var wakeWaiter: CheckedContinuation<Void, Never>?
     private var wakePending = false
     private var waitGeneration = 0
@@ -71,7 +74,10 @@ public actor BackplaneEngine {
             if state == .running { state = .idle }
             throw error
         }
-        if state == .running { startLoop() }
+        if state == .running {
+            startLoop()
+            startChannel()
+        }
     }
 
     /// Stops syncing and ends every event stream. The engine cannot be started again.
@@ -80,6 +86,8 @@ public actor BackplaneEngine {
         state = .shutDown
         loop?.cancel()
         loop = nil
+        channel?.cancel()
+        channel = nil
         resumeWaiter()
         if let inFlight = inFlightSync { _ = try? await inFlight.value }
         broadcaster.finish()
@@ -101,6 +109,7 @@ public actor BackplaneEngine {
             if let offset = lastSync?.clockOffset { clock.update(offset: offset) }
             deviceId = id
             local = store
+            content = ContentStore(dataDirectory: configuration.dataDirectory, local: store)
         } catch let error as BackplaneClientError {
             throw error
         } catch {
@@ -115,6 +124,7 @@ public actor BackplaneEngine {
     /// second one.
     @discardableResult
     public func sync() async throws -> SyncResult {
+        try requireRunning()
         if let inFlight = inFlightSync { return try await inFlight.value }
         let task = Task { try await self.performSync() }
         inFlightSync = task
@@ -130,26 +140,129 @@ public actor BackplaneEngine {
     private func performSync() async throws -> SyncResult {
         try requireRunning()
         do {
-            let credentials = try await ensureRegistered()
-            let report = SyncRequest(appVersion: configuration.appVersion, osVersion: configuration.osVersion)
-            let sentAt = Date()
-            let response = try await withCredentialRecovery(credentials) { api, credentials in
-                try await api.sync(report, as: credentials)
+            // Commands executed in a round are acknowledged in the next; a few rounds settle it.
+            var result = try await syncRound()
+            var rounds = 1
+            while state == .running, rounds < 3, try storage({ try $0.unacknowledgedOutcomes(limit: 1) }).isEmpty == false {
+                result = try await syncRound()
+                rounds += 1
             }
-            let receivedAt = Date()
-            clock.observe(serverTime: response.serverTime, sentAt: sentAt, receivedAt: receivedAt)
-            let result = SyncResult(
-                device: response.device, settings: response.settings, serverTime: response.serverTime,
-                syncedAt: receivedAt, clockOffset: clock.offset)
-            try record(device: response.device, settings: response.settings, serverTime: response.serverTime, syncedAt: receivedAt)
             consecutiveFailures = 0
             lastError = nil
-            broadcaster.emit(.syncCompleted(result))
+            if state == .running { broadcaster.emit(.syncCompleted(result)) }
             return result
         } catch let error as BackplaneClientError {
             report(error)
             throw error
         }
+    }
+
+    /// One `POST /v1/sync`: send unacknowledged outcomes, record the answer, finish what the
+    /// acknowledgements finish (kill, unregister), execute new commands.
+    private func syncRound() async throws -> SyncResult {
+        let credentials = try await ensureRegistered()
+        let pending = try storage { try $0.unacknowledgedOutcomes(limit: WireLimits.maxAcksPerSync) }
+        let report = SyncRequest(
+            appVersion: configuration.appVersion, osVersion: configuration.osVersion,
+            acks: pending.isEmpty ? nil : pending.map(\.ack))
+        let sentAt = Date()
+        let response = try await withCredentialRecovery(credentials) { api, credentials in
+            try await api.sync(report, as: credentials)
+        }
+        let receivedAt = Date()
+        clock.observe(serverTime: response.serverTime, sentAt: sentAt, receivedAt: receivedAt)
+        try record(device: response.device, settings: response.settings, serverTime: response.serverTime, syncedAt: receivedAt)
+
+        // Every answered ack is settled: accepted and duplicate are recorded server-side, and a
+        // rejected one never will be.
+        let answered = Dictionary(response.ackResults.map { ($0.commandId, $0.status) }, uniquingKeysWith: { first, _ in first })
+        try storage { try $0.markAcknowledged(Array(answered.keys)) }
+        let finishing = pending.first { outcome in
+            (outcome.type == .kill || outcome.type == .unregister) && outcome.ack.outcome == .succeeded
+                && [.accepted, .duplicate].contains(answered[outcome.ack.commandId])
+        }
+        if let finishing {
+            try finish(finishing.type)
+        } else {
+            try execute(response.commands)
+        }
+        return SyncResult(
+            device: response.device, settings: response.settings, serverTime: response.serverTime,
+            syncedAt: receivedAt, clockOffset: clock.offset)
+    }
+
+    // MARK: remote commands
+
+    /// Runs each command not run before and stores its outcome for the next sync to acknowledge.
+    /// The outcome is stored after the effect: a crash in between runs the command again on the
+    /// next start, which is harmless because every effect is idempotent (deleting what is gone).
+    private func execute(_ commands: [Command]) throws {
+        guard let content else { return }
+        for command in commands where state == .running {
+            guard try storage({ try !$0.hasOutcome(commandId: command.commandId) }) else { continue }
+            var outcome = CommandAck(commandId: command.commandId, outcome: .succeeded)
+            do {
+                switch command.type {
+                case .wipe:
+                    broadcaster.emit(.remoteWipe(deletedAssetIds: try content.delete(nil)))
+                case .deleteAssets:
+                    let deleted = try content.delete(command.assetIds ?? [])
+                    broadcaster.emit(.assetsDeleted(assetIds: deleted, reason: .remote))
+                case .kill:
+                    broadcaster.emit(.startingRemoteKill)
+                    broadcaster.emit(.remoteWipe(deletedAssetIds: try content.delete(nil)))
+                case .unregister, .syncNow:
+                    // Unregistering takes effect when the backplane has the acknowledgement; a
+                    // syncNow is done by the sync that acknowledges it.
+                    break
+                }
+            } catch {
+                outcome = CommandAck(commandId: command.commandId, outcome: .failed, reason: "\(error)".prefix(WireLimits.maxReasonLength).description)
+            }
+            try storage { try $0.recordOutcome(LocalStore.Outcome(ack: outcome, type: command.type)) }
+        }
+    }
+
+    /// The backplane has the acknowledgement of a kill or unregister: the device is out.
+    private func finish(_ type: CommandType) throws {
+        try becomeUnregistered()
+        if type == .kill { broadcaster.emit(.remoteKill) }
+    }
+
+    private func storage<Value>(_ body: (LocalStore) throws -> Value) throws -> Value {
+        guard let local else { throw BackplaneClientError(kind: .notRunning, message: "The engine is not started.") }
+        do {
+            return try body(local)
+        } catch {
+            throw BackplaneClientError(kind: .localStorage, message: "Could not use the SDK database.", underlying: error)
+        }
+    }
+
+    // MARK: downloaded content
+
+    /// Puts a file in place as the downloaded content of `assetId` (copied into the SDK's content
+    /// directory) and records it. The download engine will do this itself; until then apps and
+    /// the harness use it.
+    @discardableResult
+    public func addDownloadedAsset(assetId: String, copying file: URL) throws -> LocalAsset {
+        try loadLocalState()
+        guard let content else { throw BackplaneClientError(kind: .notRunning, message: "The engine is not started.") }
+        do {
+            return try content.add(assetId: assetId, copying: file)
+        } catch {
+            throw BackplaneClientError(kind: .localStorage, message: "Could not add \(file.path) as asset \(assetId).", underlying: error)
+        }
+    }
+
+    /// The downloaded assets the SDK holds.
+    public func downloadedAssets() throws -> [LocalAsset] {
+        try loadLocalState()
+        return try storage { try $0.assets() }
+    }
+
+    /// Where an asset's file is.
+    public func fileURL(of asset: LocalAsset) -> URL? {
+        content?.url(of: asset)
     }
 
     // MARK: the device's own requests
@@ -347,7 +460,11 @@ public actor BackplaneEngine {
             let limit = error.details?["deviceLimit"]?.intValue.map(Int.init) ?? lastSync?.settings.deviceLimit ?? 0
             broadcaster.emit(.deviceLimitReached(limit: limit, enabledCount: error.details?["downloadEnabledCount"]?.intValue.map(Int.init)))
         case (.server, .deviceUnregistered):
-            try? becomeUnregistered()
+            // A kill whose acknowledgement reached the server but whose answer was lost ends here.
+            let pendingKill = (try? local?.unacknowledgedOutcomes(limit: WireLimits.maxAcksPerSync))??
+                .first { $0.type == .kill && $0.ack.outcome == .succeeded }
+            try? local?.markAcknowledged(pendingKill.map { [$0.ack.commandId] } ?? [])
+            try? finish(pendingKill?.type ?? .unregister)
         default:
             consecutiveFailures += 1
         }
@@ -359,9 +476,54 @@ public actor BackplaneEngine {
         if state == .running { state = .unregistered }
         loop?.cancel()
         loop = nil
+        channel?.cancel()
+        channel = nil
         resumeWaiter()
         broadcaster.emit(.unregistered)
     }
+
+    // MARK: the wake-up channel
+
+    private func startChannel() {
+        guard configuration.useWakeUpChannel, channel == nil else { return }
+        channel = Task { [weak self] in await self?.runChannel() }
+    }
+
+    /// Keeps the channel open while running: reconnects with backoff, syncs on every wake-up
+    /// and on every (re)connection, which catches what happened while it was down.
+    private func runChannel() async {
+        var failures = 0
+        while state == .running, !Task.isCancelled {
+            if let credentials = registration?.credentials {
+                let channel = DeviceChannel(api: api)
+                try? await channel.run(
+                    as: credentials,
+                    onOpen: { [weak self] in await self?.channelOpened() },
+                    onWakeUp: { [weak self] in await self?.syncNow() })
+                failures = channelConnected ? 1 : failures + 1
+                channelClosed()
+            } else {
+                failures += 1
+            }
+            guard state == .running, !Task.isCancelled else { return }
+            try? await Task.sleep(for: configuration.retry.delay(afterFailures: failures))
+        }
+    }
+
+    private func channelOpened() {
+        channelConnected = true
+        broadcaster.emit(.channelStateChanged(connected: true))
+        syncNow()
+    }
+
+    private func channelClosed() {
+        guard channelConnected else { return }
+        channelConnected = false
+        broadcaster.emit(.channelStateChanged(connected: false))
+    }
+
+    /// Whether the wake-up channel is open now.
+    public var isChannelConnected: Bool { channelConnected }
 
     // MARK: the background loop
 

@@ -34,13 +34,17 @@ public struct BackplaneClientConfiguration: Sendable {
     public var transport: (any Transport)?
     /// Where the device id lives; defaults to a file in `dataDirectory`.
     public var identityStore: (any DeviceIdentityStore)?
+    /// Keep a WebSocket open to the backplane while started, so remote commands and changes arrive
+    /// at once instead of at the next interval sync.
+    public var useWakeUpChannel: Bool
 
     public init(
         backplaneURL: URL, appKeyId: String, appKeySecret: String, userId: String, dataDirectory: URL,
         externalDeviceId: String? = nil, nickname: String? = nil, platform: String = ClientPlatform.name,
         model: String? = nil, osVersion: String? = ClientPlatform.osVersion, appVersion: String? = nil,
         moveFromOtherUser: Bool = false, syncInterval: Duration = .seconds(15 * 60), retry: RetryPolicy = RetryPolicy(),
-        requestTimeout: Duration = .seconds(30), transport: (any Transport)? = nil, identityStore: (any DeviceIdentityStore)? = nil
+        requestTimeout: Duration = .seconds(30), transport: (any Transport)? = nil, identityStore: (any DeviceIdentityStore)? = nil,
+        useWakeUpChannel: Bool = true
     ) {
         self.backplaneURL = backplaneURL
         self.appKeyId = appKeyId
@@ -59,6 +63,7 @@ public struct BackplaneClientConfiguration: Sendable {
         self.requestTimeout = requestTimeout
         self.transport = transport
         self.identityStore = identityStore
+        self.useWakeUpChannel = useWakeUpChannel
     }
 }
 

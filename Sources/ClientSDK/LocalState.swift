@@ -29,6 +29,15 @@ public struct FileDeviceIdentityStore: DeviceIdentityStore {
     }
 }
 
+/// A downloaded asset the SDK holds: its record and its file under the content directory.
+public struct LocalAsset: Sendable, Equatable, Codable {
+    public var assetId: String
+    /// Relative to `<dataDirectory>/content`.
+    public var relativePath: String
+    public var size: Int64
+    public var addedAt: Date
+}
+
 /// What the SDK remembers of its registration.
 struct StoredRegistration: Codable, Sendable, Equatable {
     var credentials: DeviceCredentials
@@ -69,7 +78,98 @@ final class LocalStore: Sendable {
                 t.column("updated_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v2: assets and command outcomes") { db in
+            try db.create(table: "assets") { t in
+                t.primaryKey("asset_id", .text)
+                t.column("relative_path", .text).notNull()
+                t.column("size", .integer).notNull()
+                t.column("added_at", .datetime).notNull()
+            }
+            try db.create(table: "command_outcomes") { t in
+                t.primaryKey("command_id", .text)
+                t.column("type", .text).notNull()
+                t.column("outcome", .text).notNull()
+                t.column("reason", .text)
+                t.column("executed_at", .datetime).notNull()
+                t.column("acked_at", .datetime)
+            }
+        }
         return migrator
+    }
+
+    // MARK: assets
+
+    func insertAsset(_ asset: LocalAsset) throws {
+        try queue.write { db in
+            try db.execute(
+                sql: "INSERT INTO assets (asset_id, relative_path, size, added_at) VALUES (?, ?, ?, ?) ON CONFLICT(asset_id) DO UPDATE SET relative_path = excluded.relative_path, size = excluded.size, added_at = excluded.added_at",
+                arguments: [asset.assetId, asset.relativePath, asset.size, asset.addedAt])
+        }
+    }
+
+    func assets() throws -> [LocalAsset] {
+        try queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT asset_id, relative_path, size, added_at FROM assets ORDER BY added_at, asset_id").map {
+                LocalAsset(assetId: $0["asset_id"], relativePath: $0["relative_path"], size: $0["size"], addedAt: $0["added_at"])
+            }
+        }
+    }
+
+    /// Deletes the records of these assets (all of them when nil); returns the ones that existed.
+    func deleteAssets(_ assetIds: [String]?) throws -> [LocalAsset] {
+        try queue.write { db in
+            let all = try Row.fetchAll(db, sql: "SELECT asset_id, relative_path, size, added_at FROM assets").map {
+                LocalAsset(assetId: $0["asset_id"], relativePath: $0["relative_path"], size: $0["size"], addedAt: $0["added_at"])
+            }
+            let doomed = assetIds.map { ids in all.filter { ids.contains($0.assetId) } } ?? all
+            for asset in doomed {
+                try db.execute(sql: "DELETE FROM assets WHERE asset_id = ?", arguments: [asset.assetId])
+            }
+            return doomed
+        }
+    }
+
+    // MARK: command outcomes
+
+    struct Outcome: Sendable {
+        var ack: CommandAck
+        var type: CommandType
+    }
+
+    func hasOutcome(commandId: String) throws -> Bool {
+        try queue.read { db in
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM command_outcomes WHERE command_id = ?", arguments: [commandId]) ?? false
+        }
+    }
+
+    func recordOutcome(_ outcome: Outcome) throws {
+        try queue.write { db in
+            try db.execute(
+                sql: "INSERT INTO command_outcomes (command_id, type, outcome, reason, executed_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(command_id) DO NOTHING",
+                arguments: [outcome.ack.commandId, outcome.type.rawValue, outcome.ack.outcome.rawValue, outcome.ack.reason, Date()])
+        }
+    }
+
+    /// Outcomes the server has not confirmed yet, oldest first.
+    func unacknowledgedOutcomes(limit: Int) throws -> [Outcome] {
+        try queue.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT command_id, type, outcome, reason FROM command_outcomes WHERE acked_at IS NULL ORDER BY executed_at LIMIT ?",
+                arguments: [limit]
+            ).compactMap { row in
+                guard let type = CommandType(rawValue: row["type"]), let outcome = CommandAck.Outcome(rawValue: row["outcome"]) else { return nil }
+                return Outcome(ack: CommandAck(commandId: row["command_id"], outcome: outcome, reason: row["reason"]), type: type)
+            }
+        }
+    }
+
+    func markAcknowledged(_ commandIds: [String]) throws {
+        guard !commandIds.isEmpty else { return }
+        try queue.write { db in
+            for id in commandIds {
+                try db.execute(sql: "UPDATE command_outcomes SET acked_at = ? WHERE command_id = ? AND acked_at IS NULL", arguments: [Date(), id])
+            }
+        }
     }
 
     enum Key: String {

@@ -20,6 +20,16 @@ public enum SDKEvent: Sendable {
     case settingsChanged(ApplicationSettings)
     /// The device was unregistered; the engine stops syncing. Start a new engine to register again.
     case unregistered
+    /// A remote wipe (or kill) deleted every downloaded asset (the vendor's "reset").
+    case remoteWipe(deletedAssetIds: [String])
+    /// Assets were deleted (`deleteAssets` command: reason `remote`).
+    case assetsDeleted(assetIds: [String], reason: AssetDeletionReason)
+    /// A remote kill starts: the SDK wipes, unregisters and forgets its credential.
+    case startingRemoteKill
+    /// The remote kill is done and acknowledged; the engine is stopped.
+    case remoteKill
+    /// The wake-up channel opened (`true`) or closed (`false`); interval sync covers the gaps.
+    case channelStateChanged(connected: Bool)
 
     /// A stable name, e.g. for logs and the harness's JSON lines.
     public var name: String {
@@ -33,6 +43,11 @@ public enum SDKEvent: Sendable {
         case .downloadEnabledChanged: "downloadEnabledChanged"
         case .settingsChanged: "settingsChanged"
         case .unregistered: "unregistered"
+        case .remoteWipe: "remoteWipe"
+        case .assetsDeleted: "assetsDeleted"
+        case .startingRemoteKill: "startingRemoteKill"
+        case .remoteKill: "remoteKill"
+        case .channelStateChanged: "channelStateChanged"
         }
     }
 }

@@ -147,3 +147,19 @@ public struct CommandAckResult: Codable, Sendable, Equatable {
         self.message = message
     }
 }
+
+/// Why an asset's files were deleted on a device.
+public enum AssetDeletionReason: String, Codable, Sendable, CaseIterable {
+    /// The SDK's own rules (expiry, quota).
+    case `internal`
+    /// A remote `deleteAssets` command.
+    case remote
+    /// The user deleted it.
+    case user
+    /// Another user signed in on the device.
+    case userChange
+    /// The download failed for good.
+    case failedDownload
+    /// Everything was deleted: the app's delete-all or a remote wipe or kill.
+    case deleteAll
+}

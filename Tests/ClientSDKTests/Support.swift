@@ -63,11 +63,32 @@ final class InProcessBackplane: Sendable {
         _ = try? await task.value
     }
 
-    func configuration(user: String, dataDirectory: URL, secret: String? = nil) -> BackplaneClientConfiguration {
+    /// An hour between interval syncs, so anything sooner comes from `syncNow`, the channel or a
+    /// retry; the channel is off unless a test turns it on.
+    func configuration(user: String, dataDirectory: URL, secret: String? = nil, channel: Bool = false) -> BackplaneClientConfiguration {
         BackplaneClientConfiguration(
             backplaneURL: url, appKeyId: keyId, appKeySecret: secret ?? self.secret, userId: user, dataDirectory: dataDirectory,
             syncInterval: .seconds(3600), retry: RetryPolicy(initial: .milliseconds(100), maximum: .milliseconds(400)),
-            requestTimeout: .seconds(5))
+            requestTimeout: .seconds(5), useWakeUpChannel: channel)
+    }
+
+    func enqueue(_ type: CommandType, device: String, assetIds: [String]? = nil) async throws -> Command {
+        let list = try await services.commands.enqueue(
+            applicationId: applicationId, EnqueueCommandRequest(type: type, deviceId: device, assetIds: assetIds))
+        return try #require(list.commands.first)
+    }
+
+    func commandState(_ commandId: String) async throws -> CommandState {
+        try await services.commands.command(applicationId: applicationId, commandId: commandId).state
+    }
+
+    /// Polls until the command reaches `state` (the ack travels in a sync of its own).
+    func waitForCommand(_ commandId: String, toBe state: CommandState, timeout: Duration = .seconds(10)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while try await commandState(commandId) != state, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await commandState(commandId) == state)
     }
 
     /// All devices of a user, as an admin sees them.
@@ -119,6 +140,30 @@ final class Mutex<Value: Sendable>: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return try body(&value)
+    }
+}
+
+/// Makes files to stand for downloaded content.
+func makeContentFile(named name: String, bytes: Int = 4096) throws -> URL {
+    let directory = temporaryDirectory("sdk-content-source")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let file = directory.appendingPathComponent(name)
+    try Data(repeating: 7, count: bytes).write(to: file)
+    return file
+}
+
+/// A transport that fails every request whose body matches, as if the network dropped it.
+final class DroppingTransport: Transport {
+    let inner: any Transport = HTTPClientTransport()
+    let drops: @Sendable (TransportRequest) -> Bool
+
+    init(drops: @escaping @Sendable (TransportRequest) -> Bool) {
+        self.drops = drops
+    }
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        if drops(request) { throw URLError(.networkConnectionLost) }
+        return try await inner.send(request)
     }
 }
 
