@@ -41,7 +41,11 @@ struct Serve: AsyncParsableCommand {
             FileHandle.standardOutput.write(Data((firstRunBanner(firstRun, dataDir: data.dataDir) + "\n").utf8))
         }
         let configuration = BackplaneConfiguration(host: host, port: port, dataDirectory: data.url, logLevel: level)
-        let app = buildApplication(configuration, services: services)
+        let host = host
+        let app = buildApplication(configuration, services: services) { port in
+            // Always printed, whatever the log level: scripts read the port from it (with --port 0).
+            FileHandle.standardOutput.write(Data("backplane: listening on http://\(host):\(port)\n".utf8))
+        }
         try await app.runService()
     }
 

@@ -116,6 +116,61 @@ import FoundationNetworking
         #expect(local["isRegistered"] == .bool(true))
     }
 
+    @Test func anEnqueuedCommandSurvivesAServerCrashAndRunsExactlyOnce() async throws {
+        let server = try #require(BuiltProduct.url(named: "backplane"))
+        let harnessBinary = try #require(BuiltProduct.url(named: "backplane-harness"))
+        let root = temporaryDirectory("backplane-crash")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let serverData = root.appendingPathComponent("server").path
+        var backplane = try ChildProcess(server, ["serve", "--port", "0", "--data-dir", serverData])
+        defer { backplane.terminate() }
+        let banner = try await backplane.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let port = try #require(FirstRunOutput.port(in: banner))
+        let admin = try #require(FirstRunOutput.value(after: "admin token    :", in: banner))
+        let baseURL = "http://127.0.0.1:\(port)"
+        var environment = ProcessInfo.processInfo.environment
+        environment["BACKPLANE_URL"] = baseURL
+        environment["BACKPLANE_APP_KEY"] = try #require(FirstRunOutput.value(after: "app key id     :", in: banner))
+        environment["BACKPLANE_APP_SECRET"] = try #require(FirstRunOutput.value(after: "app key secret :", in: banner))
+        environment["BACKPLANE_USER"] = "crash-user"
+        let harness = Harness(binary: harnessBinary, environment: environment, root: root)
+
+        let (registered, registration) = try await harness.run(["register"], device: "d1")
+        #expect(registered == 0)
+        guard case .object(let status) = registration["status"], let deviceId = status["deviceId"]?.stringValue else {
+            Issue.record("no device id in \(registration)")
+            return
+        }
+        let source = root.appendingPathComponent("movie.mp4")
+        try Data(repeating: 1, count: 10_000).write(to: source)
+        for asset in ["a1", "a2"] {
+            #expect(try await harness.run(["add-file", "--asset", asset, "--file", source.path], device: "d1").status == 0)
+        }
+
+        let created = try await Self.adminRequest(
+            baseURL, "POST", "/v1/admin/commands", token: admin, body: #"{"type": "wipe", "deviceId": "\#(deviceId)"}"#)
+        let commandId = try #require(try JSONDecoder.wire.decode(CommandList.self, from: created).commands.first?.commandId)
+
+        // The server dies without any chance to clean up, then comes back on the same port.
+        backplane.signal(SIGKILL)
+        #expect(try await backplane.waitForExit(timeout: .seconds(30)) != 0)
+        backplane = try ChildProcess(server, ["serve", "--port", "\(port)", "--data-dir", serverData])
+        _ = try await backplane.waitForOutput(containing: "listening on", timeout: .seconds(60))
+
+        let (synced, sync) = try await harness.run(["sync"], device: "d1")
+        #expect(synced == 0)
+        #expect(Self.events(sync).filter { $0 == "remoteWipe" }.count == 1)
+        let (_, assets) = try await harness.run(["assets"], device: "d1")
+        #expect(assets["assets"] == .array([]))
+        let command = try JSONDecoder.wire.decode(
+            Command.self, from: try await Self.adminRequest(baseURL, "GET", "/v1/admin/commands/\(commandId)", token: admin))
+        #expect(command.state == .succeeded)
+
+        // Later syncs do not run it again.
+        let (_, again) = try await harness.run(["sync"], device: "d1")
+        #expect(!Self.events(again).contains("remoteWipe"))
+    }
+
     @Test func watchPrintsEventsUntilInterrupted() async throws {
         let server = try #require(BuiltProduct.url(named: "backplane"))
         let harnessBinary = try #require(BuiltProduct.url(named: "backplane-harness"))
@@ -155,7 +210,8 @@ import FoundationNetworking
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.httpBody = body.map { Data($0.utf8) }
         let (data, response) = try await URLSession.shared.data(for: request)
-        #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(method) \(path): \(String(decoding: data, as: UTF8.self))")
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        #expect((200..<300).contains(status), "\(method) \(path): \(String(decoding: data, as: UTF8.self))")
         return data
     }
 }

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Channel benchmark load process: registers N devices, opens one wake-up channel each, measures
+the server's resident memory per channel and the time from one admin call that wakes every
+channel to the last wake-up received. Baseline in the same run: waking one channel."""
+import argparse
+import asyncio
+import hashlib
+import hmac
+import http.client
+import json
+import secrets
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlparse
+
+import websockets
+
+
+def sign(method, path, body, key, secret, device_id=None, credential=None):
+    ts = str(int(time.time()))
+    nonce = secrets.token_hex(16)
+    to_sign = "\n".join(["BPS1-HMAC-SHA256", method, path, ts, nonce, hashlib.sha256(body).hexdigest(), device_id or ""])
+    headers = {
+        "Content-Type": "application/json",
+        "X-Backplane-Key": key,
+        "X-Backplane-Timestamp": ts,
+        "X-Backplane-Nonce": nonce,
+        "X-Backplane-Signature": hmac.new(secret.encode(), to_sign.encode(), hashlib.sha256).hexdigest(),
+    }
+    if device_id:
+        headers["X-Backplane-Device-Id"] = device_id
+        headers["X-Backplane-Device-Credential"] = credential
+    return headers
+
+
+def request(host, port, method, path, body=b"", headers=None):
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    conn.request(method, path, body=body, headers=headers or {})
+    response = conn.getresponse()
+    data = response.read()
+    conn.close()
+    if response.status >= 300:
+        raise RuntimeError(f"{method} {path}: {response.status} {data[:200]!r}")
+    return json.loads(data) if data else None
+
+
+def register(host, port, key, secret, index):
+    device_id = f"bench-device-{index}"
+    body = json.dumps({"userId": f"bench-user-{index}", "deviceId": device_id, "platform": "bench"}).encode()
+    answer = request(host, port, "POST", "/v1/devices/register", body, sign("POST", "/v1/devices/register", body, key, secret))
+    return device_id, answer["deviceCredential"]
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+async def open_channel(host, port, key, secret, device_id, credential, semaphore):
+    path = f"/v1/devices/{device_id}/channel"
+    async with semaphore:
+        return await websockets.connect(
+            f"ws://{host}:{port}{path}", additional_headers=sign("GET", path, b"", key, secret, device_id, credential),
+            ping_interval=None, open_timeout=60, max_queue=4, compression=None)
+
+
+async def wake_and_wait(channels, trigger, timeout):
+    """Runs `trigger` and returns seconds from just before it to each channel's next message."""
+    start = time.perf_counter()
+    received = [None] * len(channels)
+
+    async def receive(i, ws):
+        await ws.recv()
+        received[i] = time.perf_counter() - start
+
+    waiters = [asyncio.create_task(receive(i, ws)) for i, ws in enumerate(channels)]
+    await asyncio.sleep(0)
+    await asyncio.get_running_loop().run_in_executor(None, trigger)
+    done, pending = await asyncio.wait(waiters, timeout=timeout)
+    for task in pending:
+        task.cancel()
+    return [r for r in received if r is not None]
+
+
+async def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--secret", required=True)
+    parser.add_argument("--admin", required=True)
+    parser.add_argument("--pid", type=int, required=True)
+    parser.add_argument("--devices", type=int, default=1000)
+    args = parser.parse_args()
+    url = urlparse(args.url)
+    host, port = url.hostname, url.port
+    admin = {"Authorization": f"Bearer {args.admin}", "Content-Type": "application/json"}
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        devices = list(pool.map(lambda i: register(host, port, args.key, args.secret, i), range(args.devices)))
+    print(f"registered {len(devices)} devices in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+
+    await asyncio.sleep(1)
+    rss_before = rss_kib(args.pid)
+    semaphore = asyncio.Semaphore(200)
+    started = time.perf_counter()
+    channels = await asyncio.gather(*(open_channel(host, port, args.key, args.secret, d, c, semaphore) for d, c in devices))
+    opened_in = time.perf_counter() - started
+    await asyncio.sleep(2)
+    rss_after = rss_kib(args.pid)
+    per_channel = (rss_after - rss_before) / len(channels)
+
+    # Baseline: wake one channel (a syncNow command for one device).
+    one_body = json.dumps({"type": "syncNow", "deviceId": devices[0][0]}).encode()
+    one = await wake_and_wait(
+        channels[:1], lambda: request(host, port, "POST", "/v1/admin/commands", one_body, admin), timeout=10)
+    # Every channel: one settings change wakes every device of the application.
+    all_body = json.dumps({"maxDownloadsPerDevice": 99}).encode()
+    everyone = await wake_and_wait(
+        channels, lambda: request(host, port, "PATCH", "/v1/admin/settings", all_body, admin), timeout=30)
+
+    for ws in channels:
+        await ws.close()
+
+    n = len(channels)
+    print(f"channels open: {n} (opened in {opened_in:.1f} s)")
+    print(f"server RSS: {rss_before / 1024:.1f} MiB before channels, {rss_after / 1024:.1f} MiB with {n} channels")
+    print(f"memory per channel: {per_channel:.1f} KiB (goal <= 20 KiB: {per_channel / 20:.2f}x of goal)")
+    if one and everyone:
+        last = max(everyone)
+        print(f"wake 1 channel (baseline): {one[0] * 1000:.1f} ms")
+        print(f"wake all {n} channels with one admin call: {len(everyone)}/{n} woken, last after {last * 1000:.1f} ms "
+              f"(median {sorted(everyone)[len(everyone) // 2] * 1000:.1f} ms; {last / one[0]:.1f}x baseline; goal <= 1000 ms: {last:.2f}x of goal)")
+    else:
+        print(f"wake-up measurement incomplete: one={one} all={len(everyone)}/{n}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
