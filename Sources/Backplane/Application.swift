@@ -14,12 +14,13 @@ public struct BackplaneConfiguration: Sendable {
     public var logLevel: Logger.Level
     /// How often expired nonces are forgotten.
     public var noncePruneInterval: Duration
-    /// How often the server pings an idle device channel (dead connections are closed).
-    public var channelPingInterval: Duration
+    /// How often the server pings an idle device channel, closing dead ones; nil: never (devices
+    /// still ping, and a dead connection is noticed at the next wake-up written to it).
+    public var channelPingInterval: Duration?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, dataDirectory: URL = URL(fileURLWithPath: "data"),
-        logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), channelPingInterval: Duration = .seconds(60)
+        logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), channelPingInterval: Duration? = .seconds(60)
     ) {
         self.host = host
         self.port = port
@@ -90,7 +91,7 @@ public func buildApplication(
         router: buildRouter(services),
         server: .http1WebSocketUpgrade(
             webSocketRouter: buildWebSocketRouter(services),
-            configuration: .init(autoPing: .enabled(timePeriod: configuration.channelPingInterval))),
+            configuration: .init(autoPing: configuration.channelPingInterval.map { .enabled(timePeriod: $0) } ?? .disabled)),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "backplane"),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger)

@@ -29,6 +29,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Port to listen on (0 picks a free one).") var port = 8080
     @OptionGroup var data: DataDirOption
     @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
+    @Option(help: "Seconds between server pings on idle device channels; 0 turns them off.") var channelPingSeconds = 60
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
@@ -40,7 +41,10 @@ struct Serve: AsyncParsableCommand {
             // Written straight to the file descriptor: stdout is block-buffered when piped to a log.
             FileHandle.standardOutput.write(Data((firstRunBanner(firstRun, dataDir: data.dataDir) + "\n").utf8))
         }
-        let configuration = BackplaneConfiguration(host: host, port: port, dataDirectory: data.url, logLevel: level)
+        guard channelPingSeconds >= 0 else { throw ValidationError("--channel-ping-seconds must be 0 or more.") }
+        let configuration = BackplaneConfiguration(
+            host: host, port: port, dataDirectory: data.url, logLevel: level,
+            channelPingInterval: channelPingSeconds > 0 ? .seconds(channelPingSeconds) : nil)
         let host = host
         let app = buildApplication(configuration, services: services) { port in
             // Always printed, whatever the log level: scripts read the port from it (with --port 0).

@@ -118,10 +118,15 @@ async def main():
     one_body = json.dumps({"type": "syncNow", "deviceId": devices[0][0]}).encode()
     one = await wake_and_wait(
         channels[:1], lambda: request(host, port, "POST", "/v1/admin/commands", one_body, admin), timeout=10)
-    # Every channel: one settings change wakes every device of the application.
-    all_body = json.dumps({"maxDownloadsPerDevice": 99}).encode()
-    everyone = await wake_and_wait(
-        channels, lambda: request(host, port, "PATCH", "/v1/admin/settings", all_body, admin), timeout=30)
+    # Every channel: one settings change wakes every device of the application. Two cores are
+    # shared by server and load process, so one round is noisy: take five, report median and worst.
+    rounds = []
+    for round_number in range(5):
+        all_body = json.dumps({"maxDownloadsPerDevice": 90 + round_number}).encode()
+        woken = await wake_and_wait(
+            channels, lambda: request(host, port, "PATCH", "/v1/admin/settings", all_body, admin), timeout=30)
+        rounds.append((max(woken) if len(woken) == len(channels) else float("inf"), len(woken)))
+        await asyncio.sleep(1)
 
     for ws in channels:
         await ws.close()
@@ -130,14 +135,19 @@ async def main():
     print(f"channels open: {n} (opened in {opened_in:.1f} s)")
     print(f"server RSS: {rss_before / 1024:.1f} MiB before channels, {rss_after / 1024:.1f} MiB with {n} channels")
     print(f"memory per channel: {per_channel:.1f} KiB (goal <= 20 KiB: {per_channel / 20:.2f}x of goal)")
-    if one and everyone:
-        last = max(everyone)
+    times = sorted(r[0] for r in rounds)
+    median, worst = times[len(times) // 2], times[-1]
+    if one:
         print(f"wake 1 channel (baseline): {one[0] * 1000:.1f} ms")
-        print(f"wake all {n} channels with one admin call: {len(everyone)}/{n} woken, last after {last * 1000:.1f} ms "
-              f"(median {sorted(everyone)[len(everyone) // 2] * 1000:.1f} ms; {last / one[0]:.1f}x baseline; goal <= 1000 ms: {last:.2f}x of goal)")
-    else:
-        print(f"wake-up measurement incomplete: one={one} all={len(everyone)}/{n}")
+    print(f"wake all {n} channels with one admin call, time to the last wake-up received, 5 rounds: "
+          f"median {median * 1000:.1f} ms, worst {worst * 1000:.1f} ms "
+          f"(median {median / one[0]:.1f}x baseline; goal <= 1000 ms: median {median:.2f}x of goal); "
+          f"woken per round: {[r[1] for r in rounds]}")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:  # The client's own event loop is part of the wake-all time: use the fast one when present.
+        import uvloop
+        uvloop.run(main())
+    except ImportError:
+        asyncio.run(main())

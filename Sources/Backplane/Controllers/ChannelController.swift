@@ -12,19 +12,22 @@ struct ChannelController {
     let hub: WakeUpHub
     let signedByDevice: SignedRequestMiddleware
 
+    /// The hub's handle on one connection: writes the wake-up frame.
+    struct Channel: WakeUpChannel {
+        let outbound: WebSocketOutboundWriter
+
+        func wake() async {
+            try? await outbound.write(.text(ChannelController.wakeUpMessage))
+        }
+    }
+
     func addRoutes(to router: Router<BackplaneRequestContext>) {
         router.group("v1/devices")
             .add(middleware: signedByDevice)
             .ws(":deviceId/channel") { inbound, outbound, context in
                 guard case .device(let applicationId, _, let deviceId) = context.requestContext.caller else { return }
-                let subscription = hub.subscribe(applicationId: applicationId, deviceId: deviceId)
-                defer { hub.unsubscribe(subscription) }
-                let writer = Task {
-                    for await _ in subscription.wakeUps {
-                        try await outbound.write(.text(Self.wakeUpMessage))
-                    }
-                }
-                defer { writer.cancel() }
+                let registration = hub.register(Channel(outbound: outbound), applicationId: applicationId, deviceId: deviceId)
+                defer { hub.unregister(registration) }
                 // The device sends nothing but control frames; reading until it closes keeps the
                 // channel open and notices when it goes.
                 for try await _ in inbound.messages(maxSize: 1024) {}

@@ -15,10 +15,19 @@ public protocol WakeUpPublisher: Sendable {
     func publish(_ wakeUp: WakeUp)
 }
 
+/// One open device channel, as the hub sees it: something it can send a wake-up to.
+public protocol WakeUpChannel: Sendable {
+    /// Sends the wake-up; errors (a closed connection) are the channel's own business.
+    func wake() async
+}
+
 /// The device channels open on this node, and delivery of wake-ups to them.
+///
+/// The hub holds each channel's writer and writes the frames itself from a few worker tasks,
+/// so an idle channel costs no task of its own and waking ten thousand channels is a loop, not
+/// ten thousand task switches.
 public final class WakeUpHub: WakeUpPublisher {
-    public struct Subscription: Sendable {
-        public let wakeUps: AsyncStream<Void>
+    public struct Registration: Sendable {
         fileprivate let key: Key
         fileprivate let id: UInt64
     }
@@ -29,34 +38,33 @@ public final class WakeUpHub: WakeUpPublisher {
     }
 
     private struct State {
-        var channels: [Key: [UInt64: AsyncStream<Void>.Continuation]] = [:]
+        var channels: [Key: [UInt64: any WakeUpChannel]] = [:]
         var nextId: UInt64 = 0
     }
 
     private let state = Mutex(State())
+    /// Concurrent writers for one delivery.
+    private let workers: Int
 
-    public init() {}
+    public init(workers: Int = 8) {
+        self.workers = max(1, workers)
+    }
 
-    /// A channel for one device. Wake-ups that arrive while the channel is busy collapse into
-    /// one: a device that syncs once sees everything.
-    public func subscribe(applicationId: String, deviceId: String) -> Subscription {
-        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    public func register(_ channel: any WakeUpChannel, applicationId: String, deviceId: String) -> Registration {
         let key = Key(applicationId: applicationId, deviceId: deviceId)
         let id = state.withLock { state in
             state.nextId += 1
-            state.channels[key, default: [:]][state.nextId] = continuation
+            state.channels[key, default: [:]][state.nextId] = channel
             return state.nextId
         }
-        return Subscription(wakeUps: stream, key: key, id: id)
+        return Registration(key: key, id: id)
     }
 
-    public func unsubscribe(_ subscription: Subscription) {
-        let continuation = state.withLock { state -> AsyncStream<Void>.Continuation? in
-            let removed = state.channels[subscription.key]?.removeValue(forKey: subscription.id)
-            if state.channels[subscription.key]?.isEmpty == true { state.channels[subscription.key] = nil }
-            return removed
+    public func unregister(_ registration: Registration) {
+        state.withLock { state in
+            state.channels[registration.key]?.removeValue(forKey: registration.id)
+            if state.channels[registration.key]?.isEmpty == true { state.channels[registration.key] = nil }
         }
-        continuation?.finish()
     }
 
     /// Open channels on this node.
@@ -68,9 +76,9 @@ public final class WakeUpHub: WakeUpPublisher {
         deliver(wakeUp)
     }
 
-    /// Wakes the matching channels of this node.
+    /// Wakes the matching channels of this node, in the background.
     public func deliver(_ wakeUp: WakeUp) {
-        let targets: [AsyncStream<Void>.Continuation] = state.withLock { state in
+        let targets: [any WakeUpChannel] = state.withLock { state in
             switch wakeUp {
             case .devices(let applicationId, let deviceIds):
                 return deviceIds.flatMap { deviceId in
@@ -80,6 +88,18 @@ public final class WakeUpHub: WakeUpPublisher {
                 return state.channels.filter { $0.key.applicationId == applicationId }.flatMap { $0.value.values }
             }
         }
-        for continuation in targets { continuation.yield() }
+        guard !targets.isEmpty else { return }
+        let workers = min(self.workers, targets.count)
+        Task {
+            await withTaskGroup(of: Void.self) { group in
+                for worker in 0..<workers {
+                    group.addTask {
+                        for index in stride(from: worker, to: targets.count, by: workers) {
+                            await targets[index].wake()
+                        }
+                    }
+                }
+            }
+        }
     }
 }
