@@ -25,6 +25,52 @@ import FoundationNetworking
         }
     }
 
+    /// The built `backplane` serving a data directory under `root`, with its first-run credentials.
+    final class ServedBackplane {
+        let root: URL
+        private(set) var process: ChildProcess
+        let port: Int
+        let keyId: String
+        let secret: String
+        let admin: String
+
+        var dataDir: String { root.appendingPathComponent("server").path }
+        var baseURL: String { "http://127.0.0.1:\(port)" }
+
+        init(root: URL) async throws {
+            self.root = root
+            let binary = try #require(BuiltProduct.url(named: "backplane"))
+            process = try ChildProcess(binary, ["serve", "--port", "0", "--data-dir", root.appendingPathComponent("server").path])
+            let banner = try await process.waitForOutput(containing: "listening on", timeout: .seconds(60))
+            port = try #require(FirstRunOutput.port(in: banner))
+            keyId = try #require(FirstRunOutput.value(after: "app key id     :", in: banner))
+            secret = try #require(FirstRunOutput.value(after: "app key secret :", in: banner))
+            admin = try #require(FirstRunOutput.value(after: "admin token    :", in: banner))
+        }
+
+        /// Serves the same data directory again on the same port (after the process ended).
+        func restart() async throws {
+            let binary = try #require(BuiltProduct.url(named: "backplane"))
+            process = try ChildProcess(binary, ["serve", "--port", "\(port)", "--data-dir", dataDir])
+            _ = try await process.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        }
+
+        /// A harness for `user` whose devices keep their data under `root`.
+        func harness(user: String) throws -> Harness {
+            var environment = ProcessInfo.processInfo.environment
+            environment["BACKPLANE_URL"] = baseURL
+            environment["BACKPLANE_APP_KEY"] = keyId
+            environment["BACKPLANE_APP_SECRET"] = secret
+            environment["BACKPLANE_USER"] = user
+            return Harness(binary: try #require(BuiltProduct.url(named: "backplane-harness")), environment: environment, root: root)
+        }
+
+        @discardableResult
+        func admin(_ method: String, _ path: String, body: String? = nil) async throws -> Data {
+            try await HarnessEndToEndTests.adminRequest(baseURL, method, path, token: admin, body: body)
+        }
+    }
+
     static func events(_ json: [String: JSONValue]) -> [String] {
         guard case .array(let values) = json["events"] else { return [] }
         return values.compactMap(\.stringValue)
@@ -36,28 +82,12 @@ import FoundationNetworking
     }
 
     @Test func limitCredentialsOutageAndRecoveryThroughTheHarness() async throws {
-        let server = try #require(BuiltProduct.url(named: "backplane"))
-        let harnessBinary = try #require(BuiltProduct.url(named: "backplane-harness"))
         let root = temporaryDirectory("backplane-e2e")
         defer { try? FileManager.default.removeItem(at: root) }
-        let serverData = root.appendingPathComponent("server").path
-
-        var backplane = try ChildProcess(server, ["serve", "--port", "0", "--data-dir", serverData])
-        defer { backplane.terminate() }
-        let banner = try await backplane.waitForOutput(containing: "listening on", timeout: .seconds(60))
-        let port = try #require(FirstRunOutput.port(in: banner))
-        let keyId = try #require(FirstRunOutput.value(after: "app key id     :", in: banner))
-        let secret = try #require(FirstRunOutput.value(after: "app key secret :", in: banner))
-        let admin = try #require(FirstRunOutput.value(after: "admin token    :", in: banner))
-        let baseURL = "http://127.0.0.1:\(port)"
-        try await Self.adminRequest(baseURL, "PATCH", "/v1/admin/settings", token: admin, body: #"{"deviceLimit": 3}"#)
-
-        var environment = ProcessInfo.processInfo.environment
-        environment["BACKPLANE_URL"] = baseURL
-        environment["BACKPLANE_APP_KEY"] = keyId
-        environment["BACKPLANE_APP_SECRET"] = secret
-        environment["BACKPLANE_USER"] = "household-1"
-        let harness = Harness(binary: harnessBinary, environment: environment, root: root)
+        let backplane = try await ServedBackplane(root: root)
+        defer { backplane.process.terminate() }
+        try await backplane.admin("PATCH", "/v1/admin/settings", body: #"{"deviceLimit": 3}"#)
+        let harness = try backplane.harness(user: "household-1")
 
         // Four devices of one user with a limit of three: the fourth reports the limit.
         for index in 1...3 {
@@ -94,20 +124,19 @@ import FoundationNetworking
         #expect(Self.events(bad).contains("invalidCredentials"))
 
         // The server goes away: communications failure, exit code 5.
-        backplane.signal(SIGTERM)
-        #expect(try await backplane.waitForExit(timeout: .seconds(30)) == 0)
+        backplane.process.signal(SIGTERM)
+        #expect(try await backplane.process.waitForExit(timeout: .seconds(30)) == 0)
         let (downStatus, down) = try await harness.run(["sync"], device: "d4")
         #expect(downStatus == 5)
         #expect(Self.events(down).contains("communicationsFailure"))
 
         // Back on the same port: the device syncs again without registering again.
-        backplane = try ChildProcess(server, ["serve", "--port", "\(port)", "--data-dir", serverData])
-        _ = try await backplane.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        try await backplane.restart()  // the defer above stops whichever process runs last
         let (upStatus, up) = try await harness.run(["sync"], device: "d4")
         #expect(upStatus == 0)
         #expect(Self.events(up) == ["syncCompleted"])
         #expect(Self.downloadEnabled(up) == true)
-        let listed = try await Self.adminRequest(baseURL, "GET", "/v1/admin/devices?userId=household-1", token: admin)
+        let listed = try await backplane.admin("GET", "/v1/admin/devices?userId=household-1")
         #expect(try JSONDecoder.wire.decode(DevicePage.self, from: listed).devices.count == 4)
 
         // status reads local state without the network.
@@ -117,23 +146,11 @@ import FoundationNetworking
     }
 
     @Test func anEnqueuedCommandSurvivesAServerCrashAndRunsExactlyOnce() async throws {
-        let server = try #require(BuiltProduct.url(named: "backplane"))
-        let harnessBinary = try #require(BuiltProduct.url(named: "backplane-harness"))
         let root = temporaryDirectory("backplane-crash")
         defer { try? FileManager.default.removeItem(at: root) }
-        let serverData = root.appendingPathComponent("server").path
-        var backplane = try ChildProcess(server, ["serve", "--port", "0", "--data-dir", serverData])
-        defer { backplane.terminate() }
-        let banner = try await backplane.waitForOutput(containing: "listening on", timeout: .seconds(60))
-        let port = try #require(FirstRunOutput.port(in: banner))
-        let admin = try #require(FirstRunOutput.value(after: "admin token    :", in: banner))
-        let baseURL = "http://127.0.0.1:\(port)"
-        var environment = ProcessInfo.processInfo.environment
-        environment["BACKPLANE_URL"] = baseURL
-        environment["BACKPLANE_APP_KEY"] = try #require(FirstRunOutput.value(after: "app key id     :", in: banner))
-        environment["BACKPLANE_APP_SECRET"] = try #require(FirstRunOutput.value(after: "app key secret :", in: banner))
-        environment["BACKPLANE_USER"] = "crash-user"
-        let harness = Harness(binary: harnessBinary, environment: environment, root: root)
+        let backplane = try await ServedBackplane(root: root)
+        defer { backplane.process.terminate() }
+        let harness = try backplane.harness(user: "crash-user")
 
         let (registered, registration) = try await harness.run(["register"], device: "d1")
         #expect(registered == 0)
@@ -147,23 +164,20 @@ import FoundationNetworking
             #expect(try await harness.run(["add-file", "--asset", asset, "--file", source.path], device: "d1").status == 0)
         }
 
-        let created = try await Self.adminRequest(
-            baseURL, "POST", "/v1/admin/commands", token: admin, body: #"{"type": "wipe", "deviceId": "\#(deviceId)"}"#)
+        let created = try await backplane.admin("POST", "/v1/admin/commands", body: #"{"type": "wipe", "deviceId": "\#(deviceId)"}"#)
         let commandId = try #require(try JSONDecoder.wire.decode(CommandList.self, from: created).commands.first?.commandId)
 
         // The server dies without any chance to clean up, then comes back on the same port.
-        backplane.signal(SIGKILL)
-        #expect(try await backplane.waitForExit(timeout: .seconds(30)) != 0)
-        backplane = try ChildProcess(server, ["serve", "--port", "\(port)", "--data-dir", serverData])
-        _ = try await backplane.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        backplane.process.signal(SIGKILL)
+        #expect(try await backplane.process.waitForExit(timeout: .seconds(30)) != 0)
+        try await backplane.restart()  // the defer above stops whichever process runs last
 
         let (synced, sync) = try await harness.run(["sync"], device: "d1")
         #expect(synced == 0)
         #expect(Self.events(sync).filter { $0 == "remoteWipe" }.count == 1)
         let (_, assets) = try await harness.run(["assets"], device: "d1")
         #expect(assets["assets"] == .array([]))
-        let command = try JSONDecoder.wire.decode(
-            Command.self, from: try await Self.adminRequest(baseURL, "GET", "/v1/admin/commands/\(commandId)", token: admin))
+        let command = try JSONDecoder.wire.decode(Command.self, from: try await backplane.admin("GET", "/v1/admin/commands/\(commandId)"))
         #expect(command.state == .succeeded)
 
         // Later syncs do not run it again.
@@ -172,19 +186,15 @@ import FoundationNetworking
     }
 
     @Test func watchPrintsEventsUntilInterrupted() async throws {
-        let server = try #require(BuiltProduct.url(named: "backplane"))
-        let harnessBinary = try #require(BuiltProduct.url(named: "backplane-harness"))
         let root = temporaryDirectory("backplane-watch")
         defer { try? FileManager.default.removeItem(at: root) }
-        let backplane = try ChildProcess(server, ["serve", "--port", "0", "--data-dir", root.appendingPathComponent("server").path])
-        defer { backplane.terminate() }
-        let banner = try await backplane.waitForOutput(containing: "listening on", timeout: .seconds(60))
-        let port = try #require(FirstRunOutput.port(in: banner))
+        let backplane = try await ServedBackplane(root: root)
+        defer { backplane.process.terminate() }
 
-        let watch = try ChildProcess(harnessBinary, [
-            "watch", "--interval", "1", "--url", "http://127.0.0.1:\(port)", "--user", "watcher",
-            "--key", try #require(FirstRunOutput.value(after: "app key id     :", in: banner)),
-            "--secret", try #require(FirstRunOutput.value(after: "app key secret :", in: banner)),
+        // Options as flags here (the other tests use the environment).
+        let watch = try ChildProcess(try #require(BuiltProduct.url(named: "backplane-harness")), [
+            "watch", "--interval", "1", "--url", backplane.baseURL, "--user", "watcher",
+            "--key", backplane.keyId, "--secret", backplane.secret,
             "--data-dir", root.appendingPathComponent("device").path,
         ])
         defer { watch.terminate() }
