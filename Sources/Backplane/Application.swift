@@ -39,6 +39,8 @@ public struct BackplaneServices: Sendable {
     public let devices: DeviceService
     public let commands: CommandService
     public let sync: SyncService
+    public let feeds: FeedService
+    public let subscriptions: SubscriptionService
     let now: @Sendable () -> Date
 
     public init(store: any BackplaneStore, wakeUpHub: WakeUpHub = WakeUpHub(), now: @escaping @Sendable () -> Date = { Date() }) {
@@ -48,6 +50,8 @@ public struct BackplaneServices: Sendable {
         self.devices = DeviceService(store: store, wakeUps: wakeUpHub, now: now)
         self.commands = CommandService(store: store, wakeUps: wakeUpHub, now: now)
         self.sync = SyncService(devices: devices, commands: commands)
+        self.feeds = FeedService(store: store, wakeUps: wakeUpHub, now: now)
+        self.subscriptions = SubscriptionService(store: store, now: now)
         self.now = now
     }
 }
@@ -63,6 +67,9 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
     AdminController(
         devices: services.devices, applications: services.applications, commands: services.commands, store: services.store
     ).addRoutes(to: router)
+    CMSController(feeds: services.feeds, store: services.store).addRoutes(to: router)
+    let devices = DevicesController(devices: services.devices, sync: services.sync, store: services.store, now: services.now)
+    SubscriptionsController(subscriptions: services.subscriptions, signedByDevice: devices.signedByDevice).addRoutes(to: router)
     return router
 }
 

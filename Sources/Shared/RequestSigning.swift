@@ -78,4 +78,16 @@ public enum WireLimits {
     public static let maxAcksPerSync = 500
     /// A device's reason for a failed or deferred command.
     public static let maxReasonLength = 500
+    /// Episodes in one publish batch (413 above).
+    public static let maxEpisodesPerBatch = 500
+    /// Titles of feeds and episodes.
+    public static let maxTitleLength = 500
+    /// Episode descriptions.
+    public static let maxDescriptionLength = 10_000
+    /// Download URLs.
+    public static let maxURLLength = 2048
+    /// Encoded size of a feed's metadata or an episode's custom fields.
+    public static let maxCustomFieldsBytes = 16 * 1024
+    /// Changes in one page of a delta sync.
+    public static let maxChangesPerPage = 500
 }

@@ -49,12 +49,8 @@ struct AdminController {
         let filter = DeviceFilter(
             userId: query["userId"].map(String.init),
             externalDeviceId: query["externalDeviceId"].map(String.init),
-            includeUnregistered: try Self.bool(query["includeUnregistered"].map(String.init), name: "includeUnregistered") ?? false)
-        var limit: Int?
-        if let text = query["limit"] {
-            guard let value = Int(text) else { throw BackplaneError.badRequest("'limit' must be an integer.") }
-            limit = value
-        }
+            includeUnregistered: try QueryValue.bool(query["includeUnregistered"].map(String.init), name: "includeUnregistered") ?? false)
+        let limit = try QueryValue.int(query["limit"].map(String.init), name: "limit")
         return try await devices.listDevices(
             applicationId: try context.requireApplicationId(), filter: filter, cursor: query["cursor"].map(String.init), limit: limit)
     }
@@ -100,17 +96,7 @@ struct AdminController {
     }
 
     private static func deviceId(_ context: BackplaneRequestContext) throws -> String {
-        let raw = try context.parameters.require("deviceId")
-        return raw.removingPercentEncoding ?? raw
-    }
-
-    private static func bool(_ text: String?, name: String) throws -> Bool? {
-        switch text {
-        case nil: return nil
-        case "true", "1": return true
-        case "false", "0": return false
-        default: throw BackplaneError.badRequest("'\(name)' must be true or false.")
-        }
+        try context.pathValue("deviceId")
     }
 }
 

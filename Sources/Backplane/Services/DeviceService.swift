@@ -285,10 +285,7 @@ enum DeviceCursor {
     }
 
     static func decode(_ cursor: String) throws -> Int64 {
-        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8),
-              text.hasPrefix("d1:"), let rowId = Int64(text.dropFirst(3)), rowId >= 0
+        guard let text = OpaqueCursor.decode(cursor), text.hasPrefix("d1:"), let rowId = Int64(text.dropFirst(3)), rowId >= 0
         else { throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.") }
         return rowId
     }

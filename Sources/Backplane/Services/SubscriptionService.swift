@@ -1,0 +1,123 @@
+import Foundation
+import Shared
+
+/// The device side of subscriptions: subscribe, and read what changed by cursor.
+public struct SubscriptionService: Sendable {
+    public let store: any BackplaneStore
+    let now: @Sendable () -> Date
+
+    public init(store: any BackplaneStore, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.store = store
+        self.now = now
+    }
+
+    /// Subscribes (or updates the rules). The answer always carries the feed's current episodes,
+    /// newest first, at most `maxItems` (and at most `WireLimits.maxChangesPerPage`), so a retried
+    /// request loses nothing; changes after the subscription come through `changes`.
+    public func subscribe(applicationId: String, deviceId: String, feedId: String, _ request: SubscribeRequest) async throws -> SubscribeResponse {
+        if let maxItems = request.maxItems, maxItems > 100_000 {
+            throw BackplaneError.validation("'maxItems' must be at most 100000 (0 or less: unlimited).", field: "maxItems")
+        }
+        guard let feed = try await store.feed(applicationId: applicationId, feedId: feedId), feed.deletedAt == nil else {
+            throw BackplaneError.notFound("No feed '\(feedId)'.")
+        }
+        let now = now()
+        let limit = min(request.maxItems.flatMap { $0 > 0 ? $0 : nil } ?? WireLimits.maxChangesPerPage, WireLimits.maxChangesPerPage)
+        let (subscription, _, episodes) = try await store.subscribe(
+            SubscriptionRecord(
+                applicationId: applicationId, deviceId: deviceId, feedId: feedId, maxItems: request.maxItems,
+                autodeleteOldItems: request.autodeleteOldItems, sinceSeq: 0, subscribedAt: now, updatedAt: now),
+            initialLimit: limit)
+        return SubscribeResponse(subscription: subscription.wire, feed: feed.wire, episodes: episodes.map(\.wire))
+    }
+
+    public func unsubscribe(applicationId: String, deviceId: String, feedId: String) async throws {
+        guard try await store.unsubscribe(applicationId: applicationId, deviceId: deviceId, feedId: feedId) else {
+            throw BackplaneError.notFound("Not subscribed to '\(feedId)'.")
+        }
+    }
+
+    public func subscriptions(applicationId: String, deviceId: String) async throws -> SubscriptionList {
+        SubscriptionList(subscriptions: try await store.subscriptions(applicationId: applicationId, deviceId: deviceId).map(\.wire))
+    }
+
+    /// The changes after `cursor` in the device's subscribed feeds, oldest first. Exact: the
+    /// change log is numbered in commit order, so a later page or sync never skips a change and
+    /// never repeats one.
+    public func changes(applicationId: String, deviceId: String, cursor: String?, limit: Int?) async throws -> EpisodeChanges {
+        let limit = limit ?? WireLimits.maxChangesPerPage
+        guard (1...WireLimits.maxChangesPerPage).contains(limit) else {
+            throw BackplaneError.validation("'limit' must be between 1 and \(WireLimits.maxChangesPerPage).", field: "limit")
+        }
+        let after = try cursor.map(ChangeCursor.decode) ?? 0
+        let rows = try await store.changes(applicationId: applicationId, deviceId: deviceId, afterSeq: after, limit: limit + 1)
+        let page = rows.prefix(limit)
+        let changes = page.map { row in
+            EpisodeChange(kind: row.kind, feedId: row.feedId, assetId: row.assetId, episode: row.snapshot?.wire)
+        }
+        return EpisodeChanges(
+            changes: changes, cursor: ChangeCursor.encode(page.last?.seq ?? after), hasMore: rows.count > limit, serverTime: now())
+    }
+
+    /// Metadata of live episodes updated since a date, in subscribed feeds only or in all feeds.
+    /// Nothing is queued by it; pages with `cursor`.
+    public func episodes(
+        applicationId: String, deviceId: String, since: Date, onlySubscribed: Bool, cursor: String?, limit: Int?
+    ) async throws -> EpisodeList {
+        let limit = limit ?? WireLimits.maxChangesPerPage
+        guard (1...WireLimits.maxChangesPerPage).contains(limit) else {
+            throw BackplaneError.validation("'limit' must be between 1 and \(WireLimits.maxChangesPerPage).", field: "limit")
+        }
+        let feedIds = onlySubscribed
+            ? try await store.subscriptions(applicationId: applicationId, deviceId: deviceId).map(\.feedId) : nil
+        let after = try cursor.map(EpisodeCursor.decode)
+        let rows = try await store.episodes(applicationId: applicationId, updatedSince: since, feedIds: feedIds, after: after, limit: limit + 1)
+        let page = Array(rows.prefix(limit))
+        let next = rows.count > limit ? page.last.map { EpisodeCursor.encode(EpisodeKey(updatedAt: $0.updatedAt, feedId: $0.feedId, assetId: $0.assetId)) } : nil
+        return EpisodeList(episodes: page.map(\.wire), nextCursor: next)
+    }
+}
+
+extension SubscriptionRecord {
+    var wire: Subscription {
+        Subscription(feedId: feedId, maxItems: maxItems, autodeleteOldItems: autodeleteOldItems, subscribedAt: subscribedAt, updatedAt: updatedAt)
+    }
+}
+
+/// Opaque change-log cursor: the last sequence number delivered.
+enum ChangeCursor {
+    static func encode(_ seq: Int64) -> String { Data("c1:\(seq)".utf8).base64URLEncodedString() }
+
+    static func decode(_ cursor: String) throws -> Int64 {
+        guard let text = OpaqueCursor.decode(cursor), text.hasPrefix("c1:"), let seq = Int64(text.dropFirst(3)), seq >= 0 else {
+            throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.")
+        }
+        return seq
+    }
+}
+
+/// Opaque position in the "episodes since" listing.
+enum EpisodeCursor {
+    static func encode(_ key: EpisodeKey) -> String {
+        let millis = Int64((key.updatedAt.timeIntervalSince1970 * 1000).rounded())
+        let json = (try? JSONEncoder().encode([String(millis), key.feedId, key.assetId])) ?? Data()
+        return Data("e1:".utf8 + json).base64URLEncodedString()
+    }
+
+    static func decode(_ cursor: String) throws -> EpisodeKey {
+        guard let text = OpaqueCursor.decode(cursor), text.hasPrefix("e1:"),
+              let parts = try? JSONDecoder().decode([String].self, from: Data(text.dropFirst(3).utf8)), parts.count == 3,
+              let millis = Int64(parts[0])
+        else { throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.") }
+        return EpisodeKey(updatedAt: Date(timeIntervalSince1970: Double(millis) / 1000), feedId: parts[1], assetId: parts[2])
+    }
+}
+
+enum OpaqueCursor {
+    /// base64url (unpadded) to text; nil for anything else.
+    static func decode(_ cursor: String) -> String? {
+        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64).flatMap { String(data: $0, encoding: .utf8) }
+    }
+}
