@@ -507,18 +507,23 @@ public final class SQLiteStore: BackplaneStore {
 
     public func changes(applicationId: String, deviceId: String, afterSeq: Int64, limit: Int) async throws -> [EpisodeChangeRecord] {
         try await writer.read { db in
-            // Per subscribed feed, an index range scan from the later of the cursor and the
-            // subscription's start: the cost follows what changed, not the catalogue.
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT c.seq, c.feed_id, c.asset_id, c.kind, c.snapshot
-                FROM subscriptions s
-                JOIN episode_changes c
-                  ON c.application_id = s.application_id AND c.feed_id = s.feed_id AND c.seq > MAX(s.since_seq, ?)
-                WHERE s.application_id = ? AND s.device_id = ?
-                ORDER BY c.seq
-                LIMIT ?
-                """, arguments: [afterSeq, applicationId, deviceId, limit])
-            return try rows.map { row in
+            // One index seek per subscribed feed, each bounded by the page size, merged by sequence
+            // number: the cost follows the subscriptions and what changed in them, never the size of
+            // the catalogue (a join let SQLite walk every change of the application). One read
+            // transaction, so every feed is read at the same snapshot.
+            let subscriptions = try SubscriptionRecord
+                .filter(Column("application_id") == applicationId && Column("device_id") == deviceId)
+                .fetchAll(db)
+            var rows: [Row] = []
+            for subscription in subscriptions {
+                rows += try Row.fetchAll(db, sql: """
+                    SELECT seq, feed_id, asset_id, kind, snapshot FROM episode_changes
+                    WHERE application_id = ? AND feed_id = ? AND seq > ?
+                    ORDER BY seq LIMIT ?
+                    """, arguments: [applicationId, subscription.feedId, max(afterSeq, subscription.sinceSeq), limit])
+            }
+            rows.sort { ($0["seq"] as Int64) < ($1["seq"] as Int64) }
+            return try rows.prefix(limit).map { row in
                 let snapshot: String? = row["snapshot"]
                 return EpisodeChangeRecord(
                     seq: row["seq"], feedId: row["feed_id"], assetId: row["asset_id"],
