@@ -403,6 +403,9 @@ struct EventOutput: Encodable {
     var assetIds: [String]?
     var reason: String?
     var connected: Bool?
+    var feedId: String?
+    var status: String?
+    var summary: [String: Int]?
 
     init(_ event: SDKEvent) {
         self.event = event.name
@@ -432,6 +435,20 @@ struct EventOutput: Encodable {
             self.reason = reason.rawValue
         case .channelStateChanged(let connected):
             self.connected = connected
+        case .assetAdded(let item), .assetDeferred(let item):
+            assetIds = [item.assetId]
+            feedId = item.feedId
+        case .subscriptionAssetDeleted(let assetId, let feedId, let reason):
+            assetIds = [assetId]
+            self.feedId = feedId
+            self.reason = reason.rawValue
+        case .subscriptionStatusChanged(let status):
+            self.status = status.rawValue
+        case .subscriptionSyncFinished(let summary):
+            self.summary = [
+                "changes": summary.changes, "added": summary.added, "deferred": summary.deferred,
+                "removed": summary.removed, "reset": summary.reset,
+            ]
         case .unregistered, .startingRemoteKill, .remoteKill:
             break
         }

@@ -2,6 +2,9 @@ import Crypto
 import Foundation
 import Shared
 
+/// A 204 answer.
+struct EmptyAnswer: Decodable {}
+
 /// The device's credentials after registration.
 struct DeviceCredentials: Sendable, Codable, Equatable {
     var deviceId: String
@@ -54,6 +57,29 @@ struct BackplaneAPI: Sendable {
         try await send("POST", "/v1/devices/\(Self.segment(device.deviceId))/unregister", body: Optional<SyncRequest>.none, as: device)
     }
 
+    func subscribe(feedId: String, _ request: SubscribeRequest, as device: DeviceCredentials) async throws -> SubscribeResponse {
+        try await send("PUT", "/v1/subscriptions/\(Self.segment(feedId))", body: request, as: device)
+    }
+
+    func unsubscribe(feedId: String, as device: DeviceCredentials) async throws {
+        let _: EmptyAnswer = try await send("DELETE", "/v1/subscriptions/\(Self.segment(feedId))", body: Optional<SyncRequest>.none, as: device)
+    }
+
+    func subscriptions(as device: DeviceCredentials) async throws -> SubscriptionList {
+        try await send("GET", "/v1/subscriptions", body: Optional<SyncRequest>.none, as: device)
+    }
+
+    func changes(cursor: String?, as device: DeviceCredentials) async throws -> EpisodeChanges {
+        let query = cursor.map { "?cursor=\(Self.queryValue($0))" } ?? ""
+        return try await send("GET", "/v1/subscriptions/changes\(query)", body: Optional<SyncRequest>.none, as: device)
+    }
+
+    func episodes(since: Date, onlySubscribed: Bool, cursor: String?, as device: DeviceCredentials) async throws -> EpisodeList {
+        let since = ISO8601DateFormatter().string(from: since)
+        let query = "?since=\(Self.queryValue(since))&onlySubscribed=\(onlySubscribed)" + (cursor.map { "&cursor=\(Self.queryValue($0))" } ?? "")
+        return try await send("GET", "/v1/feeds/episodes\(query)", body: Optional<SyncRequest>.none, as: device)
+    }
+
     // MARK: plumbing
 
     private func send<Body: Encodable, Answer: Decodable>(
@@ -86,6 +112,7 @@ struct BackplaneAPI: Sendable {
             let kind: BackplaneClientError.Kind = response.status >= 500 ? .communicationsFailure : .invalidResponse
             throw BackplaneClientError(kind: kind, status: response.status, message: "HTTP \(response.status) without an error body.")
         }
+        if Answer.self == EmptyAnswer.self, let empty = EmptyAnswer() as? Answer { return empty }
         do {
             return try Self.decoder.decode(Answer.self, from: response.body)
         } catch {
@@ -101,7 +128,9 @@ struct BackplaneAPI: Sendable {
         guard var components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false) else {
             throw BackplaneClientError(kind: .invalidResponse, message: "Invalid backplane URL \(baseURL).")
         }
-        components.percentEncodedPath = pathAndQuery
+        let parts = pathAndQuery.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        components.percentEncodedPath = String(parts[0])
+        components.percentEncodedQuery = parts.count > 1 ? String(parts[1]) : nil
         guard let url = components.url else {
             throw BackplaneClientError(kind: .invalidResponse, message: "Invalid backplane URL \(baseURL).")
         }
@@ -132,6 +161,13 @@ struct BackplaneAPI: Sendable {
     static func nonce() -> String {
         var generator = SystemRandomNumberGenerator()
         return RequestSigning.hex((0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+    }
+
+    /// A query parameter value, percent-encoded.
+    static func queryValue(_ value: String) -> String {
+        var allowed = CharacterSet.urlQueryAllowed
+        allowed.remove(charactersIn: "&=+?#")
+        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
     }
 
     /// A device id as one path segment.

@@ -14,6 +14,8 @@ import Shared
 /// ```
 public actor BackplaneEngine {
     public nonisolated let configuration: BackplaneClientConfiguration
+    /// Feeds, their rules and the queue of subscription items.
+    public nonisolated var subscriptions: SubscriptionManager { SubscriptionManager(engine: self) }
 
     /// Lifecycle: a stopped engine (shut down) stays stopped; an unregistered one can `start()` again.
     public enum State: String, Sendable {
@@ -21,10 +23,10 @@ public actor BackplaneEngine {
     }
 
     public private(set) var state: State = .idle
-    private let broadcaster = EventBroadcaster()
+    let broadcaster = EventBroadcaster()
     private let clock = ServerClock()
-    private var local: LocalStore?
-    private var content: ContentStore?
+    var local: LocalStore?
+    var content: ContentStore?
     private var deviceId: String?
     private var registration: StoredRegistration?
     private var lastSync: StoredSync?
@@ -147,6 +149,7 @@ public actor BackplaneEngine {
                 result = try await syncRound()
                 rounds += 1
             }
+            if state == .running { try await syncSubscriptionChanges() }
             consecutiveFailures = 0
             lastError = nil
             if state == .running { broadcaster.emit(.syncCompleted(result)) }
@@ -229,7 +232,7 @@ public actor BackplaneEngine {
         if type == .kill { broadcaster.emit(.remoteKill) }
     }
 
-    private func storage<Value>(_ body: (LocalStore) throws -> Value) throws -> Value {
+    func storage<Value>(_ body: (LocalStore) throws -> Value) throws -> Value {
         guard let local else { throw BackplaneClientError(kind: .notRunning, message: "The engine is not started.") }
         do {
             return try body(local)
@@ -342,18 +345,18 @@ public actor BackplaneEngine {
 
     // MARK: internals
 
-    private var api: BackplaneAPI {
+    var api: BackplaneAPI {
         BackplaneAPI(configuration: configuration, serverNow: { [clock] in clock.now() })
     }
 
-    private func requireRunning() throws {
+    func requireRunning() throws {
         guard state == .running else {
             throw BackplaneClientError(kind: .notRunning, message: "The engine is \(state.rawValue); call start() first.")
         }
     }
 
     /// The stored credentials, registering first when there are none or the user changed.
-    private func ensureRegistered() async throws -> DeviceCredentials {
+    func ensureRegistered() async throws -> DeviceCredentials {
         if let registration, registration.userId == configuration.userId { return registration.credentials }
         return try await register()
     }
@@ -392,7 +395,7 @@ public actor BackplaneEngine {
 
     /// Runs a device request; when the credential is refused (another install re-registered this
     /// device id) or the clock is off, registers again or corrects the clock and retries once.
-    private func withCredentialRecovery<Answer: Sendable>(
+    func withCredentialRecovery<Answer: Sendable>(
         _ credentials: DeviceCredentials, _ call: (BackplaneAPI, DeviceCredentials) async throws -> Answer
     ) async throws -> Answer {
         do {
@@ -446,7 +449,7 @@ public actor BackplaneEngine {
     }
 
     /// Turns an error into the events the app listens for, and the engine's state.
-    private func report(_ error: BackplaneClientError) {
+    func report(_ error: BackplaneClientError) {
         lastError = error
         switch (error.kind, error.code) {
         case _ where error.isTransient:

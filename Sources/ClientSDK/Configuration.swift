@@ -37,6 +37,13 @@ public struct BackplaneClientConfiguration: Sendable {
     /// Keep a WebSocket open to the backplane while started, so remote commands and changes arrive
     /// at once instead of at the next interval sync.
     public var useWakeUpChannel: Bool
+    /// Completes episode metadata for subscriptions; nil uses the backplane's metadata.
+    public var subscriptionDataSource: (any SubscriptionDataSource)?
+    /// Default quota of items per subscribed feed (≤ 0: unlimited); a subscription may override it.
+    public var maxItemsPerFeed: Int
+    /// Default rule at the quota: true resets (deletes the files of) the oldest items to make room,
+    /// false creates the new item deferred. A subscription may override it.
+    public var autodeleteOldItems: Bool
 
     public init(
         backplaneURL: URL, appKeyId: String, appKeySecret: String, userId: String, dataDirectory: URL,
@@ -44,7 +51,8 @@ public struct BackplaneClientConfiguration: Sendable {
         model: String? = nil, osVersion: String? = ClientPlatform.osVersion, appVersion: String? = nil,
         moveFromOtherUser: Bool = false, syncInterval: Duration = .seconds(15 * 60), retry: RetryPolicy = RetryPolicy(),
         requestTimeout: Duration = .seconds(30), transport: (any Transport)? = nil, identityStore: (any DeviceIdentityStore)? = nil,
-        useWakeUpChannel: Bool = true
+        useWakeUpChannel: Bool = true, subscriptionDataSource: (any SubscriptionDataSource)? = nil,
+        maxItemsPerFeed: Int = 0, autodeleteOldItems: Bool = true
     ) {
         self.backplaneURL = backplaneURL
         self.appKeyId = appKeyId
@@ -64,6 +72,9 @@ public struct BackplaneClientConfiguration: Sendable {
         self.transport = transport
         self.identityStore = identityStore
         self.useWakeUpChannel = useWakeUpChannel
+        self.subscriptionDataSource = subscriptionDataSource
+        self.maxItemsPerFeed = maxItemsPerFeed
+        self.autodeleteOldItems = autodeleteOldItems
     }
 }
 

@@ -94,7 +94,61 @@ final class LocalStore: Sendable {
                 t.column("acked_at", .datetime)
             }
         }
+        migrator.registerMigration("v3: subscription items") { db in
+            try db.create(table: "subscription_items") { t in
+                t.primaryKey("asset_id", .text)
+                t.column("feed_id", .text).notNull()
+                t.column("metadata", .blob).notNull()
+                t.column("state", .text).notNull()
+                t.column("via_subscription", .boolean).notNull()
+                t.column("added_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+            }
+            try db.create(index: "subscription_items_by_feed", on: "subscription_items", columns: ["feed_id", "added_at"])
+        }
         return migrator
+    }
+
+    // MARK: subscription items
+
+    func item(assetId: String) throws -> SubscriptionItem? {
+        try queue.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM subscription_items WHERE asset_id = ?", arguments: [assetId]).map(Self.item)
+        }
+    }
+
+    /// Items of a feed (all feeds when nil), oldest first.
+    func items(feedId: String?) throws -> [SubscriptionItem] {
+        try queue.read { db in
+            let rows = try feedId.map {
+                try Row.fetchAll(db, sql: "SELECT * FROM subscription_items WHERE feed_id = ? ORDER BY added_at, asset_id", arguments: [$0])
+            } ?? Row.fetchAll(db, sql: "SELECT * FROM subscription_items ORDER BY added_at, asset_id")
+            return try rows.map(Self.item)
+        }
+    }
+
+    func saveItem(_ item: SubscriptionItem) throws {
+        let metadata = try Self.encoder.encode(item.metadata)
+        try queue.write { db in
+            try db.execute(sql: """
+                INSERT INTO subscription_items (asset_id, feed_id, metadata, state, via_subscription, added_at, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(asset_id) DO UPDATE SET feed_id = excluded.feed_id, metadata = excluded.metadata, state = excluded.state,
+                  via_subscription = excluded.via_subscription, updated_at = excluded.updated_at
+                """, arguments: [item.assetId, item.feedId, metadata, item.state.rawValue, item.viaSubscription, item.addedAt, Date()])
+        }
+    }
+
+    func deleteItem(assetId: String) throws {
+        try queue.write { db in try db.execute(sql: "DELETE FROM subscription_items WHERE asset_id = ?", arguments: [assetId]) }
+    }
+
+    private static func item(_ row: Row) throws -> SubscriptionItem {
+        SubscriptionItem(
+            assetId: row["asset_id"], feedId: row["feed_id"],
+            metadata: try decoder.decode(EpisodeInput.self, from: row["metadata"] as Data),
+            state: SubscriptionItem.State(rawValue: row["state"]) ?? .queued,
+            viaSubscription: row["via_subscription"], addedAt: row["added_at"])
     }
 
     // MARK: assets
@@ -175,6 +229,7 @@ final class LocalStore: Sendable {
     enum Key: String {
         case registration
         case lastSync = "last-sync"
+        case feedCursor = "feed-cursor"
     }
 
     func load<Value: Decodable>(_ type: Value.Type, _ key: Key) throws -> Value? {

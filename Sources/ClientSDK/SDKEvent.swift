@@ -30,6 +30,14 @@ public enum SDKEvent: Sendable {
     case remoteKill
     /// The wake-up channel opened (`true`) or closed (`false`); interval sync covers the gaps.
     case channelStateChanged(connected: Bool)
+    /// A subscription episode was added to the download queue.
+    case assetAdded(SubscriptionItem)
+    /// A subscription episode was created but deferred (its feed is at its quota, no autodelete).
+    case assetDeferred(SubscriptionItem)
+    /// A subscription item was removed from the queue (retracted) or reset to make room.
+    case subscriptionAssetDeleted(assetId: String, feedId: String, reason: AssetDeletionReason)
+    case subscriptionStatusChanged(SubscriptionStatus)
+    case subscriptionSyncFinished(SubscriptionSyncSummary)
 
     /// A stable name, e.g. for logs and the harness's JSON lines.
     public var name: String {
@@ -48,6 +56,11 @@ public enum SDKEvent: Sendable {
         case .startingRemoteKill: "startingRemoteKill"
         case .remoteKill: "remoteKill"
         case .channelStateChanged: "channelStateChanged"
+        case .assetAdded: "assetAdded"
+        case .assetDeferred: "assetDeferred"
+        case .subscriptionAssetDeleted: "subscriptionAssetDeleted"
+        case .subscriptionStatusChanged: "subscriptionStatusChanged"
+        case .subscriptionSyncFinished: "subscriptionSyncFinished"
         }
     }
 }

@@ -118,6 +118,8 @@ import Testing
                 group.addTask {
                     for chunk in stride(from: 0, to: published.count, by: 10) {
                         _ = try await publish(client, cms, feed: "live", published[chunk..<chunk + 10].map { episode($0) })
+                        // Paced, so that readers really run between batches.
+                        try await Task.sleep(for: .milliseconds(10))
                     }
                     return (-1, [], nil)
                 }

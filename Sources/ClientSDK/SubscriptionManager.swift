@@ -1,0 +1,210 @@
+import Foundation
+import Shared
+
+/// Subscriptions of this device: `engine.subscriptions`. Changes in subscribed feeds are read at
+/// every sync of the engine (start, interval, `syncNow()`, wake-ups) and turned into queued
+/// items under the feed's quota rules.
+public struct SubscriptionManager: Sendable {
+    let engine: BackplaneEngine
+
+    /// Subscribes to a feed (or updates its rules); nil rules take the configuration's defaults.
+    /// The feed's current episodes are queued at once, newest first, within `maxItems`.
+    @discardableResult
+    public func subscribe(feedId: String, maxItems: Int? = nil, autodeleteOldItems: Bool? = nil) async throws -> Subscription {
+        try await engine.subscribe(feedId: feedId, request: SubscribeRequest(maxItems: maxItems, autodeleteOldItems: autodeleteOldItems))
+    }
+
+    /// The same as `subscribe`: updates the rules of an existing subscription.
+    @discardableResult
+    public func update(feedId: String, maxItems: Int?, autodeleteOldItems: Bool?) async throws -> Subscription {
+        try await subscribe(feedId: feedId, maxItems: maxItems, autodeleteOldItems: autodeleteOldItems)
+    }
+
+    /// Unsubscribes; items already queued or downloaded stay.
+    public func unsubscribe(feedId: String) async throws {
+        try await engine.unsubscribe(feedId: feedId)
+    }
+
+    public func list() async throws -> [Subscription] {
+        try await engine.listSubscriptions()
+    }
+
+    /// Reads every change since the last sync now (it is part of `engine.sync()`).
+    @discardableResult
+    public func sync() async throws -> SyncResult {
+        try await engine.sync()
+    }
+
+    /// Metadata of episodes updated since `date` (subscribed feeds only, or all), handed to the
+    /// data source's `didReceive` and returned. Queues nothing.
+    @discardableResult
+    public func sync(since date: Date, onlySubscribed: Bool) async throws -> [Episode] {
+        try await engine.episodes(since: date, onlySubscribed: onlySubscribed)
+    }
+
+    /// The subscription items the SDK holds (one feed, or all), oldest first.
+    public func items(feedId: String? = nil) async throws -> [SubscriptionItem] {
+        try await engine.subscriptionItems(feedId: feedId)
+    }
+}
+
+extension BackplaneEngine {
+    var dataSource: any SubscriptionDataSource { configuration.subscriptionDataSource ?? BackplaneMetadataDataSource() }
+
+    func subscribe(feedId: String, request: SubscribeRequest) async throws -> Subscription {
+        try requireRunning()
+        do {
+            let credentials = try await ensureRegistered()
+            let response = try await withCredentialRecovery(credentials) { api, credentials in
+                try await api.subscribe(feedId: feedId, request, as: credentials)
+            }
+            var summary = SubscriptionSyncSummary()
+            // Newest first and within the quota: each is an addition.
+            for episode in response.episodes {
+                let change = EpisodeChange(kind: .added, feedId: feedId, assetId: episode.episode.assetId, episode: episode)
+                try await apply(change, rules: response.subscription, summary: &summary)
+            }
+            return response.subscription
+        } catch let error as BackplaneClientError {
+            report(error)
+            throw error
+        }
+    }
+
+    func unsubscribe(feedId: String) async throws {
+        try requireRunning()
+        do {
+            let credentials = try await ensureRegistered()
+            try await withCredentialRecovery(credentials) { api, credentials in try await api.unsubscribe(feedId: feedId, as: credentials) }
+        } catch let error as BackplaneClientError {
+            report(error)
+            throw error
+        }
+    }
+
+    func listSubscriptions() async throws -> [Subscription] {
+        try requireRunning()
+        let credentials = try await ensureRegistered()
+        return try await withCredentialRecovery(credentials) { api, credentials in try await api.subscriptions(as: credentials) }.subscriptions
+    }
+
+    func subscriptionItems(feedId: String?) throws -> [SubscriptionItem] {
+        try loadLocalState()
+        return try storage { try $0.items(feedId: feedId) }
+    }
+
+    func episodes(since date: Date, onlySubscribed: Bool) async throws -> [Episode] {
+        try requireRunning()
+        let credentials = try await ensureRegistered()
+        var all: [Episode] = []
+        var cursor: String?
+        repeat {
+            let page = try await withCredentialRecovery(credentials) { api, credentials in
+                try await api.episodes(since: date, onlySubscribed: onlySubscribed, cursor: cursor, as: credentials)
+            }
+            all += page.episodes
+            cursor = page.nextCursor
+        } while cursor != nil
+        await dataSource.didReceive(all)
+        return all
+    }
+
+    /// The subscription part of a sync: every page of changes after the stored cursor. The cursor
+    /// is stored after each page, and applying a change twice is harmless, so a crash loses nothing.
+    func syncSubscriptionChanges() async throws {
+        let credentials = try await ensureRegistered()
+        var cursor: String? = try storage { try $0.load(String.self, .feedCursor) }
+        var summary = SubscriptionSyncSummary()
+        var rules: [String: Subscription]?
+        // Status events only when something arrives (or fails): a quiet sync stays quiet.
+        do {
+            while state == .running {
+                let page = try await withCredentialRecovery(credentials) { api, credentials in
+                    try await api.changes(cursor: cursor, as: credentials)
+                }
+                if !page.changes.isEmpty, rules == nil {
+                    broadcaster.emit(.subscriptionStatusChanged(.receiving))
+                    rules = Dictionary(try await listSubscriptions().map { ($0.feedId, $0) }, uniquingKeysWith: { first, _ in first })
+                }
+                for change in page.changes {
+                    summary.changes += 1
+                    try await apply(change, rules: rules?[change.feedId], summary: &summary)
+                }
+                cursor = page.cursor
+                try storage { try $0.save(page.cursor, .feedCursor) }
+                if !page.hasMore { break }
+            }
+        } catch let error as BackplaneClientError {
+            broadcaster.emit(.subscriptionStatusChanged(error.isTransient ? .offline : .errors))
+            throw error
+        }
+        guard summary.changes > 0 else { return }
+        broadcaster.emit(.subscriptionStatusChanged(.started))
+        broadcaster.emit(.subscriptionSyncFinished(summary))
+    }
+
+    /// One change under the feed's rules (the subscription's, else the configuration's).
+    func apply(_ change: EpisodeChange, rules: Subscription?, summary: inout SubscriptionSyncSummary) async throws {
+        let result: SubscriptionChangeResult
+        let existing = try storage { try $0.item(assetId: change.assetId) }
+        switch change.kind {
+        case .retracted:
+            if let existing, existing.state != .downloaded {
+                try storage { try $0.deleteItem(assetId: change.assetId) }
+                broadcaster.emit(.subscriptionAssetDeleted(assetId: change.assetId, feedId: change.feedId, reason: .remote))
+                summary.removed += 1
+                result = .removed
+            } else {
+                result = .skipped(reason: existing == nil ? "not held" : "already downloaded")
+            }
+        case .added, .updated:
+            guard let episode = change.episode else { result = .skipped(reason: "no episode"); break }
+            let metadata: EpisodeInput?
+            do {
+                metadata = try await dataSource.metadata(for: episode)
+            } catch {
+                metadata = nil
+            }
+            guard let metadata, !metadata.isAssetIdOnly else { result = .skipped(reason: "no download metadata"); break }
+            if var existing {
+                existing.metadata = metadata
+                try storage { try $0.saveItem(existing) }
+                result = .updated
+                break
+            }
+            guard await dataSource.willAdd(metadata, feedId: change.feedId) else { result = .skipped(reason: "refused by the data source"); break }
+            result = try add(metadata, feedId: change.feedId, rules: rules, summary: &summary)
+        }
+        await dataSource.didProcess(change, result: result)
+    }
+
+    /// Adds an item within the feed's quota: room → queued; full with autodelete → the oldest
+    /// counted items are reset (files deleted) first; full without → deferred.
+    private func add(_ metadata: EpisodeInput, feedId: String, rules: Subscription?, summary: inout SubscriptionSyncSummary) throws -> SubscriptionChangeResult {
+        let quota = rules?.maxItems ?? configuration.maxItemsPerFeed
+        let autodelete = rules?.autodeleteOldItems ?? configuration.autodeleteOldItems
+        var counted = try storage { try $0.items(feedId: feedId) }.filter { $0.viaSubscription && [.queued, .downloaded].contains($0.state) }
+        var item = SubscriptionItem(assetId: metadata.assetId, feedId: feedId, metadata: metadata, state: .queued, viaSubscription: true, addedAt: Date())
+        if quota > 0, counted.count >= quota {
+            guard autodelete else {
+                item.state = .deferred
+                try storage { try $0.saveItem(item) }
+                broadcaster.emit(.assetDeferred(item))
+                summary.deferred += 1
+                return .deferred
+            }
+            while counted.count >= quota, !counted.isEmpty {
+                var oldest = counted.removeFirst()
+                if let content { _ = try? content.delete([oldest.assetId]) }
+                oldest.state = .reset
+                try storage { try $0.saveItem(oldest) }
+                broadcaster.emit(.subscriptionAssetDeleted(assetId: oldest.assetId, feedId: feedId, reason: .internal))
+                summary.reset += 1
+            }
+        }
+        try storage { try $0.saveItem(item) }
+        broadcaster.emit(.assetAdded(item))
+        summary.added += 1
+        return .added
+    }
+}
