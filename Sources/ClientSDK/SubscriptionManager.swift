@@ -59,8 +59,9 @@ extension BackplaneEngine {
                 try await api.subscribe(feedId: feedId, request, as: credentials)
             }
             var summary = SubscriptionSyncSummary()
-            // Newest first and within the quota: each is an addition.
-            for episode in response.episodes {
+            // The server picked the newest within the quota; apply them oldest first, so the local
+            // order (which autodelete goes by) follows publication.
+            for episode in response.episodes.reversed() {
                 let change = EpisodeChange(kind: .added, feedId: feedId, assetId: episode.episode.assetId, episode: episode)
                 try await apply(change, rules: response.subscription, summary: &summary)
             }
@@ -183,7 +184,10 @@ extension BackplaneEngine {
     private func add(_ metadata: EpisodeInput, feedId: String, rules: Subscription?, summary: inout SubscriptionSyncSummary) throws -> SubscriptionChangeResult {
         let quota = rules?.maxItems ?? configuration.maxItemsPerFeed
         let autodelete = rules?.autodeleteOldItems ?? configuration.autodeleteOldItems
-        var counted = try storage { try $0.items(feedId: feedId) }.filter { $0.viaSubscription && [.queued, .downloaded].contains($0.state) }
+        // Only a quota needs the feed's items (the unlimited case must not read them per addition).
+        var counted = quota > 0
+            ? try storage { try $0.items(feedId: feedId) }.filter { $0.viaSubscription && [.queued, .downloaded].contains($0.state) }
+            : []
         var item = SubscriptionItem(assetId: metadata.assetId, feedId: feedId, metadata: metadata, state: .queued, viaSubscription: true, addedAt: Date())
         if quota > 0, counted.count >= quota {
             guard autodelete else {

@@ -9,6 +9,14 @@ public struct TransportRequest: Sendable {
     public var headers: [(name: String, value: String)]
     public var body: Data
     public var timeout: Duration
+
+    public init(method: String, url: URL, headers: [(name: String, value: String)], body: Data, timeout: Duration) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
 }
 
 public struct TransportResponse: Sendable {

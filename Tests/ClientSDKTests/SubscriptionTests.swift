@@ -101,6 +101,22 @@ struct CatalogueDataSource: SubscriptionDataSource {
         await engine.shutdown()
     }
 
+    @Test func theInitialEpisodesKeepPublicationOrderForAutodelete() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        try await makeFeed(server, "serial")
+        for id in ["s1", "s2", "s3"] { try await publish(server, feed: "serial", [full(id)]) }
+        let (engine, _) = try await start(server, user: "gil")
+        try await engine.subscriptions.subscribe(feedId: "serial", maxItems: 2, autodeleteOldItems: true)
+        #expect(try await engine.subscriptions.items().map(\.assetId) == ["s2", "s3"])
+        try await publish(server, feed: "serial", [full("s4")])
+        try await engine.sync()
+        let items = try await engine.subscriptions.items()
+        #expect(items.first { $0.assetId == "s2" }?.state == .reset)
+        #expect(items.filter { $0.state == .queued }.map(\.assetId).sorted() == ["s3", "s4"])
+        await engine.shutdown()
+    }
+
     @Test func atTheQuotaWithoutAutodeleteNewItemsAreDeferred() async throws {
         let server = try await InProcessBackplane.start()
         defer { Task { await server.stop() } }
@@ -113,6 +129,48 @@ struct CatalogueDataSource: SubscriptionDataSource {
         #expect(items.filter { $0.state == .queued }.count == 2)
         #expect(items.filter { $0.state == .deferred }.map(\.assetId) == ["w3"])
         try await events.wait(for: "assetDeferred")
+        await engine.shutdown()
+    }
+
+    @Test func publishingReachesADeviceWithItsChannelOpenAtOnce() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        try await makeFeed(server, "breaking")
+        let (engine, events) = try await start(server, user: "hal") { $0.useWakeUpChannel = true }
+        try await events.wait(for: "channelStateChanged")
+        try await engine.subscriptions.subscribe(feedId: "breaking")
+        try await publish(server, feed: "breaking", [full("b1")])
+        // The interval sync is an hour away: only the wake-up can bring it.
+        try await events.wait(for: "assetAdded", timeout: .seconds(2)) { if case .assetAdded(let item) = $0 { item.assetId == "b1" } else { false } }
+        await engine.shutdown()
+    }
+
+    @Test func aThousandEpisodesLandInTheQueueExactlyOnce() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        try await makeFeed(server, "archive")
+        let (engine, _) = try await start(server, user: "ida")
+        try await engine.subscriptions.subscribe(feedId: "archive")
+        for batch in 0..<2 {
+            try await publish(server, feed: "archive", (0..<500).map { full("ep-\(batch * 500 + $0)") })
+        }
+        try await engine.sync()
+        let items = try await engine.subscriptions.items(feedId: "archive")
+        #expect(items.count == 1000)
+        #expect(Set(items.map(\.assetId)).count == 1000)
+        // Syncing again finds nothing new.
+        try await engine.sync()
+        #expect(try await engine.subscriptions.items(feedId: "archive").count == 1000)
+        await engine.shutdown()
+    }
+
+    @Test func subscribingToAnUnknownFeedIsANotFoundError() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        let (engine, _) = try await start(server, user: "jo")
+        let error = await #expect(throws: BackplaneClientError.self) { try await engine.subscriptions.subscribe(feedId: "missing") }
+        #expect(error?.code == .notFound)
+        #expect(error?.status == 404)
         await engine.shutdown()
     }
 
