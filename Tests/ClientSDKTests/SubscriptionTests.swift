@@ -164,6 +164,29 @@ struct CatalogueDataSource: SubscriptionDataSource {
         await engine.shutdown()
     }
 
+    @Test func theQueueAndTheCursorSurviveARestart() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        try await makeFeed(server, "kept")
+        let dataDir = temporaryDirectory("sdk-subs-restart")
+        let first = BackplaneEngine(configuration: server.configuration(user: "kay", dataDirectory: dataDir))
+        try await first.start()
+        try await first.subscriptions.subscribe(feedId: "kept", maxItems: 1, autodeleteOldItems: false)
+        try await publish(server, feed: "kept", [full("k1"), full("k2")])
+        try await first.sync()
+        let before = try await first.subscriptions.items()
+        await first.shutdown()
+
+        let second = BackplaneEngine(configuration: server.configuration(user: "kay", dataDirectory: dataDir))
+        let events = EventRecorder(second.events())
+        try await second.start()
+        #expect(try await second.subscriptions.items() == before)
+        #expect(before.map(\.state) == [.queued, .deferred])
+        // The stored cursor means nothing is received twice.
+        #expect(!events.names.contains("assetAdded"))
+        await second.shutdown()
+    }
+
     @Test func subscribingToAnUnknownFeedIsANotFoundError() async throws {
         let server = try await InProcessBackplane.start()
         defer { Task { await server.stop() } }
