@@ -46,7 +46,14 @@ import TestSupport
         #expect(contentFiles(dataDir).isEmpty)
         #expect(try await engine.downloadedAssets().isEmpty)
         try await server.waitForCommand(wipe.commandId, toBe: .succeeded)
+        #expect(server.services.wakeUpHub.channelCount == 1)
         await engine.shutdown()
+        // The server lets go of a channel once the device closes it.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while server.services.wakeUpHub.channelCount > 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(server.services.wakeUpHub.channelCount == 0)
     }
 
     @Test func anOfflineDeviceExecutesACommandExactlyOnceWhenItComesBack() async throws {

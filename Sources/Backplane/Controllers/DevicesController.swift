@@ -56,30 +56,26 @@ struct DevicesController {
     }
 
     @Sendable func device(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
-        let me = try pathDevice(context)
+        let me = try context.requireDevice()
         return try await devices.device(applicationId: me.applicationId, deviceId: me.deviceId)
     }
 
     @Sendable func updateProfile(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
-        let me = try pathDevice(context)
+        let me = try context.requireDevice()
         let update = try await request.decode(as: DeviceProfileUpdate.self, context: context)
         return try await devices.updateProfile(applicationId: me.applicationId, deviceId: me.deviceId, update)
     }
 
     @Sendable func setDownloadEnabled(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
-        let me = try pathDevice(context)
+        let me = try context.requireDevice()
         let body = try await request.decode(as: DownloadEnabledRequest.self, context: context)
         return try await devices.setDownloadEnabled(
             applicationId: me.applicationId, deviceId: me.deviceId, enabled: body.downloadEnabled, origin: .device)
     }
 
     @Sendable func unregister(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
-        let me = try pathDevice(context)
+        let me = try context.requireDevice()
         return try await devices.unregister(applicationId: me.applicationId, deviceId: me.deviceId, origin: .device)
     }
 
-    /// The authenticated device (the middleware checked it is the one named in the path).
-    private func pathDevice(_ context: BackplaneRequestContext) throws -> (applicationId: String, deviceId: String) {
-        try context.requireDevice()
-    }
 }
