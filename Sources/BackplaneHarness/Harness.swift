@@ -13,7 +13,8 @@ struct Harness: AsyncParsableCommand {
             Connection options may also come from the environment: BACKPLANE_URL, BACKPLANE_APP_KEY,
             BACKPLANE_APP_SECRET, BACKPLANE_USER. Output is JSON on stdout.
             Exit codes: 0 ok, 1 other error, 3 device limit reached, 4 invalid credentials,
-            5 backplane unreachable, 6 device registered to another user, 7 device unregistered.
+            5 backplane unreachable, 6 device registered to another user, 7 device unregistered,
+            8 not found (e.g. an unknown feed).
             """,
         subcommands: [
             Register.self, Sync.self, Status.self, Devices.self, EnableDownload.self, Unregister.self, Watch.self, Simulate.self,
@@ -430,6 +431,7 @@ enum Output {
         case _ where error.isTransient: 5
         case (.server, .deviceAlreadyRegistered): 6
         case (.server, .deviceUnregistered), (.notRunning, _): 7
+        case (.server, .notFound): 8
         default: 1
         }
     }

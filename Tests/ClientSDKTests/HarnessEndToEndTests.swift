@@ -118,6 +118,9 @@ import FoundationNetworking
             Issue.record("devices printed no result: \(devices)")
         }
 
+        // An unknown feed: not found, exit code 8.
+        #expect(try await harness.run(["subscribe", "no-such-feed"], device: "d2").status == 8)
+
         // A wrong secret: invalid credentials, exit code 4.
         let (badStatus, bad) = try await harness.run(["sync"], device: "d5", secret: "not-the-secret")
         #expect(badStatus == 4)
