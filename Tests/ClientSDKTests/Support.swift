@@ -47,8 +47,10 @@ final class InProcessBackplane: Sendable {
         services: BackplaneServices, applicationId: String, keyId: String, secret: String, directory: URL, port: Int
     ) async throws -> InProcessBackplane {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        // `stop()` cancels the server to make it vanish the way a crashed one does; Hummingbird logs
+        // the cancelled connections at error level, which is expected here, so only critical logs show.
         let app = buildApplication(
-            BackplaneConfiguration(port: port, dataDirectory: directory, logLevel: .error), services: services,
+            BackplaneConfiguration(port: port, dataDirectory: directory, logLevel: .critical), services: services,
             onServerRunning: { continuation.yield($0) })
         let task = Task { try await app.runService(gracefulShutdownSignals: []) }
         var iterator = ports.makeAsyncIterator()
