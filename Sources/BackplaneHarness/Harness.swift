@@ -404,9 +404,8 @@ enum Session {
 
 enum Output {
     static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let encoder = WireJSON.encoder()
+        encoder.outputFormatting.insert(.withoutEscapingSlashes)  // URLs stay readable in a terminal
         return encoder
     }()
 

@@ -177,15 +177,6 @@ struct BackplaneAPI: Sendable {
         return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
     }
 
-    static var encoder: JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        return encoder
-    }
-
-    static var decoder: JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return decoder
-    }
+    static var encoder: JSONEncoder { WireJSON.encoder() }
+    static var decoder: JSONDecoder { WireJSON.decoder() }
 }

@@ -39,8 +39,7 @@ struct DevicesController {
     @Sendable func sync(_ request: Request, context: BackplaneRequestContext) async throws -> SyncResponse {
         let me = try context.requireDevice()
         // An empty body is an empty report.
-        let hasBody = try await request.body.collect(upTo: context.maxUploadSize).readableBytes > 0
-        let body = hasBody ? try await request.decode(as: SyncRequest.self, context: context) : SyncRequest()
+        let body = try await request.decode(as: SyncRequest.self, context: context, orIfEmpty: SyncRequest())
         return try await sync.sync(applicationId: me.applicationId, deviceId: me.deviceId, body)
     }
 

@@ -81,8 +81,7 @@ struct SubscriptionsController {
 
     @Sendable func subscribe(_ request: Request, context: BackplaneRequestContext) async throws -> SubscribeResponse {
         let me = try context.requireDevice()
-        let hasBody = try await request.body.collect(upTo: context.maxUploadSize).readableBytes > 0
-        let body = hasBody ? try await request.decode(as: SubscribeRequest.self, context: context) : SubscribeRequest()
+        let body = try await request.decode(as: SubscribeRequest.self, context: context, orIfEmpty: SubscribeRequest())
         return try await subscriptions.subscribe(applicationId: me.applicationId, deviceId: me.deviceId, feedId: try context.pathValue("feedId"), body)
     }
 

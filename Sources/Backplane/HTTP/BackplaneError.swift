@@ -17,7 +17,7 @@ public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringCo
     public var description: String { "\(status.code) \(body.error.code.rawValue): \(body.error.message)" }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let data = try JSONEncoder.backplane.encode(body)
+        let data = try WireJSON.encoder().encode(body)
         var headers = HTTPFields()
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
@@ -49,20 +49,3 @@ public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringCo
     }
 }
 
-extension JSONEncoder {
-    /// The wire encoding: camelCase keys, RFC 3339 UTC dates.
-    static var backplane: JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }
-}
-
-extension JSONDecoder {
-    static var backplane: JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return decoder
-    }
-}

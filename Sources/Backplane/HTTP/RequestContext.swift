@@ -32,7 +32,7 @@ public struct BackplaneRequestContext: RequestContext, WebSocketRequestContext {
 
     public var maxUploadSize: Int { WireLimits.maxBodyBytes }
     public var requestDecoder: BackplaneRequestDecoder { BackplaneRequestDecoder() }
-    public var responseEncoder: JSONEncoder { JSONEncoder.backplane }
+    public var responseEncoder: JSONEncoder { WireJSON.encoder() }
 
     /// The authenticated device; routes behind the device middleware can rely on it.
     func requireDevice() throws -> (applicationId: String, deviceId: String) {
@@ -48,6 +48,14 @@ public struct BackplaneRequestContext: RequestContext, WebSocketRequestContext {
     }
 }
 
+extension Request {
+    /// The body decoded, or `empty` when there is none (routes whose body is optional).
+    func decode<T: Decodable>(as type: T.Type, context: BackplaneRequestContext, orIfEmpty empty: T) async throws -> T {
+        guard try await body.collect(upTo: context.maxUploadSize).readableBytes > 0 else { return empty }
+        return try await decode(as: type, context: context)
+    }
+}
+
 /// Decodes JSON bodies into Shared types and turns every decoding failure into a 400 that says
 /// which field was wrong, instead of Hummingbird's generic message.
 public struct BackplaneRequestDecoder: RequestDecoder {
@@ -55,7 +63,7 @@ public struct BackplaneRequestDecoder: RequestDecoder {
         let buffer = try await request.body.collect(upTo: context.maxUploadSize)
         guard buffer.readableBytes > 0 else { throw BackplaneError.badRequest("A JSON request body is required.") }
         do {
-            return try JSONDecoder.backplane.decode(T.self, from: Data(buffer: buffer))
+            return try WireJSON.decoder().decode(T.self, from: Data(buffer: buffer))
         } catch let error as DecodingError {
             throw BackplaneError.badRequest(Self.describe(error))
         }
