@@ -17,10 +17,15 @@ public struct BackplaneConfiguration: Sendable {
     /// How often the server pings an idle device channel, closing dead ones; nil: never (devices
     /// still ping, and a dead connection is noticed at the next wake-up written to it).
     public var channelPingInterval: Duration?
+    /// Events older than this (by corrected time) are deleted; nil keeps them forever.
+    public var eventRetention: Duration?
+    /// How often the retention pass runs.
+    public var eventRetentionInterval: Duration
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, dataDirectory: URL = URL(fileURLWithPath: "data"),
-        logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), channelPingInterval: Duration? = .seconds(60)
+        logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), channelPingInterval: Duration? = .seconds(60),
+        eventRetention: Duration? = .seconds(365 * 86400), eventRetentionInterval: Duration = .seconds(3600)
     ) {
         self.host = host
         self.port = port
@@ -28,6 +33,8 @@ public struct BackplaneConfiguration: Sendable {
         self.logLevel = logLevel
         self.noncePruneInterval = noncePruneInterval
         self.channelPingInterval = channelPingInterval
+        self.eventRetention = eventRetention
+        self.eventRetentionInterval = eventRetentionInterval
     }
 }
 
@@ -41,6 +48,7 @@ public struct BackplaneServices: Sendable {
     public let sync: SyncService
     public let feeds: FeedService
     public let subscriptions: SubscriptionService
+    public let events: EventService
     let now: @Sendable () -> Date
 
     public init(store: any BackplaneStore, wakeUpHub: WakeUpHub = WakeUpHub(), now: @escaping @Sendable () -> Date = { Date() }) {
@@ -52,6 +60,7 @@ public struct BackplaneServices: Sendable {
         self.sync = SyncService(devices: devices, commands: commands)
         self.feeds = FeedService(store: store, wakeUps: wakeUpHub, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)
+        self.events = EventService(store: store, now: now)
         self.now = now
     }
 }
@@ -70,6 +79,8 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
     CMSController(feeds: services.feeds, store: services.store).addRoutes(to: router)
     let devices = DevicesController(devices: services.devices, sync: services.sync, store: services.store, now: services.now)
     SubscriptionsController(subscriptions: services.subscriptions, signedByDevice: devices.signedByDevice).addRoutes(to: router)
+    EventsController(events: services.events, signedByDevice: devices.signedByDevice).addRoutes(to: router)
+    ReportsController(events: services.events, store: services.store).addRoutes(to: router)
     return router
 }
 
@@ -103,6 +114,10 @@ public func buildApplication(
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger)
     application.addServices(NonceJanitor(store: services.store, interval: configuration.noncePruneInterval, logger: logger, now: services.now))
+    if let retention = configuration.eventRetention {
+        application.addServices(EventRetention(
+            store: services.store, maxAge: retention, interval: configuration.eventRetentionInterval, logger: logger, now: services.now))
+    }
     return application
 }
 

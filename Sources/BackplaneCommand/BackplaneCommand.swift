@@ -30,6 +30,8 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var data: DataDirOption
     @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
     @Option(help: "Seconds between server pings on idle device channels; 0 turns them off.") var channelPingSeconds = 60
+    @Option(help: "Days events are kept (by corrected time) before retention deletes them; 0 keeps them forever.")
+    var eventRetentionDays = 365
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
@@ -42,9 +44,11 @@ struct Serve: AsyncParsableCommand {
             FileHandle.standardOutput.write(Data((firstRunBanner(firstRun, dataDir: data.dataDir) + "\n").utf8))
         }
         guard channelPingSeconds >= 0 else { throw ValidationError("--channel-ping-seconds must be 0 or more.") }
+        guard eventRetentionDays >= 0 else { throw ValidationError("--event-retention-days must be 0 or more.") }
         let configuration = BackplaneConfiguration(
             host: host, port: port, dataDirectory: data.url, logLevel: level,
-            channelPingInterval: channelPingSeconds > 0 ? .seconds(channelPingSeconds) : nil)
+            channelPingInterval: channelPingSeconds > 0 ? .seconds(channelPingSeconds) : nil,
+            eventRetention: eventRetentionDays > 0 ? .seconds(eventRetentionDays * 86400) : nil)
         let host = host
         let app = buildApplication(configuration, services: services) { port in
             // Always printed, whatever the log level: scripts read the port from it (with --port 0).

@@ -90,4 +90,10 @@ public enum WireLimits {
     public static let maxCustomFieldsBytes = 16 * 1024
     /// Changes in one page of a delta sync.
     public static let maxChangesPerPage = 500
+    /// Events in one upload (a larger batch is refused whole with 400).
+    public static let maxEventsPerBatch = 500
+    /// An event's `errorMessage` or `customString`, in UTF-8 bytes.
+    public static let maxEventMessageBytes = 2048
+    /// All text fields of one event together, in UTF-8 bytes: the size limit of one event.
+    public static let maxEventTextBytes = 4096
 }

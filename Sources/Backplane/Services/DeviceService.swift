@@ -225,10 +225,7 @@ public struct DeviceService: Sendable {
     }
 
     public func listDevices(applicationId: String, filter: DeviceFilter, cursor: String?, limit: Int?) async throws -> DevicePage {
-        let limit = limit ?? WireLimits.defaultPageSize
-        guard (1...WireLimits.maxPageSize).contains(limit) else {
-            throw BackplaneError.validation("'limit' must be between 1 and \(WireLimits.maxPageSize).", field: "limit")
-        }
+        let limit = try Validate.pageLimit(limit, default: WireLimits.defaultPageSize, max: WireLimits.maxPageSize)
         try Validate.optionalText(filter.userId, field: "userId", maxLength: WireLimits.maxIdentifierLength)
         try Validate.optionalText(filter.externalDeviceId, field: "externalDeviceId", maxLength: WireLimits.maxIdentifierLength)
         let after = try cursor.map(DeviceCursor.decode)

@@ -45,10 +45,7 @@ public struct SubscriptionService: Sendable {
     /// change log is numbered in commit order, so a later page or sync never skips a change and
     /// never repeats one.
     public func changes(applicationId: String, deviceId: String, cursor: String?, limit: Int?) async throws -> EpisodeChanges {
-        let limit = limit ?? WireLimits.maxChangesPerPage
-        guard (1...WireLimits.maxChangesPerPage).contains(limit) else {
-            throw BackplaneError.validation("'limit' must be between 1 and \(WireLimits.maxChangesPerPage).", field: "limit")
-        }
+        let limit = try Validate.pageLimit(limit, default: WireLimits.maxChangesPerPage, max: WireLimits.maxChangesPerPage)
         let after = try cursor.map(ChangeCursor.decode) ?? 0
         let rows = try await store.changes(applicationId: applicationId, deviceId: deviceId, afterSeq: after, limit: limit + 1)
         let page = rows.prefix(limit)
@@ -64,10 +61,7 @@ public struct SubscriptionService: Sendable {
     public func episodes(
         applicationId: String, deviceId: String, since: Date, onlySubscribed: Bool, cursor: String?, limit: Int?
     ) async throws -> EpisodeList {
-        let limit = limit ?? WireLimits.maxChangesPerPage
-        guard (1...WireLimits.maxChangesPerPage).contains(limit) else {
-            throw BackplaneError.validation("'limit' must be between 1 and \(WireLimits.maxChangesPerPage).", field: "limit")
-        }
+        let limit = try Validate.pageLimit(limit, default: WireLimits.maxChangesPerPage, max: WireLimits.maxChangesPerPage)
         let feedIds = onlySubscribed
             ? try await store.subscriptions(applicationId: applicationId, deviceId: deviceId).map(\.feedId) : nil
         let after = try cursor.map(EpisodeCursor.decode)

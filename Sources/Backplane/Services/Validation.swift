@@ -26,6 +26,15 @@ enum Validate {
         }
     }
 
+    /// A page size from a `limit` query parameter: `default` when absent, else 1...max.
+    static func pageLimit(_ limit: Int?, default defaultLimit: Int, max: Int) throws -> Int {
+        let limit = limit ?? defaultLimit
+        guard (1...max).contains(limit) else {
+            throw BackplaneError.validation("'limit' must be between 1 and \(max).", field: "limit")
+        }
+        return limit
+    }
+
     /// A limit or duration setting: -1 (unlimited) or 0...Int32.max.
     static func setting(_ value: Int, field: String) throws {
         guard value >= ApplicationSettings.unlimited, value <= Int(Int32.max) else {

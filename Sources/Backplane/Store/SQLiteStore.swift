@@ -154,6 +154,10 @@ public final class SQLiteStore: BackplaneStore {
             }
             try db.create(index: "subscriptions_by_feed", on: "subscriptions", columns: ["application_id", "feed_id"])
         }
+        migrator.registerMigration("v4: event log") { db in
+            // Times are integer milliseconds since 1970 (UTC): compact, exact, cheap to compare.
+            try db.execute(sql: EventsSchema.sql)
+        }
         return migrator
     }
 
@@ -537,6 +541,130 @@ public final class SQLiteStore: BackplaneStore {
         try await writer.read { db in try Self.latestSeq(db) }
     }
 
+    // MARK: events
+
+    public func insertEvents(applicationId: String, deviceId: String, _ events: [EventRecord]) async throws -> [EventInsertOutcome] {
+        try await writer.write { db in
+            let floor = try Int64.fetchOne(
+                db, sql: "SELECT deleted_through FROM event_floors WHERE application_id = ? AND device_id = ?",
+                arguments: [applicationId, deviceId]) ?? 0
+            let insert = try db.cachedStatement(sql: EventsSchema.insert)
+            return try events.map { record in
+                let event = record.event, content = event.content
+                if event.sequence <= floor { return .duplicate }
+                try insert.execute(arguments: [
+                    applicationId, deviceId, event.sequence, event.eventId, content.type.rawValue,
+                    Self.milliseconds(event.deviceTime), Self.milliseconds(record.receivedAt), Self.milliseconds(record.correctedTime),
+                    event.userId, event.externalDeviceId, event.appState?.rawValue, event.platform, event.sdkVersion, event.appVersion,
+                    content.assetId, content.deletionReason?.rawValue, content.resetType?.rawValue, content.limitType?.rawValue,
+                    content.bitrate, content.durationSeconds, content.errorCode, content.errorMessage,
+                    content.customName, content.customString, content.customNumber,
+                ])
+                if db.changesCount == 1 { return .inserted }
+                let stored = try String.fetchOne(
+                    db, sql: "SELECT event_id FROM events WHERE application_id = ? AND device_id = ? AND sequence = ?",
+                    arguments: [applicationId, deviceId, event.sequence])
+                return stored == event.eventId ? .duplicate : .sequenceReused
+            }
+        }
+    }
+
+    public func events(applicationId: String, filter: EventFilter, after: EventKey?, limit: Int) async throws -> [EventRecord] {
+        try await writer.read { db in
+            var (conditions, arguments) = Self.conditions(applicationId: applicationId, filter)
+            if let after {
+                conditions.append("(corrected_time, id) > (?, ?)")
+                arguments += [Self.milliseconds(after.correctedTime), after.rowId]
+            }
+            arguments.append(limit)
+            let sql = "SELECT * FROM events WHERE \(conditions.joined(separator: " AND ")) ORDER BY corrected_time, id LIMIT ?"
+            return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).map(Self.eventRecord)
+        }
+    }
+
+    public func eventCounts(applicationId: String, filter: EventFilter) async throws -> [EventCounts.Row] {
+        try await writer.read { db in
+            let (conditions, arguments) = Self.conditions(applicationId: applicationId, filter)
+            let sql = """
+                SELECT date(corrected_time / 1000, 'unixepoch') AS day, type, COUNT(*) AS count FROM events
+                WHERE \(conditions.joined(separator: " AND ")) GROUP BY day, type ORDER BY day, type
+                """
+            return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).compactMap { row in
+                EventType(rawValue: row["type"]).map { EventCounts.Row(day: row["day"], type: $0, count: row["count"]) }
+            }
+        }
+    }
+
+    public func deleteEvents(correctedBefore date: Date, limit: Int) async throws -> Int {
+        try await writer.write { db in
+            let cutoff = Self.milliseconds(date)
+            var removed = 0
+            // Per application, through the (application_id, corrected_time) index.
+            for applicationId in try String.fetchAll(db, sql: "SELECT id FROM applications") where removed < limit {
+                let ids = try Int64.fetchAll(
+                    db, sql: "SELECT id FROM events WHERE application_id = ? AND corrected_time < ? ORDER BY corrected_time LIMIT ?",
+                    arguments: [applicationId, cutoff, limit - removed])
+                guard !ids.isEmpty else { continue }
+                let list = ids.map(String.init).joined(separator: ",")
+                try db.execute(sql: """
+                    INSERT INTO event_floors (application_id, device_id, deleted_through)
+                    SELECT application_id, device_id, MAX(sequence) FROM events WHERE id IN (\(list)) GROUP BY application_id, device_id
+                    ON CONFLICT (application_id, device_id) DO UPDATE SET deleted_through = MAX(deleted_through, excluded.deleted_through)
+                    """)
+                try db.execute(sql: "DELETE FROM events WHERE id IN (\(list))")
+                removed += ids.count
+            }
+            return removed
+        }
+    }
+
+    private static func conditions(applicationId: String, _ filter: EventFilter) -> ([String], [(any DatabaseValueConvertible)?]) {
+        var conditions = ["application_id = ?"]
+        var arguments: [(any DatabaseValueConvertible)?] = [applicationId]
+        let equalities: [(String, String?)] = [
+            ("type", filter.type?.rawValue), ("user_id", filter.userId), ("device_id", filter.deviceId), ("asset_id", filter.assetId),
+        ]
+        for case let (column, value?) in equalities {
+            conditions.append("\(column) = ?")
+            arguments.append(value)
+        }
+        if let from = filter.from {
+            conditions.append("corrected_time >= ?")
+            arguments.append(milliseconds(from))
+        }
+        if let to = filter.to {
+            conditions.append("corrected_time < ?")
+            arguments.append(milliseconds(to))
+        }
+        return (conditions, arguments)
+    }
+
+    private static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded())
+    }
+
+    private static func date(_ milliseconds: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
+
+    private static func eventRecord(_ row: Row) -> EventRecord {
+        let content = EventContent(
+            type: EventType(rawValue: row["type"]) ?? .custom, assetId: row["asset_id"],
+            deletionReason: (row["deletion_reason"] as String?).flatMap(AssetDeletionReason.init(rawValue:)),
+            resetType: (row["reset_type"] as String?).flatMap(ResetType.init(rawValue:)),
+            limitType: (row["limit_type"] as String?).flatMap(DownloadLimitType.init(rawValue:)),
+            bitrate: row["bitrate"], durationSeconds: row["duration_seconds"], errorCode: row["error_code"], errorMessage: row["error_message"],
+            customName: row["custom_name"], customString: row["custom_string"], customNumber: row["custom_number"])
+        let event = DeviceEvent(
+            eventId: row["event_id"], sequence: row["sequence"], deviceTime: date(row["device_time"]),
+            appState: (row["app_state"] as String?).flatMap(AppState.init(rawValue:)), platform: row["platform"],
+            sdkVersion: row["sdk_version"], appVersion: row["app_version"], userId: row["user_id"],
+            externalDeviceId: row["external_device_id"], content: content)
+        return EventRecord(
+            rowId: row["id"], applicationId: row["application_id"], deviceId: row["device_id"], event: event,
+            receivedAt: date(row["received_at"]), correctedTime: date(row["corrected_time"]))
+    }
+
     private static func feed(_ db: Database, applicationId: String, feedId: String) throws -> FeedRecord? {
         try FeedRecord.fetchOne(db, key: ["application_id": applicationId, "feed_id": feedId])
     }
@@ -590,6 +718,62 @@ public final class SQLiteStore: BackplaneStore {
             """, arguments: [applicationId, userId, deviceId]) ?? 0
         return DeviceLimitState(settings: application.settings, otherEnabledDevices: enabled)
     }
+}
+
+/// The event log's tables. One flat row per event (no JSON): every field is a column the
+/// reporting API can filter or export, and ingestion is one prepared INSERT per event.
+/// `benchmarks/ingest` reads this schema from a served database for its baseline.
+enum EventsSchema {
+    static let sql = """
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY,
+            application_id TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            sequence INTEGER NOT NULL,
+            event_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            device_time INTEGER NOT NULL,
+            received_at INTEGER NOT NULL,
+            corrected_time INTEGER NOT NULL,
+            user_id TEXT NOT NULL,
+            external_device_id TEXT,
+            app_state TEXT,
+            platform TEXT,
+            sdk_version TEXT,
+            app_version TEXT,
+            asset_id TEXT,
+            deletion_reason TEXT,
+            reset_type TEXT,
+            limit_type TEXT,
+            bitrate INTEGER,
+            duration_seconds REAL,
+            error_code TEXT,
+            error_message TEXT,
+            custom_name TEXT,
+            custom_string TEXT,
+            custom_number REAL
+        );
+        CREATE UNIQUE INDEX events_by_device ON events (application_id, device_id, sequence);
+        CREATE INDEX events_by_time ON events (application_id, corrected_time);
+        CREATE INDEX events_by_user ON events (application_id, user_id, corrected_time);
+        CREATE INDEX events_by_asset ON events (application_id, asset_id, corrected_time);
+        CREATE TABLE event_floors (
+            application_id TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            deleted_through INTEGER NOT NULL,
+            PRIMARY KEY (application_id, device_id)
+        ) WITHOUT ROWID;
+        """
+
+    static let insert = """
+        INSERT INTO events (
+            application_id, device_id, sequence, event_id, type, device_time, received_at, corrected_time,
+            user_id, external_device_id, app_state, platform, sdk_version, app_version,
+            asset_id, deletion_reason, reset_type, limit_type, bitrate, duration_seconds, error_code, error_message,
+            custom_name, custom_string, custom_number
+        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (application_id, device_id, sequence) DO NOTHING
+        """
 }
 
 public enum StoreError: Error, CustomStringConvertible {

@@ -1,0 +1,181 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Shared
+
+/// The event log: batch ingestion from devices (exactly once per device and sequence number,
+/// with the device clock corrected) and the reporting queries.
+public struct EventService: Sendable {
+    let store: any BackplaneStore
+    let now: @Sendable () -> Date
+
+    /// Stores what is valid in a batch and answers one result per event, in order. Only a batch
+    /// that is unusable as a whole (too many events) is refused with an error.
+    public func ingest(applicationId: String, deviceId: String, _ batch: ReceivedEventBatch) async throws -> EventBatchResponse {
+        guard batch.events.count <= WireLimits.maxEventsPerBatch else {
+            throw BackplaneError(.badRequest, .validationFailed,
+                "A batch holds at most \(WireLimits.maxEventsPerBatch) events; this one has \(batch.events.count). Nothing was stored.",
+                details: ["field": .string("events"), "maxEvents": .int(Int64(WireLimits.maxEventsPerBatch))])
+        }
+        let receivedAt = now()
+        // The batch left the device at `sentAt` by its clock and arrived now by ours; the
+        // difference (network time included, usually well under a second) is the device's error.
+        let skew = receivedAt.timeIntervalSince(batch.sentAt)
+        var results = [EventResult?](repeating: nil, count: batch.events.count)
+        var records: [EventRecord] = []
+        var positions: [Int] = []
+        for (index, entry) in batch.events.enumerated() {
+            switch entry {
+            case .undecodable(let sequence, let message):
+                results[index] = EventResult(index: index, sequence: sequence, status: .rejected, code: .badRequest, message: message)
+            case .event(let event):
+                if let problem = event.problem {
+                    results[index] = EventResult(
+                        index: index, sequence: event.sequence, status: .rejected, code: .validationFailed,
+                        message: problem.message, field: problem.field)
+                    continue
+                }
+                // Nothing happens after it is received: a corrected time past that is estimation error.
+                let corrected = min(event.deviceTime.addingTimeInterval(skew), receivedAt)
+                records.append(EventRecord(
+                    applicationId: applicationId, deviceId: deviceId, event: event, receivedAt: receivedAt, correctedTime: corrected))
+                positions.append(index)
+            }
+        }
+        if !records.isEmpty {
+            let outcomes = try await store.insertEvents(applicationId: applicationId, deviceId: deviceId, records)
+            for (position, (record, outcome)) in zip(positions, zip(records, outcomes)) {
+                let sequence = record.event.sequence
+                results[position] = switch outcome {
+                case .inserted: EventResult(index: position, sequence: sequence, status: .accepted)
+                case .duplicate: EventResult(index: position, sequence: sequence, status: .duplicate)
+                case .sequenceReused:
+                    EventResult(
+                        index: position, sequence: sequence, status: .rejected, code: .conflict,
+                        message: "Sequence \(sequence) was already used by another event of this device.", field: "sequence")
+                }
+            }
+        }
+        return EventBatchResponse(serverTime: receivedAt, clockSkewSeconds: skew, results: results.compactMap { $0 })
+    }
+
+    public func list(applicationId: String, filter: EventFilter, cursor: String?, limit: Int?) async throws -> EventPage {
+        let limit = try Validate.pageLimit(limit, default: WireLimits.defaultPageSize, max: WireLimits.maxPageSize)
+        try Self.validate(filter)
+        let after = try cursor.map(EventCursor.decode)
+        // One extra row tells whether another page exists.
+        let records = try await store.events(applicationId: applicationId, filter: filter, after: after, limit: limit + 1)
+        let page = records.prefix(limit)
+        let next = records.count > limit ? page.last.map { EventCursor.encode(EventKey(correctedTime: $0.correctedTime, rowId: $0.rowId ?? 0)) } : nil
+        return EventPage(events: page.map(Self.stored), nextCursor: next)
+    }
+
+    public func counts(applicationId: String, filter: EventFilter) async throws -> EventCounts {
+        try Self.validate(filter)
+        return EventCounts(counts: try await store.eventCounts(applicationId: applicationId, filter: filter))
+    }
+
+    /// Every matching event in listing order, a page at a time: memory stays at one page
+    /// whatever the size of the log. `write` gets each page.
+    public func export(
+        applicationId: String, filter: EventFilter, pageSize: Int = 1000, write: ([StoredEvent]) async throws -> Void
+    ) async throws {
+        try Self.validate(filter)
+        var after: EventKey?
+        while true {
+            let records = try await store.events(applicationId: applicationId, filter: filter, after: after, limit: pageSize)
+            if !records.isEmpty { try await write(records.map(Self.stored)) }
+            guard records.count == pageSize, let last = records.last else { return }
+            after = EventKey(correctedTime: last.correctedTime, rowId: last.rowId ?? 0)
+        }
+    }
+
+    static func validate(_ filter: EventFilter) throws {
+        try Validate.optionalText(filter.userId, field: "userId", maxLength: WireLimits.maxIdentifierLength)
+        try Validate.optionalText(filter.deviceId, field: "deviceId", maxLength: WireLimits.maxIdentifierLength)
+        try Validate.optionalText(filter.assetId, field: "assetId", maxLength: WireLimits.maxIdentifierLength)
+        if let from = filter.from, let to = filter.to, from >= to {
+            throw BackplaneError.validation("'from' must be before 'to'.", field: "from")
+        }
+    }
+
+    static func stored(_ record: EventRecord) -> StoredEvent {
+        StoredEvent(deviceId: record.deviceId, event: record.event, receivedAt: record.receivedAt, correctedTime: record.correctedTime)
+    }
+}
+
+/// The reporting API's opaque cursor: the last event's corrected time (ms) and row id.
+enum EventCursor {
+    static func encode(_ key: EventKey) -> String {
+        let milliseconds = Int64((key.correctedTime.timeIntervalSince1970 * 1000).rounded())
+        return Data("ev1:\(milliseconds):\(key.rowId)".utf8).base64URLEncodedString()
+    }
+
+    static func decode(_ cursor: String) throws -> EventKey {
+        let parts = OpaqueCursor.decode(cursor)?.split(separator: ":") ?? []
+        guard parts.count == 3, parts[0] == "ev1", let milliseconds = Int64(parts[1]), let rowId = Int64(parts[2])
+        else { throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.") }
+        return EventKey(correctedTime: Date(timeIntervalSince1970: Double(milliseconds) / 1000), rowId: rowId)
+    }
+}
+
+/// Deletes events older than the retention age, a small batch per transaction so ingestion
+/// (which needs the same write lock) waits at most one batch.
+public struct EventRetention: Service {
+    let store: any BackplaneStore
+    /// Events whose corrected time is older than this are deleted.
+    let maxAge: Duration
+    let interval: Duration
+    let batchSize: Int
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    public init(
+        store: any BackplaneStore, maxAge: Duration, interval: Duration = .seconds(3600), batchSize: Int = 1000, logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.store = store
+        self.maxAge = maxAge
+        self.interval = interval
+        self.batchSize = batchSize
+        self.logger = logger
+        self.now = now
+    }
+
+    public func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                do {
+                    let removed = try await runOnce()
+                    if removed > 0 { logger.info("Deleted events past retention", metadata: ["count": "\(removed)"]) }
+                } catch is CancellationError {
+                    return
+                } catch {
+                    logger.warning("Could not apply event retention", metadata: ["error": "\(error)"])
+                }
+                try await Task.sleep(for: interval)
+            }
+        }
+    }
+
+    /// One pass: deletes batch after batch until nothing is past the cutoff. Returns how many.
+    public func runOnce() async throws -> Int {
+        let cutoff = now().addingTimeInterval(-maxAge.seconds)
+        var total = 0
+        while true {
+            try Task.checkCancellation()
+            let removed = try await store.deleteEvents(correctedBefore: cutoff, limit: batchSize)
+            total += removed
+            if removed < batchSize { return total }
+            // Let waiting writers (ingestion) take the lock between batches.
+            await Task.yield()
+        }
+    }
+}
+
+extension Duration {
+    var seconds: TimeInterval {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,479 @@
+import Foundation
+
+// The event log (DESIGN.md §2 "event"): records a device logs, uploaded in batches to
+// `POST /v1/events`, queried and exported by the reporting API.
+
+/// What happened. The names are DESIGN.md §2's; the wire value is the case name.
+public enum EventType: String, Codable, Sendable, CaseIterable {
+    case appLaunch
+    case queuedForDownload
+    case removedFromQueue
+    case downloadStart
+    case downloadComplete
+    case downloadError
+    case downloadWarning
+    case maxErrorsReset
+    case assetDeleted
+    case assetExpired
+    case playStart
+    case playStop
+    /// The SDK's data was reset: a fresh install or a remote wipe (`resetType`).
+    case reset
+    case downloadLimitReached
+    case playbackInitiated
+    /// The app's own event, with `customName` and a string or numeric value.
+    case custom
+
+    /// The types the business depends on: they cannot be disabled on the device.
+    public static let mandatory: Set<EventType> = [.queuedForDownload, .downloadStart, .downloadComplete, .downloadError, .maxErrorsReset, .reset]
+
+    public var isMandatory: Bool { Self.mandatory.contains(self) }
+
+    /// Types that are about one asset and must name it.
+    public var requiresAssetId: Bool {
+        switch self {
+        case .queuedForDownload, .removedFromQueue, .downloadStart, .downloadComplete, .downloadError, .downloadWarning,
+             .assetDeleted, .assetExpired, .playStart, .playStop, .playbackInitiated:
+            true
+        case .appLaunch, .maxErrorsReset, .reset, .downloadLimitReached, .custom:
+            false
+        }
+    }
+
+    /// A clear message for an unknown type instead of the decoder's generic one.
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let raw = try container.decode(String.self)
+        guard let type = EventType(rawValue: raw) else {
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "Unknown event type '\(raw)'; known types: \(Self.allCases.map(\.rawValue).joined(separator: ", ")).")
+        }
+        self = type
+    }
+}
+
+/// Why the SDK's data was reset.
+public enum ResetType: String, Codable, Sendable, CaseIterable {
+    /// The SDK started with no data: a new install (or its data was cleared).
+    case install
+    /// A remote wipe or kill deleted every download.
+    case remoteWipe
+}
+
+/// Which download permission denied a download (DESIGN.md §2 "download permissions").
+public enum DownloadLimitType: String, Codable, Sendable, CaseIterable {
+    case account
+    case asset
+    case copies
+    case device
+    /// The app's own rule said no.
+    case external
+}
+
+/// Whether the app was in front when the event was logged.
+public enum AppState: String, Codable, Sendable, CaseIterable {
+    case foreground
+    case background
+    case unknown
+}
+
+/// What an event says: its type and the fields that type uses. Build it with the static
+/// constructors (`.downloadStart(assetId:)`, `.custom(name:string:)`, ...).
+public struct EventContent: Codable, Sendable, Equatable {
+    public var type: EventType
+    public var assetId: String?
+    /// `assetDeleted`: why.
+    public var deletionReason: AssetDeletionReason?
+    /// `reset`: what kind.
+    public var resetType: ResetType?
+    /// `downloadLimitReached`: which limit.
+    public var limitType: DownloadLimitType?
+    /// Bits per second (download complete, play start).
+    public var bitrate: Int64?
+    /// Seconds: the download's length for `downloadComplete`, the time watched for `playStop`.
+    public var durationSeconds: Double?
+    public var errorCode: String?
+    public var errorMessage: String?
+    /// `custom`: the app's name for the event, and its value.
+    public var customName: String?
+    public var customString: String?
+    public var customNumber: Double?
+
+    public init(
+        type: EventType, assetId: String? = nil, deletionReason: AssetDeletionReason? = nil, resetType: ResetType? = nil,
+        limitType: DownloadLimitType? = nil, bitrate: Int64? = nil, durationSeconds: Double? = nil, errorCode: String? = nil,
+        errorMessage: String? = nil, customName: String? = nil, customString: String? = nil, customNumber: Double? = nil
+    ) {
+        self.type = type
+        self.assetId = assetId
+        self.deletionReason = deletionReason
+        self.resetType = resetType
+        self.limitType = limitType
+        self.bitrate = bitrate
+        self.durationSeconds = durationSeconds
+        self.errorCode = errorCode
+        self.errorMessage = errorMessage
+        self.customName = customName
+        self.customString = customString
+        self.customNumber = customNumber
+    }
+
+    public static var appLaunch: Self { .init(type: .appLaunch) }
+    public static func queuedForDownload(assetId: String) -> Self { .init(type: .queuedForDownload, assetId: assetId) }
+    public static func removedFromQueue(assetId: String) -> Self { .init(type: .removedFromQueue, assetId: assetId) }
+    public static func downloadStart(assetId: String) -> Self { .init(type: .downloadStart, assetId: assetId) }
+    public static func downloadComplete(assetId: String, bitrate: Int64? = nil, durationSeconds: Double? = nil) -> Self {
+        .init(type: .downloadComplete, assetId: assetId, bitrate: bitrate, durationSeconds: durationSeconds)
+    }
+    public static func downloadError(assetId: String, code: String? = nil, message: String? = nil) -> Self {
+        .init(type: .downloadError, assetId: assetId, errorCode: code, errorMessage: message)
+    }
+    public static func downloadWarning(assetId: String, code: String? = nil, message: String? = nil) -> Self {
+        .init(type: .downloadWarning, assetId: assetId, errorCode: code, errorMessage: message)
+    }
+    /// `assetId` nil: the counts of every asset were reset.
+    public static func maxErrorsReset(assetId: String? = nil) -> Self { .init(type: .maxErrorsReset, assetId: assetId) }
+    public static func assetDeleted(assetId: String, reason: AssetDeletionReason) -> Self {
+        .init(type: .assetDeleted, assetId: assetId, deletionReason: reason)
+    }
+    public static func assetExpired(assetId: String) -> Self { .init(type: .assetExpired, assetId: assetId) }
+    public static func playStart(assetId: String, bitrate: Int64? = nil) -> Self { .init(type: .playStart, assetId: assetId, bitrate: bitrate) }
+    public static func playStop(assetId: String, durationSeconds: Double? = nil) -> Self {
+        .init(type: .playStop, assetId: assetId, durationSeconds: durationSeconds)
+    }
+    public static func reset(_ type: ResetType) -> Self { .init(type: .reset, resetType: type) }
+    public static func downloadLimitReached(_ limit: DownloadLimitType, assetId: String? = nil) -> Self {
+        .init(type: .downloadLimitReached, assetId: assetId, limitType: limit)
+    }
+    public static func playbackInitiated(assetId: String) -> Self { .init(type: .playbackInitiated, assetId: assetId) }
+    public static func custom(name: String, string: String? = nil, number: Double? = nil) -> Self {
+        .init(type: .custom, customName: name, customString: string, customNumber: number)
+    }
+
+    /// The first rule this content breaks (DESIGN.md §3 limits), or nil. The SDK checks it before
+    /// queueing and the backplane again on arrival, with the same words.
+    public var problem: EventProblem? {
+        func text(_ value: String?, _ field: String, max: Int) -> EventProblem? {
+            guard let value else { return nil }
+            if value.isEmpty { return EventProblem(field: field, message: "'\(field)' must not be empty.") }
+            if value.utf8.count > max { return EventProblem(field: field, message: "'\(field)' is longer than \(max) bytes.") }
+            return nil
+        }
+        if type.requiresAssetId, assetId == nil {
+            return EventProblem(field: "assetId", message: "A \(type.rawValue) event needs 'assetId'.")
+        }
+        if type == .assetDeleted, deletionReason == nil {
+            return EventProblem(field: "deletionReason", message: "An assetDeleted event needs 'deletionReason'.")
+        }
+        if type == .reset, resetType == nil {
+            return EventProblem(field: "resetType", message: "A reset event needs 'resetType'.")
+        }
+        if type == .downloadLimitReached, limitType == nil {
+            return EventProblem(field: "limitType", message: "A downloadLimitReached event needs 'limitType'.")
+        }
+        if type == .custom, customName == nil {
+            return EventProblem(field: "customName", message: "A custom event needs 'customName'.")
+        }
+        if let problem = text(assetId, "assetId", max: WireLimits.maxIdentifierLength)
+            ?? text(errorCode, "errorCode", max: WireLimits.maxShortTextLength)
+            ?? text(errorMessage, "errorMessage", max: WireLimits.maxEventMessageBytes)
+            ?? text(customName, "customName", max: WireLimits.maxShortTextLength)
+            ?? text(customString, "customString", max: WireLimits.maxEventMessageBytes) {
+            return problem
+        }
+        if let bitrate, bitrate < 0 { return EventProblem(field: "bitrate", message: "'bitrate' must not be negative.") }
+        if let durationSeconds, !(durationSeconds >= 0 && durationSeconds.isFinite) {
+            return EventProblem(field: "durationSeconds", message: "'durationSeconds' must be a finite number ≥ 0.")
+        }
+        if let customNumber, !customNumber.isFinite {
+            return EventProblem(field: "customNumber", message: "'customNumber' must be finite.")
+        }
+        return nil
+    }
+}
+
+/// Why an event is refused: the field and a message for people.
+public struct EventProblem: Sendable, Equatable, Error {
+    public var field: String
+    public var message: String
+
+    public init(field: String, message: String) {
+        self.field = field
+        self.message = message
+    }
+}
+
+/// One event as a device uploads it: the common fields, then the content's fields in the same
+/// JSON object. The device is the one that signed the upload, so it is not repeated here.
+public struct DeviceEvent: Codable, Sendable, Equatable {
+    /// A UUID chosen by the device, reported back by the reporting API.
+    public var eventId: String
+    /// Per device, increasing, never reused: the idempotency key together with the device.
+    public var sequence: Int64
+    /// When it happened, by the device's clock.
+    public var deviceTime: Date
+    public var appState: AppState?
+    public var platform: String?
+    public var sdkVersion: String?
+    public var appVersion: String?
+    /// The user the device belonged to when the event happened.
+    public var userId: String
+    public var externalDeviceId: String?
+    public var content: EventContent
+
+    public init(
+        eventId: String, sequence: Int64, deviceTime: Date, appState: AppState? = nil, platform: String? = nil, sdkVersion: String? = nil,
+        appVersion: String? = nil, userId: String, externalDeviceId: String? = nil, content: EventContent
+    ) {
+        self.eventId = eventId
+        self.sequence = sequence
+        self.deviceTime = deviceTime
+        self.appState = appState
+        self.platform = platform
+        self.sdkVersion = sdkVersion
+        self.appVersion = appVersion
+        self.userId = userId
+        self.externalDeviceId = externalDeviceId
+        self.content = content
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case eventId, sequence, deviceTime, appState, platform, sdkVersion, appVersion, userId, externalDeviceId
+    }
+
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        eventId = try container.decode(String.self, forKey: .eventId)
+        sequence = try container.decode(Int64.self, forKey: .sequence)
+        deviceTime = try container.decode(Date.self, forKey: .deviceTime)
+        appState = try container.decodeIfPresent(AppState.self, forKey: .appState)
+        platform = try container.decodeIfPresent(String.self, forKey: .platform)
+        sdkVersion = try container.decodeIfPresent(String.self, forKey: .sdkVersion)
+        appVersion = try container.decodeIfPresent(String.self, forKey: .appVersion)
+        userId = try container.decode(String.self, forKey: .userId)
+        externalDeviceId = try container.decodeIfPresent(String.self, forKey: .externalDeviceId)
+        content = try EventContent(from: decoder)
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(eventId, forKey: .eventId)
+        try container.encode(sequence, forKey: .sequence)
+        try container.encode(deviceTime, forKey: .deviceTime)
+        try container.encodeIfPresent(appState, forKey: .appState)
+        try container.encodeIfPresent(platform, forKey: .platform)
+        try container.encodeIfPresent(sdkVersion, forKey: .sdkVersion)
+        try container.encodeIfPresent(appVersion, forKey: .appVersion)
+        try container.encode(userId, forKey: .userId)
+        try container.encodeIfPresent(externalDeviceId, forKey: .externalDeviceId)
+        try content.encode(to: encoder)
+    }
+
+    /// The first rule this event breaks, or nil: its content's rules plus the common fields' and
+    /// the size limit of one event.
+    public var problem: EventProblem? {
+        if eventId.isEmpty || eventId.utf8.count > WireLimits.maxIdentifierLength {
+            return EventProblem(field: "eventId", message: "'eventId' must be 1 to \(WireLimits.maxIdentifierLength) bytes.")
+        }
+        if sequence < 1 { return EventProblem(field: "sequence", message: "'sequence' must be 1 or more.") }
+        if userId.isEmpty || userId.utf8.count > WireLimits.maxIdentifierLength {
+            return EventProblem(field: "userId", message: "'userId' must be 1 to \(WireLimits.maxIdentifierLength) bytes.")
+        }
+        for (field, value, max) in [
+            ("platform", platform, WireLimits.maxShortTextLength), ("sdkVersion", sdkVersion, WireLimits.maxShortTextLength),
+            ("appVersion", appVersion, WireLimits.maxShortTextLength), ("externalDeviceId", externalDeviceId, WireLimits.maxIdentifierLength),
+        ] {
+            if let value, value.utf8.count > max { return EventProblem(field: field, message: "'\(field)' is longer than \(max) bytes.") }
+        }
+        if let problem = content.problem { return problem }
+        if textBytes > WireLimits.maxEventTextBytes {
+            return EventProblem(field: "event", message: "The event's text fields together are \(textBytes) bytes; at most \(WireLimits.maxEventTextBytes) are accepted.")
+        }
+        return nil
+    }
+
+    /// The UTF-8 bytes of every text field: what makes one event large (the rest is fixed-size).
+    public var textBytes: Int {
+        [eventId, userId, platform, sdkVersion, appVersion, externalDeviceId, content.assetId, content.errorCode,
+         content.errorMessage, content.customName, content.customString].reduce(0) { $0 + ($1?.utf8.count ?? 0) }
+    }
+}
+
+/// `POST /v1/events`.
+public struct EventBatch: Codable, Sendable, Equatable {
+    /// When the device sent the batch, by its clock: the backplane compares it with its own
+    /// time to correct every event's device time.
+    public var sentAt: Date
+    public var events: [DeviceEvent]
+
+    public init(sentAt: Date, events: [DeviceEvent]) {
+        self.sentAt = sentAt
+        self.events = events
+    }
+}
+
+/// An `EventBatch` as the backplane reads it: an event that does not decode is kept as a
+/// problem, so one bad event is refused alone and the rest of the batch is still stored.
+public struct ReceivedEventBatch: Decodable, Sendable {
+    public enum Entry: Sendable {
+        case event(DeviceEvent)
+        /// The event did not decode; the message says why, and its sequence number when readable.
+        case undecodable(sequence: Int64?, message: String)
+    }
+
+    public var sentAt: Date
+    public var events: [Entry]
+
+    private enum CodingKeys: String, CodingKey { case sentAt, events }
+
+    /// Decoding an element always succeeds, so the array decoder moves on to the next one.
+    private struct Attempt: Decodable {
+        var entry: Entry
+        private enum SequenceKey: String, CodingKey { case sequence }
+
+        init(from decoder: Decoder) throws {
+            do {
+                entry = .event(try DeviceEvent(from: decoder))
+            } catch let error as DecodingError {
+                let sequence = try? decoder.container(keyedBy: SequenceKey.self).decodeIfPresent(Int64.self, forKey: .sequence)
+                entry = .undecodable(sequence: sequence ?? nil, message: Self.describe(error))
+            }
+        }
+
+        static func describe(_ error: DecodingError) -> String {
+            switch error {
+            case .keyNotFound(let key, _): "Missing required field '\(key.stringValue)'."
+            case .typeMismatch(let type, let context): "Field '\(context.codingPath.last?.stringValue ?? "?")' has the wrong type; expected \(type)."
+            case .valueNotFound(let type, let context): "Field '\(context.codingPath.last?.stringValue ?? "?")' must not be null; expected \(type)."
+            case .dataCorrupted(let context):
+                context.codingPath.last.map { "Field '\($0.stringValue)' is invalid: \(context.debugDescription)" } ?? "The event is not a JSON object."
+            @unknown default: "The event could not be decoded."
+            }
+        }
+    }
+
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        sentAt = try container.decode(Date.self, forKey: .sentAt)
+        events = try container.decode([Attempt].self, forKey: .events).map(\.entry)
+    }
+}
+
+/// What became of one event of a batch.
+public struct EventResult: Codable, Sendable, Equatable {
+    public enum Status: String, Codable, Sendable {
+        /// Stored now.
+        case accepted
+        /// Stored before (same device and sequence): nothing changed. Delete it from the queue.
+        case duplicate
+        /// Refused for good (`code`, `message`): retrying the same event cannot succeed.
+        case rejected
+    }
+
+    /// Position in the batch.
+    public var index: Int
+    public var sequence: Int64?
+    public var status: Status
+    public var code: ErrorCode?
+    public var message: String?
+    public var field: String?
+
+    public init(index: Int, sequence: Int64?, status: Status, code: ErrorCode? = nil, message: String? = nil, field: String? = nil) {
+        self.index = index
+        self.sequence = sequence
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+    }
+}
+
+/// The answer to `POST /v1/events`: one result per event, in batch order.
+public struct EventBatchResponse: Codable, Sendable, Equatable {
+    public var serverTime: Date
+    /// Server time minus the batch's `sentAt`, in seconds: what was added to each device time.
+    public var clockSkewSeconds: Double
+    public var accepted: Int
+    public var duplicates: Int
+    public var rejected: Int
+    public var results: [EventResult]
+
+    public init(serverTime: Date, clockSkewSeconds: Double, results: [EventResult]) {
+        self.serverTime = serverTime
+        self.clockSkewSeconds = clockSkewSeconds
+        self.results = results
+        self.accepted = results.count { $0.status == .accepted }
+        self.duplicates = results.count { $0.status == .duplicate }
+        self.rejected = results.count { $0.status == .rejected }
+    }
+}
+
+/// An event as the reporting API shows it: what the device sent, which device, and the three times.
+public struct StoredEvent: Codable, Sendable, Equatable {
+    public var deviceId: String
+    public var event: DeviceEvent
+    /// When the backplane received it.
+    public var receivedAt: Date
+    /// The device time moved by the batch's clock skew: the best estimate of when it happened.
+    public var correctedTime: Date
+
+    public init(deviceId: String, event: DeviceEvent, receivedAt: Date, correctedTime: Date) {
+        self.deviceId = deviceId
+        self.event = event
+        self.receivedAt = receivedAt
+        self.correctedTime = correctedTime
+    }
+
+    private enum CodingKeys: String, CodingKey { case deviceId, receivedAt, correctedTime }
+
+    /// Flat: the event's fields next to these three.
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        deviceId = try container.decode(String.self, forKey: .deviceId)
+        receivedAt = try container.decode(Date.self, forKey: .receivedAt)
+        correctedTime = try container.decode(Date.self, forKey: .correctedTime)
+        event = try DeviceEvent(from: decoder)
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(deviceId, forKey: .deviceId)
+        try container.encode(receivedAt, forKey: .receivedAt)
+        try container.encode(correctedTime, forKey: .correctedTime)
+        try event.encode(to: encoder)
+    }
+}
+
+/// `GET /v1/reports/events`: a page, oldest corrected time first.
+public struct EventPage: Codable, Sendable, Equatable {
+    public var events: [StoredEvent]
+    /// Pass back as `cursor` for the next page; absent on the last page.
+    public var nextCursor: String?
+
+    public init(events: [StoredEvent], nextCursor: String?) {
+        self.events = events
+        self.nextCursor = nextCursor
+    }
+}
+
+/// `GET /v1/reports/events/counts`: events per UTC day (of the corrected time) and type.
+public struct EventCounts: Codable, Sendable, Equatable {
+    public struct Row: Codable, Sendable, Equatable {
+        /// `YYYY-MM-DD`, UTC.
+        public var day: String
+        public var type: EventType
+        public var count: Int
+
+        public init(day: String, type: EventType, count: Int) {
+            self.day = day
+            self.type = type
+            self.count = count
+        }
+    }
+
+    public var counts: [Row]
+
+    public init(counts: [Row]) {
+        self.counts = counts
+    }
+}
