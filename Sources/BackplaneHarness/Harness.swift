@@ -497,6 +497,8 @@ struct EventOutput: Encodable {
     var feedId: String?
     var status: String?
     var summary: [String: Int]?
+    var count: Int?
+    var rejected: [EventResult]?
 
     init(_ event: SDKEvent) {
         self.event = event.name
@@ -540,6 +542,10 @@ struct EventOutput: Encodable {
                 "changes": summary.changes, "added": summary.added, "deferred": summary.deferred,
                 "removed": summary.removed, "reset": summary.reset,
             ]
+        case .logsSent(let count):
+            self.count = count
+        case .logsRejected(let results):
+            rejected = results
         case .unregistered, .startingRemoteKill, .remoteKill:
             break
         }

@@ -57,6 +57,10 @@ struct BackplaneAPI: Sendable {
         try await send("POST", "/v1/devices/\(Self.segment(device.deviceId))/unregister", body: Optional<SyncRequest>.none, as: device)
     }
 
+    func uploadEvents(_ batch: EventBatch, as device: DeviceCredentials) async throws -> EventBatchResponse {
+        try await send("POST", "/v1/events", body: batch, as: device)
+    }
+
     func subscribe(feedId: String, _ request: SubscribeRequest, as device: DeviceCredentials) async throws -> SubscribeResponse {
         try await send("PUT", "/v1/subscriptions/\(Self.segment(feedId))", body: request, as: device)
     }

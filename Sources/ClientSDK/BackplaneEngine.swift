@@ -16,6 +16,8 @@ public actor BackplaneEngine {
     public nonisolated let configuration: BackplaneClientConfiguration
     /// Feeds, their rules and the queue of subscription items.
     public nonisolated var subscriptions: SubscriptionManager { SubscriptionManager(engine: self) }
+    /// The event log: `log(_:)` queues durably; the engine uploads.
+    public nonisolated let eventLogger: EventLogger
 
     /// Lifecycle: a stopped engine (shut down) stays stopped; an unregistered one can `start()` again.
     public enum State: String, Sendable {
@@ -41,8 +43,16 @@ public actor BackplaneEngine {
     private var wakePending = false
     private var waitGeneration = 0
 
+    private var uploader: Task<Void, Never>?
+    private var inFlightUpload: Task<Int, any Error>?
+    private var uploadWaiter: CheckedContinuation<Void, Never>?
+    private var uploadRequested = false
+    private var uploadFailures = 0
+    private var uploadRetryAt: Date?
+
     public init(configuration: BackplaneClientConfiguration) {
         self.configuration = configuration
+        self.eventLogger = EventLogger(configuration: configuration, storage: LocalStoreHandle(directory: configuration.dataDirectory))
     }
 
     /// A new stream of SDK events; call it once per subscriber, before `start()` to see everything.
@@ -66,6 +76,7 @@ public actor BackplaneEngine {
         }
         try loadLocalState()
         state = .running
+        _ = try? eventLogger.log(.appLaunch)
         do {
             _ = try await sync()
         } catch let error as BackplaneClientError where error.isTransient {
@@ -79,13 +90,16 @@ public actor BackplaneEngine {
         if state == .running {
             startLoop()
             startChannel()
+            startUploader()
         }
     }
 
     /// Stops syncing and ends every event stream. The engine cannot be started again.
     public func shutdown() async {
         guard state != .shutDown else { return }
+        if state == .running, registration != nil { await uploadEventsBeforeShutdown(within: .seconds(2)) }
         state = .shutDown
+        stopUploader()
         loop?.cancel()
         loop = nil
         channel?.cancel()
@@ -99,7 +113,7 @@ public actor BackplaneEngine {
     public func loadLocalState() throws {
         guard local == nil else { return }
         do {
-            let store = try LocalStore(directory: configuration.dataDirectory)
+            let store = try eventLogger.openStore()
             let identity = configuration.identityStore ?? FileDeviceIdentityStore(directory: configuration.dataDirectory)
             var id = try identity.loadDeviceId()
             if id == nil {
@@ -146,13 +160,19 @@ public actor BackplaneEngine {
             var result = try await syncRound()
             var rounds = 1
             while state == .running, rounds < 3, try storage({ try $0.unacknowledgedOutcomes(limit: 1) }).isEmpty == false {
+                // What the commands logged goes up before their acknowledgements: a kill's
+                // acknowledgement takes the device out, and with it the right to upload.
+                _ = try? await uploadEvents(reportingErrors: false)
                 result = try await syncRound()
                 rounds += 1
             }
             if state == .running { try await syncSubscriptionChanges() }
             consecutiveFailures = 0
             lastError = nil
-            if state == .running { broadcaster.emit(.syncCompleted(result)) }
+            if state == .running {
+                broadcaster.emit(.syncCompleted(result))
+                requestEventUpload()
+            }
             return result
         } catch let error as BackplaneClientError {
             report(error)
@@ -207,13 +227,14 @@ public actor BackplaneEngine {
             do {
                 switch command.type {
                 case .wipe:
-                    broadcaster.emit(.remoteWipe(deletedAssetIds: try content.delete(nil)))
+                    try wipe(content)
                 case .deleteAssets:
                     let deleted = try content.delete(command.assetIds ?? [])
+                    for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .remote)) }
                     broadcaster.emit(.assetsDeleted(assetIds: deleted, reason: .remote))
                 case .kill:
                     broadcaster.emit(.startingRemoteKill)
-                    broadcaster.emit(.remoteWipe(deletedAssetIds: try content.delete(nil)))
+                    try wipe(content)
                 case .unregister, .syncNow:
                     // Unregistering takes effect when the backplane has the acknowledgement; a
                     // syncNow is done by the sync that acknowledges it.
@@ -224,6 +245,14 @@ public actor BackplaneEngine {
             }
             try storage { try $0.recordOutcome(LocalStore.Outcome(ack: outcome, type: command.type)) }
         }
+    }
+
+    /// Deletes every download and logs it: each asset deleted (reason deleteAll), then the reset.
+    private func wipe(_ content: ContentStore) throws {
+        let deleted = try content.delete(nil)
+        for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .deleteAll)) }
+        _ = try? eventLogger.log(.reset(.remoteWipe))
+        broadcaster.emit(.remoteWipe(deletedAssetIds: deleted))
     }
 
     /// The backplane has the acknowledgement of a kill or unregister: the device is out.
@@ -481,6 +510,7 @@ public actor BackplaneEngine {
         loop = nil
         channel?.cancel()
         channel = nil
+        stopUploader()
         resumeWaiter()
         broadcaster.emit(.unregistered)
     }
@@ -527,6 +557,143 @@ public actor BackplaneEngine {
 
     /// Whether the wake-up channel is open now.
     public var isChannelConnected: Bool { channelConnected }
+
+    // MARK: event upload
+
+    /// Uploads the queued events now, batch after batch until the queue is empty, and returns
+    /// how many the backplane confirmed. Joins an upload already under way.
+    @discardableResult
+    public func uploadEvents() async throws -> Int {
+        try await uploadEvents(reportingErrors: true)
+    }
+
+    private func uploadEvents(reportingErrors: Bool) async throws -> Int {
+        try requireRunning()
+        if let inFlight = inFlightUpload { return try await inFlight.value }
+        let task = Task { try await self.performUpload() }
+        inFlightUpload = task
+        defer { inFlightUpload = nil }
+        do {
+            return try await task.value
+        } catch let error as BackplaneClientError {
+            if reportingErrors { report(error) }
+            throw error
+        }
+    }
+
+    private func performUpload() async throws -> Int {
+        var sent = 0
+        var rejected: [EventResult] = []
+        defer {
+            if sent > 0 { broadcaster.emit(.logsSent(count: sent)) }
+            if !rejected.isEmpty { broadcaster.emit(.logsRejected(rejected)) }
+        }
+        while state == .running {
+            let batch = try storage { try $0.queuedEvents(limit: configuration.eventBatchSize) }
+            guard !batch.isEmpty else { break }
+            let credentials = try await ensureRegistered()
+            let response = try await withCredentialRecovery(credentials) { api, credentials in
+                try await api.uploadEvents(EventBatch(sentAt: Date(), events: batch), as: credentials)
+            }
+            // Every answered event leaves the queue: accepted and duplicate are stored, and a
+            // rejected one never will be.
+            let answered = response.results.filter { batch.indices.contains($0.index) }
+            try storage { try $0.deleteQueuedEvents(answered.map { batch[$0.index].sequence }) }
+            sent += answered.count { $0.status != .rejected }
+            rejected += answered.filter { $0.status == .rejected }
+            guard !answered.isEmpty else { break }
+        }
+        return sent
+    }
+
+    private func uploadEventsBeforeShutdown(within limit: Duration) async {
+        let upload = Task { try await self.uploadEvents(reportingErrors: false) }
+        let timer = Task {
+            try await Task.sleep(for: limit)
+            upload.cancel()
+        }
+        _ = try? await upload.value
+        timer.cancel()
+    }
+
+    /// Asks the uploader to send what is queued, whatever the count and age.
+    private func requestEventUpload() {
+        uploadRequested = true
+        resumeUploader()
+    }
+
+    private func eventQueued() {
+        resumeUploader()
+    }
+
+    private func startUploader() {
+        guard uploader == nil else { return }
+        eventLogger.onQueued { [weak self] in
+            Task { await self?.eventQueued() }
+        }
+        uploadRequested = true
+        uploader = Task { [weak self] in await self?.runUploader() }
+    }
+
+    private func stopUploader() {
+        eventLogger.onQueued(nil)
+        uploader?.cancel()
+        uploader = nil
+        resumeUploader()
+    }
+
+    /// Uploads when enough events are queued, when the oldest is old enough, or when asked
+    /// (start, after a sync); backs off while uploads fail.
+    private func runUploader() async {
+        while state == .running, !Task.isCancelled {
+            var wait: Duration?
+            do {
+                let (count, oldest) = try storage { try $0.eventQueueState() }
+                let age = oldest.map { Date().timeIntervalSince($0) } ?? 0
+                let due = count > 0 && (uploadRequested || count >= configuration.eventUploadThreshold || age >= configuration.maxEventAge.seconds)
+                if let retryAt = uploadRetryAt, retryAt > Date() {
+                    wait = .milliseconds(Int64(retryAt.timeIntervalSinceNow * 1000) + 1)
+                } else if due, registration != nil {
+                    uploadRequested = false
+                    do {
+                        _ = try await uploadEvents(reportingErrors: true)
+                        uploadFailures = 0
+                        uploadRetryAt = nil
+                    } catch {
+                        uploadFailures += 1
+                        uploadRequested = true
+                        uploadRetryAt = Date().addingTimeInterval(configuration.retry.delay(afterFailures: uploadFailures).seconds)
+                    }
+                    continue
+                } else if count > 0 {
+                    wait = .milliseconds(Int64(max(configuration.maxEventAge.seconds - age, 0) * 1000) + 1)
+                }
+            } catch {
+                uploadFailures += 1
+                wait = configuration.retry.delay(afterFailures: uploadFailures)
+            }
+            await waitForUploadSignal(wait)
+        }
+    }
+
+    /// Sleeps until an event is queued, an upload is requested, or `delay` passes (forever when nil).
+    private func waitForUploadSignal(_ delay: Duration?) async {
+        let timer = delay.map { delay in
+            Task { [weak self] in
+                try? await Task.sleep(for: delay)
+                await self?.resumeUploader()
+            }
+        }
+        await withCheckedContinuation { continuation in
+            uploadWaiter = continuation
+        }
+        timer?.cancel()
+    }
+
+    private func resumeUploader() {
+        uploadWaiter?.resume()
+        uploadWaiter = nil
+    }
 
     // MARK: the background loop
 

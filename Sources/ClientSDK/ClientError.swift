@@ -14,6 +14,9 @@ public struct BackplaneClientError: Error, Sendable, CustomStringConvertible {
         case localStorage
         /// The engine is not started, was shut down, or its device was unregistered.
         case notRunning
+        /// The app passed something the backplane would refuse (an event missing a field, a
+        /// text over its limit); `message` says what. Nothing was stored.
+        case invalidInput
     }
 
     public var kind: Kind
@@ -52,7 +55,7 @@ public struct BackplaneClientError: Error, Sendable, CustomStringConvertible {
         switch kind {
         case .communicationsFailure, .invalidResponse: true
         case .server: (status ?? 0) >= 500
-        case .localStorage, .notRunning: false
+        case .localStorage, .notRunning, .invalidInput: false
         }
     }
 

@@ -44,6 +44,16 @@ public struct BackplaneClientConfiguration: Sendable {
     /// Default rule at the quota: true resets (deletes the files of) the oldest items to make room,
     /// false creates the new item deferred. A subscription may override it.
     public var autodeleteOldItems: Bool
+    /// Event types not logged (the mandatory ones are logged whatever this says). The logger's
+    /// `setLoggingEnabled` changes it at run time.
+    public var disabledEventTypes: Set<EventType>
+    /// Events per upload (at most `WireLimits.maxEventsPerBatch`).
+    public var eventBatchSize: Int
+    /// Upload as soon as this many events are queued...
+    public var eventUploadThreshold: Int
+    /// ...or when the oldest queued event is this old. Events also go up after every sync, at
+    /// start, and (best effort) at shutdown.
+    public var maxEventAge: Duration
 
     public init(
         backplaneURL: URL, appKeyId: String, appKeySecret: String, userId: String, dataDirectory: URL,
@@ -52,7 +62,8 @@ public struct BackplaneClientConfiguration: Sendable {
         moveFromOtherUser: Bool = false, syncInterval: Duration = .seconds(15 * 60), retry: RetryPolicy = RetryPolicy(),
         requestTimeout: Duration = .seconds(30), transport: (any Transport)? = nil, identityStore: (any DeviceIdentityStore)? = nil,
         useWakeUpChannel: Bool = true, subscriptionDataSource: (any SubscriptionDataSource)? = nil,
-        maxItemsPerFeed: Int = 0, autodeleteOldItems: Bool = true
+        maxItemsPerFeed: Int = 0, autodeleteOldItems: Bool = true, disabledEventTypes: Set<EventType> = [],
+        eventBatchSize: Int = 100, eventUploadThreshold: Int = 50, maxEventAge: Duration = .seconds(60)
     ) {
         self.backplaneURL = backplaneURL
         self.appKeyId = appKeyId
@@ -75,6 +86,10 @@ public struct BackplaneClientConfiguration: Sendable {
         self.subscriptionDataSource = subscriptionDataSource
         self.maxItemsPerFeed = maxItemsPerFeed
         self.autodeleteOldItems = autodeleteOldItems
+        self.disabledEventTypes = disabledEventTypes
+        self.eventBatchSize = min(max(eventBatchSize, 1), WireLimits.maxEventsPerBatch)
+        self.eventUploadThreshold = max(eventUploadThreshold, 1)
+        self.maxEventAge = maxEventAge
     }
 }
 

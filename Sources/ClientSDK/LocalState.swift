@@ -64,8 +64,18 @@ final class LocalStore: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
-        queue = try DatabaseQueue(path: directory.appendingPathComponent("backplane-sdk.sqlite").path, configuration: configuration)
+        // WAL: one fsync per commit instead of a rollback journal's several, which keeps
+        // `EventLogger.log` cheap; FULL: a commit survives power loss, not only a crash.
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        queue = try DatabaseQueue(path: Self.path(in: directory).path, configuration: configuration)
         try Self.migrator.migrate(queue)
+    }
+
+    static func path(in directory: URL) -> URL {
+        directory.appendingPathComponent("backplane-sdk.sqlite")
     }
 
     /// Shipped migrations never change.
@@ -106,7 +116,68 @@ final class LocalStore: Sendable {
             }
             try db.create(index: "subscription_items_by_feed", on: "subscription_items", columns: ["feed_id", "added_at"])
         }
+        migrator.registerMigration("v4: event queue") { db in
+            try db.create(table: "event_queue") { t in
+                t.primaryKey("sequence", .integer)
+                t.column("json", .blob).notNull()
+                t.column("logged_at", .datetime).notNull()
+            }
+            // One row: the next sequence number. Kept apart from the queue, which empties.
+            try db.create(table: "event_sequence") { t in
+                t.primaryKey("id", .integer).check { $0 == 1 }
+                t.column("next", .integer).notNull()
+            }
+        }
         return migrator
+    }
+
+    // MARK: event queue
+
+    /// Gives the event the next sequence number and queues it, in one transaction: when this
+    /// returns, the event is on disk.
+    ///
+    /// The first number of a new database is the current time in milliseconds × 1000, not 1:
+    /// the device id can outlive this database (a Keychain survives reinstalls), and a reinstall
+    /// starting again at 1 would have its events taken for retries of the old install's.
+    func enqueueEvent(_ make: (Int64) -> DeviceEvent) throws -> DeviceEvent {
+        try queue.write { db in
+            let next = try Int64.fetchOne(db, sql: "SELECT next FROM event_sequence WHERE id = 1")
+                ?? Int64(Date().timeIntervalSince1970 * 1000) * 1000
+            let event = make(next)
+            try db.execute(
+                sql: "INSERT INTO event_queue (sequence, json, logged_at) VALUES (?, ?, ?)",
+                arguments: [event.sequence, try Self.encoder.encode(event), Date()])
+            try db.execute(
+                sql: "INSERT INTO event_sequence (id, next) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET next = excluded.next",
+                arguments: [next + 1])
+            return event
+        }
+    }
+
+    /// The oldest queued events, by sequence.
+    func queuedEvents(limit: Int) throws -> [DeviceEvent] {
+        try queue.read { db in
+            try Data.fetchAll(db, sql: "SELECT json FROM event_queue ORDER BY sequence LIMIT ?", arguments: [limit]).map {
+                try Self.decoder.decode(DeviceEvent.self, from: $0)
+            }
+        }
+    }
+
+    /// How many events wait, and when the oldest was logged.
+    func eventQueueState() throws -> (count: Int, oldest: Date?) {
+        try queue.read { db in
+            let row = try Row.fetchOne(db, sql: "SELECT COUNT(*) AS count, MIN(logged_at) AS oldest FROM event_queue")
+            return (row?["count"] ?? 0, row?["oldest"])
+        }
+    }
+
+    func deleteQueuedEvents(_ sequences: [Int64]) throws {
+        guard !sequences.isEmpty else { return }
+        try queue.write { db in
+            for sequence in sequences {
+                try db.execute(sql: "DELETE FROM event_queue WHERE sequence = ?", arguments: [sequence])
+            }
+        }
     }
 
     // MARK: subscription items

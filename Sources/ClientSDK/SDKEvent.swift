@@ -38,6 +38,11 @@ public enum SDKEvent: Sendable {
     case subscriptionAssetDeleted(assetId: String, feedId: String, reason: AssetDeletionReason)
     case subscriptionStatusChanged(SubscriptionStatus)
     case subscriptionSyncFinished(SubscriptionSyncSummary)
+    /// The backplane confirmed this many queued events (stored now or before); they left the queue.
+    case logsSent(count: Int)
+    /// The backplane refused these events for good (each result says why); they left the queue.
+    /// The SDK checks events before queueing them, so this means a server with stricter rules.
+    case logsRejected([EventResult])
 
     /// A stable name, e.g. for logs and the harness's JSON lines.
     public var name: String {
@@ -61,6 +66,8 @@ public enum SDKEvent: Sendable {
         case .subscriptionAssetDeleted: "subscriptionAssetDeleted"
         case .subscriptionStatusChanged: "subscriptionStatusChanged"
         case .subscriptionSyncFinished: "subscriptionSyncFinished"
+        case .logsSent: "logsSent"
+        case .logsRejected: "logsRejected"
         }
     }
 }

@@ -1,0 +1,161 @@
+import Backplane
+import ClientSDK
+import Foundation
+import Shared
+import Testing
+import TestSupport
+
+@Suite struct EventLoggerTests {
+    /// Everything the backplane stored for the application, oldest first.
+    static func stored(_ server: InProcessBackplane, filter: EventFilter = EventFilter()) async throws -> [StoredEvent] {
+        var all: [StoredEvent] = []
+        try await server.services.events.export(applicationId: server.applicationId, filter: filter) { all += $0 }
+        return all
+    }
+
+    @Test func aQueueLeftByAKilledAppIsUploadedByTheNextStart() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        let dataDir = temporaryDirectory("sdk-events-restart")
+        defer { try? FileManager.default.removeItem(at: dataDir) }
+
+        // The app logs while offline (never started) and is killed: no shutdown, nothing sent.
+        do {
+            let first = BackplaneEngine(configuration: server.configuration(user: "ann", dataDirectory: dataDir))
+            var sequences: [Int64] = []
+            for index in 1...25 {
+                let event = try #require(try first.eventLogger.log(.custom(name: "offline", number: Double(index))))
+                sequences.append(event.sequence)
+            }
+            #expect(sequences == sequences.sorted() && Set(sequences).count == 25)
+            #expect(try first.eventLogger.queuedCount() == 26)  // with the install's reset
+        }
+        #expect(try await Self.stored(server).isEmpty)
+
+        let second = BackplaneEngine(configuration: server.configuration(user: "ann", dataDirectory: dataDir))
+        let events = EventRecorder(second.events())
+        try await second.start()
+        try await events.wait(for: "logsSent")
+        let stored = try await Self.stored(server)
+        let custom = stored.filter { $0.event.content.type == .custom }
+        #expect(custom.map { $0.event.content.customNumber } == (1...25).map(Double.init))
+        #expect(stored.contains { $0.event.content.type == .reset && $0.event.content.resetType == .install })
+        #expect(stored.contains { $0.event.content.type == .appLaunch })
+        let deviceId = await second.status.deviceId
+        #expect(stored.allSatisfy { $0.deviceId == deviceId && $0.event.userId == "ann" })
+        #expect(try second.eventLogger.queuedCount() == 0)
+        await second.shutdown()
+    }
+
+    @Test func disabledTypesAreNotSentAndMandatoryOnesAlwaysAre() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        var configuration = server.configuration(user: "bea", dataDirectory: temporaryDirectory("sdk-events-disabled"))
+        configuration.disabledEventTypes = [.playStart, .downloadStart]
+        let engine = BackplaneEngine(configuration: configuration)
+        let logger = engine.eventLogger
+        #expect(!logger.isLoggingEnabled(for: .playStart))
+        #expect(logger.isLoggingEnabled(for: .downloadStart), "a mandatory type was disabled by the configuration")
+        logger.setLoggingEnabledForAllEvents(false)
+        logger.setLoggingEnabled(false, for: .reset)  // ignored: mandatory
+        #expect(EventType.mandatory.allSatisfy { logger.isLoggingEnabled(for: $0) })
+        #expect(try logger.log(.playStart(assetId: "a")) == nil)
+        #expect(try logger.log(.playStop(assetId: "a")) == nil)
+        #expect(try logger.log(.downloadStart(assetId: "a")) != nil)
+        #expect(try logger.log(.downloadComplete(assetId: "a", bitrate: 5_000_000)) != nil)
+        logger.setLoggingEnabled(true, for: .playStop)
+        logger.appState = .background
+        #expect(try logger.log(.playStop(assetId: "a", durationSeconds: 42)) != nil)
+
+        let events = EventRecorder(engine.events())
+        try await engine.start()  // its appLaunch is disabled too
+        try await events.wait(for: "logsSent")
+        let types = try await Self.stored(server).map(\.event.content.type)
+        #expect(types == [.reset, .downloadStart, .downloadComplete, .playStop])
+        let playStop = try #require(try await Self.stored(server, filter: EventFilter(type: .playStop)).first)
+        #expect(playStop.event.appState == .background)
+        #expect(playStop.event.content.durationSeconds == 42)
+        await engine.shutdown()
+    }
+
+    @Test func anEventTheBackplaneWouldRefuseIsNotQueued() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        let engine = BackplaneEngine(configuration: server.configuration(user: "cy", dataDirectory: temporaryDirectory("sdk-events-invalid")))
+        let before = try engine.eventLogger.queuedCount()
+        let tooLong = #expect(throws: BackplaneClientError.self) {
+            try engine.eventLogger.log(.custom(name: "n", string: String(repeating: "z", count: WireLimits.maxEventMessageBytes + 1)))
+        }
+        #expect(tooLong?.kind == .invalidInput)
+        #expect(tooLong?.message.contains("customString") == true)
+        let noAsset = #expect(throws: BackplaneClientError.self) { try engine.eventLogger.log(EventContent(type: .assetDeleted)) }
+        #expect(noAsset?.kind == .invalidInput)
+        #expect(try engine.eventLogger.queuedCount() == before)
+    }
+
+    @Test func eventsGoUpWhenEnoughAreQueuedOrTheOldestIsOldEnough() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        var configuration = server.configuration(user: "dan", dataDirectory: temporaryDirectory("sdk-events-batching"))
+        configuration.eventUploadThreshold = 10
+        configuration.maxEventAge = .seconds(3600)
+        let engine = BackplaneEngine(configuration: configuration)
+        let events = EventRecorder(engine.events())
+        try await engine.start()
+        try await events.wait(for: "logsSent")  // the install and launch events, sent after the first sync
+        let baseline = try await Self.stored(server).count
+
+        for index in 1...9 { try engine.eventLogger.log(.custom(name: "tick", number: Double(index))) }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try await Self.stored(server).count == baseline, "uploaded below the count threshold")
+        try engine.eventLogger.log(.custom(name: "tick", number: 10))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try await Self.stored(server).count < baseline + 10, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await Self.stored(server).count == baseline + 10)
+        await engine.shutdown()
+
+        // By age: one event, a short maximum age.
+        var aged = configuration
+        aged.eventUploadThreshold = 1000
+        aged.maxEventAge = .milliseconds(300)
+        let again = BackplaneEngine(configuration: aged)
+        try await again.start()
+        let total = try await Self.stored(server).count
+        try again.eventLogger.log(.custom(name: "lonely"))
+        let ageDeadline = ContinuousClock.now + .seconds(10)
+        while try await Self.stored(server).count == total, ContinuousClock.now < ageDeadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await Self.stored(server, filter: EventFilter(type: .custom)).last?.event.content.customName == "lonely")
+        await again.shutdown()
+    }
+
+    @Test func anUploadThatFailsIsRetriedAndNothingIsLostOrDoubled() async throws {
+        let server = try await InProcessBackplane.start()
+        let dataDir = temporaryDirectory("sdk-events-outage")
+        var configuration = server.configuration(user: "eve", dataDirectory: dataDir)
+        configuration.eventUploadThreshold = 5
+        configuration.eventBatchSize = 5
+        let engine = BackplaneEngine(configuration: configuration)
+        let events = EventRecorder(engine.events())
+        try await engine.start()
+        try await events.wait(for: "logsSent")
+        await server.stop()
+        for index in 1...40 { try engine.eventLogger.log(.custom(name: "outage", number: Double(index))) }
+        try await events.wait(for: "communicationsFailure")
+        let restarted = try await server.restart()
+        defer { Task { await restarted.stop() } }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try engine.eventLogger.queuedCount() > 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        // In sequence order (a batch held in the client during the outage arrives late, and its
+        // corrected times with it: the skew includes the time in transit).
+        let numbers = try await Self.stored(restarted, filter: EventFilter(type: .custom))
+            .sorted { $0.event.sequence < $1.event.sequence }.compactMap(\.event.content.customNumber)
+        #expect(numbers == (1...40).map(Double.init))
+        await engine.shutdown()
+    }
+}
