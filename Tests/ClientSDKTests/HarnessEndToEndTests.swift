@@ -1,3 +1,5 @@
+import Backplane
+import ClientSDK
 import Foundation
 import Shared
 import Testing
@@ -33,6 +35,7 @@ import FoundationNetworking
         let keyId: String
         let secret: String
         let admin: String
+        let applicationId: String
 
         var dataDir: String { root.appendingPathComponent("server").path }
         var baseURL: String { "http://127.0.0.1:\(port)" }
@@ -46,6 +49,7 @@ import FoundationNetworking
             keyId = try #require(FirstRunOutput.value(after: "app key id     :", in: banner))
             secret = try #require(FirstRunOutput.value(after: "app key secret :", in: banner))
             admin = try #require(FirstRunOutput.value(after: "admin token    :", in: banner))
+            applicationId = try #require(FirstRunOutput.value(after: "application id :", in: banner))
         }
 
         /// Serves the same data directory again on the same port (after the process ended).
@@ -187,6 +191,88 @@ import FoundationNetworking
         // Later syncs do not run it again.
         let (_, again) = try await harness.run(["sync"], device: "d1")
         #expect(!Self.events(again).contains("remoteWipe"))
+    }
+
+    @Test func aServerKilledInTheMiddleOfAnEventLoadLosesNothingAcknowledgedAndStoresNothingTwice() async throws {
+        let root = temporaryDirectory("backplane-events-kill")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let backplane = try await ServedBackplane(root: root)
+        defer { backplane.process.terminate() }
+        // The test reads the server's database beside it (WAL readers do not block the writer).
+        let store = try SQLiteStore(directory: URL(fileURLWithPath: backplane.dataDir))
+        func storedLoad() async throws -> [EventRecord] {
+            var page: [EventRecord] = []
+            var after: EventKey?
+            while true {
+                let next = try await store.events(
+                    applicationId: backplane.applicationId, filter: EventFilter(type: .custom), after: after, limit: 500)
+                page += next
+                guard next.count == 500, let last = next.last else { return page }
+                after = EventKey(correctedTime: last.correctedTime, rowId: last.rowId ?? 0)
+            }
+        }
+
+        let total = 1500
+        let engine = BackplaneEngine(configuration: BackplaneClientConfiguration(
+            backplaneURL: URL(string: backplane.baseURL)!, appKeyId: backplane.keyId, appKeySecret: backplane.secret,
+            userId: "loader", dataDirectory: root.appendingPathComponent("sdk"), syncInterval: .seconds(3600),
+            retry: RetryPolicy(initial: .milliseconds(100), maximum: .milliseconds(500)), requestTimeout: .seconds(3),
+            useWakeUpChannel: false, eventBatchSize: 20, eventUploadThreshold: 20))
+        for index in 1...total { try engine.eventLogger.log(.custom(name: "load", number: Double(index))) }
+        try await engine.start()
+
+        // Kill -9 as soon as the load is under way.
+        var storedAtKill = 0
+        let deadline = ContinuousClock.now + .seconds(30)
+        while storedAtKill == 0, ContinuousClock.now < deadline {
+            storedAtKill = try await storedLoad().count
+            if storedAtKill == 0 { try await Task.sleep(for: .milliseconds(2)) }
+        }
+        backplane.process.signal(SIGKILL)
+        _ = try await backplane.process.waitForExit(timeout: .seconds(10))
+        #expect(storedAtKill > 0 && storedAtKill < total, "the kill did not land in the middle of the load: \(storedAtKill) of \(total)")
+        let queuedAtKill = try engine.eventLogger.queuedCount()
+
+        // Everything the server acknowledged before dying is still there.
+        let survived = try await storedLoad().count
+        #expect(survived >= total - queuedAtKill, "acknowledged events were lost: \(survived) stored, \(queuedAtKill) still queued")
+
+        try await backplane.restart()
+        let drained = ContinuousClock.now + .seconds(60)
+        while try engine.eventLogger.queuedCount() > 0, ContinuousClock.now < drained {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        await engine.shutdown()
+        let stored = try await storedLoad()
+        #expect(stored.count == total)
+        #expect(Set(stored.map(\.event.sequence)).count == total)
+        #expect(Set(stored.compactMap(\.event.content.customNumber)) == Set((1...total).map(Double.init)))
+    }
+
+    @Test func theHarnessLogsEventsAndUploadsThem() async throws {
+        let root = temporaryDirectory("backplane-harness-log")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let backplane = try await ServedBackplane(root: root)
+        defer { backplane.process.terminate() }
+        let harness = try backplane.harness(user: "logger")
+
+        let (queuedStatus, _) = try await harness.run(["log", "--type", "playStart", "--asset", "ep-1", "--queue-only"], device: "d1")
+        #expect(queuedStatus == 0)
+        let (status, json) = try await harness.run(["log", "--type", "custom", "--name", "rating", "--number", "4", "--count", "3"], device: "d1")
+        #expect(status == 0)
+        #expect(Self.events(json).contains("logsSent"))
+        guard case .object(let result) = json["result"] else { Issue.record("no result: \(json)"); return }
+        #expect(result["logged"] == .int(3))
+        #expect(result["queued"] == .int(0))
+
+        // Refused before it is queued: a download start must name its asset.
+        #expect(try await harness.run(["log", "--type", "downloadStart"], device: "d1").status == 1)
+
+        let store = try SQLiteStore(directory: URL(fileURLWithPath: backplane.dataDir))
+        let stored = try await store.events(applicationId: backplane.applicationId, filter: EventFilter(), after: nil, limit: 100)
+        #expect(stored.filter { $0.event.content.type == .custom }.map(\.event.content.customNumber) == [4, 4, 4])
+        #expect(stored.contains { $0.event.content.type == .playStart && $0.event.content.assetId == "ep-1" })
+        #expect(!stored.contains { $0.event.content.type == .downloadStart })
     }
 
     @Test func watchPrintsEventsUntilInterrupted() async throws {
