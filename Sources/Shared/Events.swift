@@ -237,8 +237,12 @@ public struct DeviceEvent: Codable, Sendable, Equatable {
         self.content = content
     }
 
+    // One keyed container for the common and the content fields: the decoder indexes an object's
+    // keys once per container, and ingestion decodes hundreds of events per request.
     private enum CodingKeys: String, CodingKey {
         case eventId, sequence, deviceTime, appState, platform, sdkVersion, appVersion, userId, externalDeviceId
+        case type, assetId, deletionReason, resetType, limitType, bitrate, durationSeconds, errorCode, errorMessage
+        case customName, customString, customNumber
     }
 
     public init(from decoder: Decoder) throws {
@@ -252,7 +256,19 @@ public struct DeviceEvent: Codable, Sendable, Equatable {
         appVersion = try container.decodeIfPresent(String.self, forKey: .appVersion)
         userId = try container.decode(String.self, forKey: .userId)
         externalDeviceId = try container.decodeIfPresent(String.self, forKey: .externalDeviceId)
-        content = try EventContent(from: decoder)
+        content = EventContent(
+            type: try container.decode(EventType.self, forKey: .type),
+            assetId: try container.decodeIfPresent(String.self, forKey: .assetId),
+            deletionReason: try container.decodeIfPresent(AssetDeletionReason.self, forKey: .deletionReason),
+            resetType: try container.decodeIfPresent(ResetType.self, forKey: .resetType),
+            limitType: try container.decodeIfPresent(DownloadLimitType.self, forKey: .limitType),
+            bitrate: try container.decodeIfPresent(Int64.self, forKey: .bitrate),
+            durationSeconds: try container.decodeIfPresent(Double.self, forKey: .durationSeconds),
+            errorCode: try container.decodeIfPresent(String.self, forKey: .errorCode),
+            errorMessage: try container.decodeIfPresent(String.self, forKey: .errorMessage),
+            customName: try container.decodeIfPresent(String.self, forKey: .customName),
+            customString: try container.decodeIfPresent(String.self, forKey: .customString),
+            customNumber: try container.decodeIfPresent(Double.self, forKey: .customNumber))
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -266,7 +282,18 @@ public struct DeviceEvent: Codable, Sendable, Equatable {
         try container.encodeIfPresent(appVersion, forKey: .appVersion)
         try container.encode(userId, forKey: .userId)
         try container.encodeIfPresent(externalDeviceId, forKey: .externalDeviceId)
-        try content.encode(to: encoder)
+        try container.encode(content.type, forKey: .type)
+        try container.encodeIfPresent(content.assetId, forKey: .assetId)
+        try container.encodeIfPresent(content.deletionReason, forKey: .deletionReason)
+        try container.encodeIfPresent(content.resetType, forKey: .resetType)
+        try container.encodeIfPresent(content.limitType, forKey: .limitType)
+        try container.encodeIfPresent(content.bitrate, forKey: .bitrate)
+        try container.encodeIfPresent(content.durationSeconds, forKey: .durationSeconds)
+        try container.encodeIfPresent(content.errorCode, forKey: .errorCode)
+        try container.encodeIfPresent(content.errorMessage, forKey: .errorMessage)
+        try container.encodeIfPresent(content.customName, forKey: .customName)
+        try container.encodeIfPresent(content.customString, forKey: .customString)
+        try container.encodeIfPresent(content.customNumber, forKey: .customNumber)
     }
 
     /// The first rule this event breaks, or nil: its content's rules plus the common fields' and

@@ -57,6 +57,28 @@ import Testing
         }
     }
 
+    @Test func aReplayedUploadIsRefusedByItsNonceAndStoresNothingMore() async throws {
+        let fixture = try await Fixture.make()
+        let token = try await reportingToken(fixture)
+        try await fixture.test { client in
+            let (me, _) = try await client.register(user: "alice")
+            // The upload records its nonce in the events' own transaction: check it still counts.
+            let body = try Client.encode(EventBatch(sentAt: Date(), events: [Self.event(1, .playStart(assetId: "a"))]))
+            let headers = fixture.signer.headers(method: .post, path: "/v1/events", body: body, deviceId: me.deviceId, credential: me.credential)
+            let first = try await client.raw(.post, "/v1/events", headers: headers, body: body)
+            #expect(first.status == .ok)
+            let replay = try await client.raw(.post, "/v1/events", headers: headers, body: body)
+            #expect(replay.status == .unauthorized)
+            #expect(replay.errorCode == .nonceReused)
+            // A batch with no valid event spends its nonce too.
+            let empty = try Client.encode(EventBatch(sentAt: Date(), events: []))
+            let emptyHeaders = fixture.signer.headers(method: .post, path: "/v1/events", body: empty, deviceId: me.deviceId, credential: me.credential)
+            #expect(try await client.raw(.post, "/v1/events", headers: emptyHeaders, body: empty).status == .ok)
+            #expect(try await client.raw(.post, "/v1/events", headers: emptyHeaders, body: empty).errorCode == .nonceReused)
+            #expect(try await page(client, token).events.count == 1)
+        }
+    }
+
     @Test func aReusedSequenceWithAnotherEventIdIsRejectedNotOverwritten() async throws {
         let fixture = try await Fixture.make()
         let token = try await reportingToken(fixture)

@@ -121,14 +121,18 @@ import TestSupport
         aged.eventUploadThreshold = 1000
         aged.maxEventAge = .milliseconds(300)
         let again = BackplaneEngine(configuration: aged)
+        let againEvents = EventRecorder(again.events())
         try await again.start()
-        let total = try await Self.stored(server).count
+        try await againEvents.wait(for: "logsSent")  // the launch, sent after the start's sync
         try again.eventLogger.log(.custom(name: "lonely"))
-        let ageDeadline = ContinuousClock.now + .seconds(10)
-        while try await Self.stored(server).count == total, ContinuousClock.now < ageDeadline {
+        let logged = ContinuousClock.now
+        func lonelyStored() async throws -> Bool {
+            try await Self.stored(server, filter: EventFilter(type: .custom)).contains { $0.event.content.customName == "lonely" }
+        }
+        while try await !lonelyStored(), ContinuousClock.now < logged + .seconds(10) {
             try await Task.sleep(for: .milliseconds(20))
         }
-        #expect(try await Self.stored(server, filter: EventFilter(type: .custom)).last?.event.content.customName == "lonely")
+        #expect(try await lonelyStored(), "one young event below the threshold was never sent")
         await again.shutdown()
     }
 

@@ -10,14 +10,14 @@ struct EventsController {
 
     func addRoutes(to router: Router<BackplaneRequestContext>) {
         router.group("v1/events")
-            .add(middleware: signedByDevice)
+            .add(middleware: signedByDevice.recordingNonceInHandler())
             .post(use: upload)
     }
 
     @Sendable func upload(_ request: Request, context: BackplaneRequestContext) async throws -> EventBatchResponse {
         let me = try context.requireDevice()
         let batch = try await request.decode(as: ReceivedEventBatch.self, context: context)
-        return try await events.ingest(applicationId: me.applicationId, deviceId: me.deviceId, batch)
+        return try await events.ingest(applicationId: me.applicationId, deviceId: me.deviceId, batch, signedRequest: context.signedRequest)
     }
 }
 

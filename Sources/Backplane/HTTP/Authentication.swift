@@ -15,6 +15,16 @@ struct SignedRequestMiddleware: RouterMiddleware {
     let devices: DeviceService
     let requireDevice: Bool
     let now: @Sendable () -> Date
+    /// Leave the nonce to the handler (`context.signedRequest`), which records it in the same
+    /// transaction as its own write: one commit per request instead of two.
+    var handlerRecordsNonce = false
+
+    /// The same checks, with the nonce recorded by the handler's transaction.
+    func recordingNonceInHandler() -> Self {
+        var copy = self
+        copy.handlerRecordsNonce = true
+        return copy
+    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var request = request
@@ -22,11 +32,23 @@ struct SignedRequestMiddleware: RouterMiddleware {
         // The body is read once here (bounded) to hash it; handlers decode the same buffer.
         let body = try await request.collectBody(upTo: WireLimits.maxBodyBytes)
         let named = context.parameters.get("deviceId").map { $0.removingPercentEncoding ?? $0 }
-        context.caller = try await verify(request, body: body, pathDeviceId: named)
+        let (caller, signed) = try await verify(request, body: body, pathDeviceId: named)
+        context.caller = caller
+        if handlerRecordsNonce {
+            context.signedRequest = signed
+        } else if try await !store.recordSignedRequest(signed) {
+            throw Self.nonceReused
+        }
         return try await next(request, context)
     }
 
-    private func verify(_ request: Request, body: ByteBuffer, pathDeviceId: String?) async throws -> Caller {
+    static var nonceReused: BackplaneError {
+        BackplaneError(.unauthorized, .nonceReused, "This nonce was already used; every request needs a new one.")
+    }
+
+    /// Every check but the nonce's freshness; returns the caller and the nonce to record, last, so
+    /// that only a request that passed every other check uses up its nonce.
+    private func verify(_ request: Request, body: ByteBuffer, pathDeviceId: String?) async throws -> (Caller, SignedRequestRecord) {
         func header(_ name: String) -> String? {
             HTTPField.Name(name).flatMap { request.headers[$0] }
         }
@@ -79,15 +101,10 @@ struct SignedRequestMiddleware: RouterMiddleware {
             }
             caller = .device(applicationId: key.applicationId, keyId: keyId, deviceId: deviceId)
         }
-        // Last, so that only a request that passed every other check uses up its nonce.
-        let fresh = try await store.recordSignedRequest(
-            keyId: keyId, nonce: nonce,
-            expiresAt: Date(timeIntervalSince1970: Double(timestamp) + RequestSigning.allowedClockSkew + 60),
-            deviceId: requireDevice ? deviceId : nil, applicationId: key.applicationId, now: now)
-        guard fresh else {
-            throw BackplaneError(.unauthorized, .nonceReused, "This nonce was already used; every request needs a new one.")
-        }
-        return caller
+        let signed = SignedRequestRecord(
+            keyId: keyId, nonce: nonce, expiresAt: Date(timeIntervalSince1970: Double(timestamp) + RequestSigning.allowedClockSkew + 60),
+            applicationId: key.applicationId, deviceId: requireDevice ? deviceId : nil, now: now)
+        return (caller, signed)
     }
 }
 

@@ -22,11 +22,14 @@ public enum Caller: Sendable, Equatable {
 public struct BackplaneRequestContext: RequestContext, WebSocketRequestContext {
     public var coreContext: CoreRequestContextStorage
     public var caller: Caller?
+    /// Set by a signing middleware that leaves recording the nonce to the handler.
+    public var signedRequest: SignedRequestRecord?
     public let webSocket: WebSocketHandlerReference<Self>
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.caller = nil
+        self.signedRequest = nil
         self.webSocket = .init()
     }
 

@@ -11,7 +11,12 @@ public struct EventService: Sendable {
 
     /// Stores what is valid in a batch and answers one result per event, in order. Only a batch
     /// that is unusable as a whole (too many events) is refused with an error.
-    public func ingest(applicationId: String, deviceId: String, _ batch: ReceivedEventBatch) async throws -> EventBatchResponse {
+    ///
+    /// `signedRequest`, when given, is recorded in the same transaction as the events (replay
+    /// protection without a second commit); a replay is refused with `nonce_reused`.
+    public func ingest(
+        applicationId: String, deviceId: String, _ batch: ReceivedEventBatch, signedRequest: SignedRequestRecord? = nil
+    ) async throws -> EventBatchResponse {
         guard batch.events.count <= WireLimits.maxEventsPerBatch else {
             throw BackplaneError(.badRequest, .validationFailed,
                 "A batch holds at most \(WireLimits.maxEventsPerBatch) events; this one has \(batch.events.count). Nothing was stored.",
@@ -42,8 +47,13 @@ public struct EventService: Sendable {
                 positions.append(index)
             }
         }
-        if !records.isEmpty {
-            let outcomes = try await store.insertEvents(applicationId: applicationId, deviceId: deviceId, records)
+        if !records.isEmpty || signedRequest != nil {
+            let outcomes: [EventInsertOutcome]
+            do {
+                outcomes = try await store.insertEvents(applicationId: applicationId, deviceId: deviceId, records, signedRequest: signedRequest)
+            } catch is NonceReusedError {
+                throw SignedRequestMiddleware.nonceReused
+            }
             for (position, (record, outcome)) in zip(positions, zip(records, outcomes)) {
                 let sequence = record.event.sequence
                 results[position] = switch outcome {

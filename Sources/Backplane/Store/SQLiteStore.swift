@@ -240,21 +240,21 @@ public final class SQLiteStore: BackplaneStore {
 
     // MARK: signed requests
 
-    public func recordSignedRequest(
-        keyId: String, nonce: String, expiresAt: Date, deviceId: String?, applicationId: String, now: Date
-    ) async throws -> Bool {
-        try await writer.write { db in
+    public func recordSignedRequest(_ request: SignedRequestRecord) async throws -> Bool {
+        try await writer.write { db in try Self.record(db, request) }
+    }
+
+    private static func record(_ db: Database, _ request: SignedRequestRecord) throws -> Bool {
+        try db.execute(
+            sql: "INSERT INTO nonces (key_id, nonce, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            arguments: [request.keyId, request.nonce, request.expiresAt])
+        guard db.changesCount == 1 else { return false }
+        if let deviceId = request.deviceId {
             try db.execute(
-                sql: "INSERT INTO nonces (key_id, nonce, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                arguments: [keyId, nonce, expiresAt])
-            guard db.changesCount == 1 else { return false }
-            if let deviceId {
-                try db.execute(
-                    sql: "UPDATE devices SET last_seen_at = ? WHERE application_id = ? AND device_id = ?",
-                    arguments: [now, applicationId, deviceId])
-            }
-            return true
+                sql: "UPDATE devices SET last_seen_at = ? WHERE application_id = ? AND device_id = ?",
+                arguments: [request.now, request.applicationId, deviceId])
         }
+        return true
     }
 
     public func pruneNonces(expiredBefore date: Date) async throws -> Int {
@@ -543,8 +543,11 @@ public final class SQLiteStore: BackplaneStore {
 
     // MARK: events
 
-    public func insertEvents(applicationId: String, deviceId: String, _ events: [EventRecord]) async throws -> [EventInsertOutcome] {
+    public func insertEvents(
+        applicationId: String, deviceId: String, _ events: [EventRecord], signedRequest: SignedRequestRecord?
+    ) async throws -> [EventInsertOutcome] {
         try await writer.write { db in
+            if let signedRequest, try !Self.record(db, signedRequest) { throw NonceReusedError() }
             let floor = try Int64.fetchOne(
                 db, sql: "SELECT deleted_through FROM event_floors WHERE application_id = ? AND device_id = ?",
                 arguments: [applicationId, deviceId]) ?? 0

@@ -189,6 +189,31 @@ public struct EventRecord: Sendable, Equatable {
     }
 }
 
+/// A signed request's nonce, to be recorded once (replay protection), and the device to mark seen.
+public struct SignedRequestRecord: Sendable, Equatable {
+    public var keyId: String
+    public var nonce: String
+    /// Kept until its timestamp can no longer pass the freshness check.
+    public var expiresAt: Date
+    public var applicationId: String
+    public var deviceId: String?
+    public var now: Date
+
+    public init(keyId: String, nonce: String, expiresAt: Date, applicationId: String, deviceId: String?, now: Date) {
+        self.keyId = keyId
+        self.nonce = nonce
+        self.expiresAt = expiresAt
+        self.applicationId = applicationId
+        self.deviceId = deviceId
+        self.now = now
+    }
+}
+
+/// The nonce of a request was recorded before: a replay. Nothing of the transaction was kept.
+public struct NonceReusedError: Error, Sendable {
+    public init() {}
+}
+
 /// What storing one event did.
 public enum EventInsertOutcome: Sendable, Equatable {
     case inserted
@@ -266,7 +291,7 @@ public protocol BackplaneStore: Sendable {
     // MARK: signed requests
     /// Records a nonce for a key until `expiresAt`. False when it was already recorded (a replay).
     /// When `deviceId` is given, also marks that device as seen at `now`.
-    func recordSignedRequest(keyId: String, nonce: String, expiresAt: Date, deviceId: String?, applicationId: String, now: Date) async throws -> Bool
+    func recordSignedRequest(_ request: SignedRequestRecord) async throws -> Bool
     /// Forgets nonces that expired before `date`; returns how many.
     func pruneNonces(expiredBefore date: Date) async throws -> Int
 
@@ -338,10 +363,14 @@ public protocol BackplaneStore: Sendable {
     func latestChangeSeq() async throws -> Int64
 
     // MARK: events
-    /// One transaction: stores each event unless its (device, sequence) is known, and says what
-    /// became of each, in order. Sequence numbers at or below what retention removed for the
-    /// device count as known, so a late retry is not stored again.
-    func insertEvents(applicationId: String, deviceId: String, _ events: [EventRecord]) async throws -> [EventInsertOutcome]
+    /// One transaction: records the upload's signed request when given (throwing
+    /// `NonceReusedError` for a replay, keeping nothing), then stores each event unless its
+    /// (device, sequence) is known, and says what became of each, in order. Sequence numbers at or
+    /// below what retention removed for the device count as known, so a late retry is not stored
+    /// again. One commit for both: an upload costs one fsync, not two.
+    func insertEvents(
+        applicationId: String, deviceId: String, _ events: [EventRecord], signedRequest: SignedRequestRecord?
+    ) async throws -> [EventInsertOutcome]
     /// A page of events matching `filter`, ordered by (correctedTime, rowId), after `after`.
     func events(applicationId: String, filter: EventFilter, after: EventKey?, limit: Int) async throws -> [EventRecord]
     /// Matching events per UTC day of corrected time and type, by day then type.
