@@ -10,19 +10,11 @@ cd "$(dirname "$0")/../.."
 N="${1:-10000}"
 
 python3 -c "import websockets, uvloop" 2>/dev/null || python3 -m pip install --quiet websockets uvloop
-swift build -c release --product backplane >/dev/null 2>&1 || swift build -c release --product backplane
-
 # One fd per channel on each side, plus headroom.
 ulimit -n "$(ulimit -Hn)"
 [ "$(ulimit -n)" -gt $((N + 100)) ] || { echo "fd limit $(ulimit -n) is too low for $N channels" >&2; exit 1; }
 
-work=$(mktemp -d)
-trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
-${SERVE_ENV:-} .build/release/backplane serve --port 0 --data-dir "$work/data" --log-level warning ${SERVE_ARGS:-} >"$work/server.log" 2>&1 &
-server=$!
-for _ in $(seq 100); do grep -q "listening on" "$work/server.log" && break; sleep 0.1; done
-port=$(grep "listening on" "$work/server.log" | head -1 | sed "s/.*://")
-value() { grep "$1" "$work/server.log" | head -1 | sed 's/.*: //'; }
+source benchmarks/serve.sh
 
 echo "backplane pid $server on port $port; $N channels"
 python3 benchmarks/channels/load.py --url "http://127.0.0.1:$port" --pid "$server" --devices "$N" \

@@ -5,15 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LARGE="${1:-100000}"
-swift build -c release --product backplane >/dev/null 2>&1 || swift build -c release --product backplane
-
-work=$(mktemp -d)
-trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
-.build/release/backplane serve --port 0 --data-dir "$work/data" --log-level warning >"$work/server.log" 2>&1 &
-server=$!
-for _ in $(seq 100); do grep -q "listening on" "$work/server.log" && break; sleep 0.1; done
-port=$(grep "listening on" "$work/server.log" | head -1 | sed "s/.*://")
-value() { grep "$1" "$work/server.log" | head -1 | sed 's/.*: //'; }
+source benchmarks/serve.sh
 app=$(value 'application id')
 cms=$(.build/release/backplane token create --app "$app" --scope cms --data-dir "$work/data")
 

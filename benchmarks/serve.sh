@@ -1,0 +1,13 @@
+# Sourced by the benchmarks' run.sh: builds the release server, serves a fresh data directory on a
+# free port in the background (removed on exit), and defines $work, $server, $port and
+# `value LABEL` (a first-run credential, e.g. value 'app key id').
+# SERVE_ENV prefixes the server's command (e.g. "env MALLOC_ARENA_MAX=2"), SERVE_ARGS adds options.
+swift build -c release --product backplane >/dev/null 2>&1 || swift build -c release --product backplane
+
+work=$(mktemp -d)
+trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+${SERVE_ENV:-} .build/release/backplane serve --port 0 --data-dir "$work/data" --log-level warning ${SERVE_ARGS:-} >"$work/server.log" 2>&1 &
+server=$!
+for _ in $(seq 100); do grep -q "listening on" "$work/server.log" && break; sleep 0.1; done
+port=$(grep "listening on" "$work/server.log" | head -1 | sed "s/.*://")
+value() { grep "$1" "$work/server.log" | head -1 | sed 's/.*: //'; }
