@@ -152,6 +152,7 @@ extension BackplaneEngine {
         case .retracted:
             if let existing, existing.state != .downloaded {
                 try storage { try $0.deleteItem(assetId: change.assetId) }
+                _ = try? eventLogger.log(.removedFromQueue(assetId: change.assetId))
                 broadcaster.emit(.subscriptionAssetDeleted(assetId: change.assetId, feedId: change.feedId, reason: .remote))
                 summary.removed += 1
                 result = .removed
@@ -199,7 +200,8 @@ extension BackplaneEngine {
             }
             while counted.count >= quota, !counted.isEmpty {
                 var oldest = counted.removeFirst()
-                if let content { _ = try? content.delete([oldest.assetId]) }
+                let deleted = (try? content?.delete([oldest.assetId])) ?? []
+                for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .internal)) }
                 oldest.state = .reset
                 try storage { try $0.saveItem(oldest) }
                 broadcaster.emit(.subscriptionAssetDeleted(assetId: oldest.assetId, feedId: feedId, reason: .internal))
@@ -207,6 +209,7 @@ extension BackplaneEngine {
             }
         }
         try storage { try $0.saveItem(item) }
+        _ = try? eventLogger.log(.queuedForDownload(assetId: item.assetId))
         broadcaster.emit(.assetAdded(item))
         summary.added += 1
         return .added

@@ -59,7 +59,14 @@ struct CatalogueDataSource: SubscriptionDataSource {
         _ = try await server.services.feeds.retractEpisode(applicationId: server.applicationId, feedId: "show", assetId: "e1")
         try await engine.sync()
         #expect(try await engine.subscriptions.items().map(\.assetId).sorted() == ["e2", "e3"])
-        await engine.shutdown()
+        await engine.shutdown()  // uploads what is still queued
+
+        // The event log has what the subscription manager did.
+        var logged: [StoredEvent] = []
+        try await server.services.events.export(applicationId: server.applicationId, filter: EventFilter()) { logged += $0 }
+        let queued = logged.filter { $0.event.content.type == .queuedForDownload }.compactMap(\.event.content.assetId)
+        #expect(queued.sorted() == ["e1", "e2", "e3"])
+        #expect(logged.filter { $0.event.content.type == .removedFromQueue }.compactMap(\.event.content.assetId) == ["e1"])
     }
 
     @Test func assetIdOnlyEpisodesAreCompletedByACustomDataSource() async throws {
