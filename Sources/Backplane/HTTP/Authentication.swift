@@ -16,7 +16,9 @@ struct SignedRequestMiddleware: RouterMiddleware {
     let requireDevice: Bool
     let now: @Sendable () -> Date
     /// Leave the nonce to the handler (`context.signedRequest`), which records it in the same
-    /// transaction as its own write: one commit per request instead of two.
+    /// transaction as its own write: one commit per request instead of two. Only for routes
+    /// whose replay is harmless before that write (a request refused earlier keeps its nonce
+    /// unspent and would only be refused again).
     var handlerRecordsNonce = false
 
     /// The same checks, with the nonce recorded by the handler's transaction.

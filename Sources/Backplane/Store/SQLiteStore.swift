@@ -725,7 +725,8 @@ public final class SQLiteStore: BackplaneStore {
 
 /// The event log's tables. One flat row per event (no JSON): every field is a column the
 /// reporting API can filter or export, and ingestion is one prepared INSERT per event.
-/// `benchmarks/ingest` reads this schema from a served database for its baseline.
+/// `benchmarks/ingest` reads this schema from a served database for its baseline. Migration v4
+/// runs `sql` as it is: never edit it once shipped; a schema change is a new migration.
 enum EventsSchema {
     static let sql = """
         CREATE TABLE events (
