@@ -49,6 +49,10 @@ public actor BackplaneEngine {
     private var uploadRequested = false
     private var uploadFailures = 0
     private var uploadRetryAt: Date?
+    /// The queue's size when the uploader last read it, and events logged since: the uploader is
+    /// woken for the first event (to time its age) and at the threshold, not for every event.
+    private var queuedAtCheck = 0
+    private var queuedSinceCheck = 0
 
     public init(configuration: BackplaneClientConfiguration) {
         self.configuration = configuration
@@ -623,7 +627,9 @@ public actor BackplaneEngine {
     }
 
     private func eventQueued() {
-        resumeUploader()
+        queuedSinceCheck += 1
+        let queued = queuedAtCheck + queuedSinceCheck
+        if queued == 1 || queued >= configuration.eventUploadThreshold { resumeUploader() }
     }
 
     private func startUploader() {
@@ -649,6 +655,7 @@ public actor BackplaneEngine {
             var wait: Duration?
             do {
                 let (count, oldest) = try storage { try $0.eventQueueState() }
+                (queuedAtCheck, queuedSinceCheck) = (count, 0)
                 let age = oldest.map { Date().timeIntervalSince($0) } ?? 0
                 let due = count > 0 && (uploadRequested || count >= configuration.eventUploadThreshold || age >= configuration.maxEventAge.seconds)
                 if let retryAt = uploadRetryAt, retryAt > Date() {
