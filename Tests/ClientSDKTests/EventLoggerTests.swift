@@ -6,13 +6,6 @@ import Testing
 import TestSupport
 
 @Suite struct EventLoggerTests {
-    /// Everything the backplane stored for the application, oldest first.
-    static func stored(_ server: InProcessBackplane, filter: EventFilter = EventFilter()) async throws -> [StoredEvent] {
-        var all: [StoredEvent] = []
-        try await server.services.events.export(applicationId: server.applicationId, filter: filter) { all += $0 }
-        return all
-    }
-
     @Test func aQueueLeftByAKilledAppIsUploadedByTheNextStart() async throws {
         let server = try await InProcessBackplane.start()
         defer { Task { await server.stop() } }
@@ -30,13 +23,13 @@ import TestSupport
             #expect(sequences == sequences.sorted() && Set(sequences).count == 25)
             #expect(try first.eventLogger.queuedCount() == 26)  // with the install's reset
         }
-        #expect(try await Self.stored(server).isEmpty)
+        #expect(try await server.storedEvents().isEmpty)
 
         let second = BackplaneEngine(configuration: server.configuration(user: "ann", dataDirectory: dataDir))
         let events = EventRecorder(second.events())
         try await second.start()
         try await events.wait(for: "logsSent")
-        let stored = try await Self.stored(server)
+        let stored = try await server.storedEvents()
         let custom = stored.filter { $0.event.content.type == .custom }
         #expect(custom.map { $0.event.content.customNumber } == (1...25).map(Double.init))
         #expect(stored.contains { $0.event.content.type == .reset && $0.event.content.resetType == .install })
@@ -70,9 +63,9 @@ import TestSupport
         let events = EventRecorder(engine.events())
         try await engine.start()  // its appLaunch is disabled too
         try await events.wait(for: "logsSent")
-        let types = try await Self.stored(server).map(\.event.content.type)
+        let types = try await server.storedEvents().map(\.event.content.type)
         #expect(types == [.reset, .downloadStart, .downloadComplete, .playStop])
-        let playStop = try #require(try await Self.stored(server, filter: EventFilter(type: .playStop)).first)
+        let playStop = try #require(try await server.storedEvents(EventFilter(type: .playStop)).first)
         #expect(playStop.event.appState == .background)
         #expect(playStop.event.content.durationSeconds == 42)
         await engine.shutdown()
@@ -103,17 +96,17 @@ import TestSupport
         let events = EventRecorder(engine.events())
         try await engine.start()
         try await events.wait(for: "logsSent")  // the install and launch events, sent after the first sync
-        let baseline = try await Self.stored(server).count
+        let baseline = try await server.storedEvents().count
 
         for index in 1...9 { try engine.eventLogger.log(.custom(name: "tick", number: Double(index))) }
         try await Task.sleep(for: .milliseconds(500))
-        #expect(try await Self.stored(server).count == baseline, "uploaded below the count threshold")
+        #expect(try await server.storedEvents().count == baseline, "uploaded below the count threshold")
         try engine.eventLogger.log(.custom(name: "tick", number: 10))
         let deadline = ContinuousClock.now + .seconds(10)
-        while try await Self.stored(server).count < baseline + 10, ContinuousClock.now < deadline {
+        while try await server.storedEvents().count < baseline + 10, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
-        #expect(try await Self.stored(server).count == baseline + 10)
+        #expect(try await server.storedEvents().count == baseline + 10)
         await engine.shutdown()
 
         // By age: one event, a short maximum age.
@@ -127,7 +120,7 @@ import TestSupport
         try again.eventLogger.log(.custom(name: "lonely"))
         let logged = ContinuousClock.now
         func lonelyStored() async throws -> Bool {
-            try await Self.stored(server, filter: EventFilter(type: .custom)).contains { $0.event.content.customName == "lonely" }
+            try await server.storedEvents(EventFilter(type: .custom)).contains { $0.event.content.customName == "lonely" }
         }
         while try await !lonelyStored(), ContinuousClock.now < logged + .seconds(10) {
             try await Task.sleep(for: .milliseconds(20))
@@ -157,7 +150,7 @@ import TestSupport
         }
         // In sequence order (a batch held in the client during the outage arrives late, and its
         // corrected times with it: the skew includes the time in transit).
-        let numbers = try await Self.stored(restarted, filter: EventFilter(type: .custom))
+        let numbers = try await restarted.storedEvents(EventFilter(type: .custom))
             .sorted { $0.event.sequence < $1.event.sequence }.compactMap(\.event.content.customNumber)
         #expect(numbers == (1...40).map(Double.init))
         await engine.shutdown()

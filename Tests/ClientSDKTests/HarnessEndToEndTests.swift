@@ -199,17 +199,9 @@ import FoundationNetworking
         let backplane = try await ServedBackplane(root: root)
         defer { backplane.process.terminate() }
         // The test reads the server's database beside it (WAL readers do not block the writer).
-        let store = try SQLiteStore(directory: URL(fileURLWithPath: backplane.dataDir))
-        func storedLoad() async throws -> [EventRecord] {
-            var page: [EventRecord] = []
-            var after: EventKey?
-            while true {
-                let next = try await store.events(
-                    applicationId: backplane.applicationId, filter: EventFilter(type: .custom), after: after, limit: 500)
-                page += next
-                guard next.count == 500, let last = next.last else { return page }
-                after = EventKey(correctedTime: last.correctedTime, rowId: last.rowId ?? 0)
-            }
+        let reader = BackplaneServices(store: try SQLiteStore(directory: URL(fileURLWithPath: backplane.dataDir)))
+        func storedLoad() async throws -> [StoredEvent] {
+            try await storedEvents(reader, applicationId: backplane.applicationId, EventFilter(type: .custom))
         }
 
         let total = 1500
@@ -268,8 +260,8 @@ import FoundationNetworking
         // Refused before it is queued: a download start must name its asset.
         #expect(try await harness.run(["log", "--type", "downloadStart"], device: "d1").status == 1)
 
-        let store = try SQLiteStore(directory: URL(fileURLWithPath: backplane.dataDir))
-        let stored = try await store.events(applicationId: backplane.applicationId, filter: EventFilter(), after: nil, limit: 100)
+        let reader = BackplaneServices(store: try SQLiteStore(directory: URL(fileURLWithPath: backplane.dataDir)))
+        let stored = try await storedEvents(reader, applicationId: backplane.applicationId)
         #expect(stored.filter { $0.event.content.type == .custom }.map(\.event.content.customNumber) == [4, 4, 4])
         #expect(stored.contains { $0.event.content.type == .playStart && $0.event.content.assetId == "ep-1" })
         #expect(!stored.contains { $0.event.content.type == .downloadStart })

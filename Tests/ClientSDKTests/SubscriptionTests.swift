@@ -62,8 +62,7 @@ struct CatalogueDataSource: SubscriptionDataSource {
         await engine.shutdown()  // uploads what is still queued
 
         // The event log has what the subscription manager did.
-        var logged: [StoredEvent] = []
-        try await server.services.events.export(applicationId: server.applicationId, filter: EventFilter()) { logged += $0 }
+        let logged = try await server.storedEvents()
         let queued = logged.filter { $0.event.content.type == .queuedForDownload }.compactMap(\.event.content.assetId)
         #expect(queued.sorted() == ["e1", "e2", "e3"])
         #expect(logged.filter { $0.event.content.type == .removedFromQueue }.compactMap(\.event.content.assetId) == ["e1"])

@@ -93,12 +93,24 @@ final class InProcessBackplane: Sendable {
         #expect(try await commandState(commandId) == state)
     }
 
+    /// The application's events as the reporting API exports them, oldest first.
+    func storedEvents(_ filter: EventFilter = EventFilter()) async throws -> [StoredEvent] {
+        try await ClientSDKTests.storedEvents(services, applicationId: applicationId, filter)
+    }
+
     /// All devices of a user, as an admin sees them.
     func devices(user: String) async throws -> [Device] {
         try await services.devices.listDevices(
             applicationId: applicationId, filter: DeviceFilter(userId: user, includeUnregistered: true), cursor: nil, limit: 500
         ).devices
     }
+}
+
+/// Every event of an application matching `filter`, through the reporting export.
+func storedEvents(_ services: BackplaneServices, applicationId: String, _ filter: EventFilter = EventFilter()) async throws -> [StoredEvent] {
+    var all: [StoredEvent] = []
+    try await services.events.export(applicationId: applicationId, filter: filter) { all += $0 }
+    return all
 }
 
 /// Collects an engine's events in the background so tests can wait for one.
