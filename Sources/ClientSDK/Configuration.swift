@@ -146,10 +146,3 @@ public enum ClientPlatform {
         return "\(version.majorVersion).\(version.minorVersion).\(version.patchVersion)"
     }
 }
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}

@@ -363,18 +363,8 @@ public struct ReceivedEventBatch: Decodable, Sendable {
                 entry = .event(try DeviceEvent(from: decoder))
             } catch let error as DecodingError {
                 let sequence = try? decoder.container(keyedBy: SequenceKey.self).decodeIfPresent(Int64.self, forKey: .sequence)
-                entry = .undecodable(sequence: sequence ?? nil, message: Self.describe(error))
-            }
-        }
-
-        static func describe(_ error: DecodingError) -> String {
-            switch error {
-            case .keyNotFound(let key, _): "Missing required field '\(key.stringValue)'."
-            case .typeMismatch(let type, let context): "Field '\(context.codingPath.last?.stringValue ?? "?")' has the wrong type; expected \(type)."
-            case .valueNotFound(let type, let context): "Field '\(context.codingPath.last?.stringValue ?? "?")' must not be null; expected \(type)."
-            case .dataCorrupted(let context):
-                context.codingPath.last.map { "Field '\($0.stringValue)' is invalid: \(context.debugDescription)" } ?? "The event is not a JSON object."
-            @unknown default: "The event could not be decoded."
+                entry = .undecodable(
+                    sequence: sequence ?? nil, message: DecodingProblem.message(error, subject: "The event", relativeTo: decoder.codingPath))
             }
         }
     }

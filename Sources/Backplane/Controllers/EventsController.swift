@@ -97,13 +97,6 @@ struct ReportsController {
     static func filter(_ request: Request) throws -> EventFilter {
         let query = request.uri.queryParameters
         func text(_ name: String) -> String? { query[Substring(name)].map(String.init) }
-        func date(_ name: String) throws -> Date? {
-            guard let text = text(name) else { return nil }
-            guard let date = try? Date(text, strategy: .iso8601) else {
-                throw BackplaneError.validation("'\(name)' must be an RFC 3339 date such as 2026-01-01T00:00:00Z.", field: name)
-            }
-            return date
-        }
         var type: EventType?
         if let text = query["type"].map(String.init) {
             guard let known = EventType(rawValue: text) else {
@@ -112,7 +105,7 @@ struct ReportsController {
             }
             type = known
         }
-        let from = try date("from"), to = try date("to")
+        let from = try QueryValue.date(text("from"), name: "from"), to = try QueryValue.date(text("to"), name: "to")
         return EventFilter(type: type, userId: text("userId"), deviceId: text("deviceId"), assetId: text("assetId"), from: from, to: to)
     }
 }

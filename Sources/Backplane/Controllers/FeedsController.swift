@@ -102,11 +102,8 @@ struct SubscriptionsController {
     @Sendable func episodesSince(_ request: Request, context: BackplaneRequestContext) async throws -> EpisodeList {
         let me = try context.requireDevice()
         let query = request.uri.queryParameters
-        guard let sinceText = query["since"].map(String.init) else {
+        guard let since = try QueryValue.date(query["since"].map(String.init), name: "since") else {
             throw BackplaneError.badRequest("'since' (an RFC 3339 date) is required.")
-        }
-        guard let since = try? Date(sinceText, strategy: .iso8601) else {
-            throw BackplaneError.badRequest("'since' must be an RFC 3339 date such as 2026-01-01T00:00:00Z.")
         }
         return try await subscriptions.episodes(
             applicationId: me.applicationId, deviceId: me.deviceId, since: since,
@@ -121,6 +118,14 @@ enum QueryValue {
         guard let text else { return nil }
         guard let value = Int(text) else { throw BackplaneError.badRequest("'\(name)' must be an integer.") }
         return value
+    }
+
+    static func date(_ text: String?, name: String) throws -> Date? {
+        guard let text else { return nil }
+        guard let date = try? Date(text, strategy: .iso8601) else {
+            throw BackplaneError.badRequest("'\(name)' must be an RFC 3339 date such as 2026-01-01T00:00:00Z.")
+        }
+        return date
     }
 
     static func bool(_ text: String?, name: String) throws -> Bool? {

@@ -68,27 +68,7 @@ public struct BackplaneRequestDecoder: RequestDecoder {
         do {
             return try WireJSON.decoder().decode(T.self, from: Data(buffer: buffer))
         } catch let error as DecodingError {
-            throw BackplaneError.badRequest(Self.describe(error))
-        }
-    }
-
-    static func describe(_ error: DecodingError) -> String {
-        func path(_ codingPath: [any CodingKey]) -> String {
-            codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
-        }
-        switch error {
-        case .keyNotFound(let key, let context):
-            let parent = path(context.codingPath)
-            return "Missing required field '\(parent.isEmpty ? key.stringValue : parent + "." + key.stringValue)'."
-        case .typeMismatch(let type, let context):
-            return "Field '\(path(context.codingPath))' has the wrong type; expected \(type)."
-        case .valueNotFound(let type, let context):
-            return "Field '\(path(context.codingPath))' must not be null; expected \(type)."
-        case .dataCorrupted(let context):
-            let location = path(context.codingPath)
-            return location.isEmpty ? "The body is not valid JSON." : "Field '\(location)' is invalid: \(context.debugDescription)"
-        @unknown default:
-            return "The body could not be decoded."
+            throw BackplaneError.badRequest(DecodingProblem.message(error, subject: "The body"))
         }
     }
 }

@@ -76,7 +76,7 @@ public struct EventService: Sendable {
         // One extra row tells whether another page exists.
         let records = try await store.events(applicationId: applicationId, filter: filter, after: after, limit: limit + 1)
         let page = records.prefix(limit)
-        let next = records.count > limit ? page.last.map { EventCursor.encode(EventKey(correctedTime: $0.correctedTime, rowId: $0.rowId ?? 0)) } : nil
+        let next = records.count > limit ? page.last.map { EventCursor.encode($0.key) } : nil
         return EventPage(events: page.map(Self.stored), nextCursor: next)
     }
 
@@ -96,7 +96,7 @@ public struct EventService: Sendable {
             let records = try await store.events(applicationId: applicationId, filter: filter, after: after, limit: pageSize)
             if !records.isEmpty { try await write(records.map(Self.stored)) }
             guard records.count == pageSize, let last = records.last else { return }
-            after = EventKey(correctedTime: last.correctedTime, rowId: last.rowId ?? 0)
+            after = last.key
         }
     }
 
@@ -117,15 +117,14 @@ public struct EventService: Sendable {
 /// The reporting API's opaque cursor: the last event's corrected time (ms) and row id.
 enum EventCursor {
     static func encode(_ key: EventKey) -> String {
-        let milliseconds = Int64((key.correctedTime.timeIntervalSince1970 * 1000).rounded())
-        return Data("ev1:\(milliseconds):\(key.rowId)".utf8).base64URLEncodedString()
+        Data("ev1:\(key.correctedTime.millisecondsSince1970):\(key.rowId)".utf8).base64URLEncodedString()
     }
 
     static func decode(_ cursor: String) throws -> EventKey {
         let parts = OpaqueCursor.decode(cursor)?.split(separator: ":") ?? []
         guard parts.count == 3, parts[0] == "ev1", let milliseconds = Int64(parts[1]), let rowId = Int64(parts[2])
         else { throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.") }
-        return EventKey(correctedTime: Date(timeIntervalSince1970: Double(milliseconds) / 1000), rowId: rowId)
+        return EventKey(correctedTime: Date(millisecondsSince1970: milliseconds), rowId: rowId)
     }
 }
 
@@ -180,12 +179,5 @@ public struct EventRetention: Service {
             // Let waiting writers (ingestion) take the lock between batches.
             await Task.yield()
         }
-    }
-}
-
-extension Duration {
-    var seconds: TimeInterval {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

@@ -93,8 +93,7 @@ enum ChangeCursor {
 /// Opaque position in the "episodes since" listing.
 enum EpisodeCursor {
     static func encode(_ key: EpisodeKey) -> String {
-        let millis = Int64((key.updatedAt.timeIntervalSince1970 * 1000).rounded())
-        let json = (try? JSONEncoder().encode([String(millis), key.feedId, key.assetId])) ?? Data()
+        let json = (try? JSONEncoder().encode([String(key.updatedAt.millisecondsSince1970), key.feedId, key.assetId])) ?? Data()
         return Data("e1:".utf8 + json).base64URLEncodedString()
     }
 
@@ -103,7 +102,16 @@ enum EpisodeCursor {
               let parts = try? JSONDecoder().decode([String].self, from: Data(text.dropFirst(3).utf8)), parts.count == 3,
               let millis = Int64(parts[0])
         else { throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.") }
-        return EpisodeKey(updatedAt: Date(timeIntervalSince1970: Double(millis) / 1000), feedId: parts[1], assetId: parts[2])
+        return EpisodeKey(updatedAt: Date(millisecondsSince1970: millis), feedId: parts[1], assetId: parts[2])
+    }
+}
+
+extension Date {
+    /// Whole milliseconds since 1970: what cursors and the event table hold.
+    var millisecondsSince1970: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+
+    init(millisecondsSince1970 milliseconds: Int64) {
+        self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 }
 

@@ -557,7 +557,7 @@ public final class SQLiteStore: BackplaneStore {
                 if event.sequence <= floor { return .duplicate }
                 try insert.execute(arguments: [
                     applicationId, deviceId, event.sequence, event.eventId, content.type.rawValue,
-                    Self.milliseconds(event.deviceTime), Self.milliseconds(record.receivedAt), Self.milliseconds(record.correctedTime),
+                    event.deviceTime.millisecondsSince1970, record.receivedAt.millisecondsSince1970, record.correctedTime.millisecondsSince1970,
                     event.userId, event.externalDeviceId, event.appState?.rawValue, event.platform, event.sdkVersion, event.appVersion,
                     content.assetId, content.deletionReason?.rawValue, content.resetType?.rawValue, content.limitType?.rawValue,
                     content.bitrate, content.durationSeconds, content.errorCode, content.errorMessage,
@@ -577,7 +577,7 @@ public final class SQLiteStore: BackplaneStore {
             var (conditions, arguments) = Self.conditions(applicationId: applicationId, filter)
             if let after {
                 conditions.append("(corrected_time, id) > (?, ?)")
-                arguments += [Self.milliseconds(after.correctedTime), after.rowId]
+                arguments += [after.correctedTime.millisecondsSince1970, after.rowId]
             }
             arguments.append(limit)
             let sql = "SELECT * FROM events WHERE \(conditions.joined(separator: " AND ")) ORDER BY corrected_time, id LIMIT ?"
@@ -600,7 +600,7 @@ public final class SQLiteStore: BackplaneStore {
 
     public func deleteEvents(correctedBefore date: Date, limit: Int) async throws -> Int {
         try await writer.write { db in
-            let cutoff = Self.milliseconds(date)
+            let cutoff = date.millisecondsSince1970
             var removed = 0
             // Per application, through the (application_id, corrected_time) index.
             for applicationId in try String.fetchAll(db, sql: "SELECT id FROM applications") where removed < limit {
@@ -633,21 +633,13 @@ public final class SQLiteStore: BackplaneStore {
         }
         if let from = filter.from {
             conditions.append("corrected_time >= ?")
-            arguments.append(milliseconds(from))
+            arguments.append(from.millisecondsSince1970)
         }
         if let to = filter.to {
             conditions.append("corrected_time < ?")
-            arguments.append(milliseconds(to))
+            arguments.append(to.millisecondsSince1970)
         }
         return (conditions, arguments)
-    }
-
-    private static func milliseconds(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded())
-    }
-
-    private static func date(_ milliseconds: Int64) -> Date {
-        Date(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 
     private static func eventRecord(_ row: Row) -> EventRecord {
@@ -659,13 +651,13 @@ public final class SQLiteStore: BackplaneStore {
             bitrate: row["bitrate"], durationSeconds: row["duration_seconds"], errorCode: row["error_code"], errorMessage: row["error_message"],
             customName: row["custom_name"], customString: row["custom_string"], customNumber: row["custom_number"])
         let event = DeviceEvent(
-            eventId: row["event_id"], sequence: row["sequence"], deviceTime: date(row["device_time"]),
+            eventId: row["event_id"], sequence: row["sequence"], deviceTime: Date(millisecondsSince1970: row["device_time"]),
             appState: (row["app_state"] as String?).flatMap(AppState.init(rawValue:)), platform: row["platform"],
             sdkVersion: row["sdk_version"], appVersion: row["app_version"], userId: row["user_id"],
             externalDeviceId: row["external_device_id"], content: content)
         return EventRecord(
             rowId: row["id"], applicationId: row["application_id"], deviceId: row["device_id"], event: event,
-            receivedAt: date(row["received_at"]), correctedTime: date(row["corrected_time"]))
+            receivedAt: Date(millisecondsSince1970: row["received_at"]), correctedTime: Date(millisecondsSince1970: row["corrected_time"]))
     }
 
     private static func feed(_ db: Database, applicationId: String, feedId: String) throws -> FeedRecord? {

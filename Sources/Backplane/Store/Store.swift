@@ -187,6 +187,9 @@ public struct EventRecord: Sendable, Equatable {
         self.receivedAt = receivedAt
         self.correctedTime = correctedTime
     }
+
+    /// Its position in the listing order.
+    public var key: EventKey { EventKey(correctedTime: correctedTime, rowId: rowId ?? 0) }
 }
 
 /// A signed request's nonce, to be recorded once (replay protection), and the device to mark seen.
