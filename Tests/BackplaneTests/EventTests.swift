@@ -212,6 +212,8 @@ import Testing
             #expect(try await page(client, theirs).events.map(\.event.content.assetId) == ["theirs"])
             // Admin and CMS tokens do not open the reporting API.
             #expect(try await client.admin(.get, "/v1/reports/events").status == .forbidden)
+            #expect(try await client.raw(.get, "/v1/reports/events").status == .unauthorized)
+            #expect(try await client.admin(.get, "/v1/reports/events/export", token: "bpt_not-a-token").status == .unauthorized)
         }
     }
 
