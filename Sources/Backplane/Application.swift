@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
@@ -21,11 +22,14 @@ public struct BackplaneConfiguration: Sendable {
     public var eventRetention: Duration?
     /// How often the retention pass runs.
     public var eventRetentionInterval: Duration
+    /// Header size, timeouts and connections of the HTTP transport.
+    public var transport: TransportLimits
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, dataDirectory: URL = URL(fileURLWithPath: "data"),
         logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), channelPingInterval: Duration? = .seconds(60),
-        eventRetention: Duration? = .seconds(365 * 86400), eventRetentionInterval: Duration = .seconds(3600)
+        eventRetention: Duration? = .seconds(365 * 86400), eventRetentionInterval: Duration = .seconds(3600),
+        transport: TransportLimits = TransportLimits()
     ) {
         self.host = host
         self.port = port
@@ -35,6 +39,7 @@ public struct BackplaneConfiguration: Sendable {
         self.channelPingInterval = channelPingInterval
         self.eventRetention = eventRetention
         self.eventRetentionInterval = eventRetentionInterval
+        self.transport = transport
     }
 }
 
@@ -68,8 +73,9 @@ public struct BackplaneServices: Sendable {
 /// Every route of the backplane. Takes dependencies, not configuration, so tests can inject them.
 public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneRequestContext> {
     let router = Router(context: BackplaneRequestContext.self)
+    let allowedMethods = AllowedMethods()
     // Middleware first: Hummingbird applies to a route the middleware added before it.
-    router.add(middleware: ErrorMiddleware())
+    router.add(middleware: ErrorMiddleware(allowedMethods: allowedMethods))
     router.add(middleware: LogRequestsMiddleware(.info))
     HealthController(store: services.store).addRoutes(to: router)
     DevicesController(devices: services.devices, sync: services.sync, store: services.store, now: services.now).addRoutes(to: router)
@@ -81,14 +87,17 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
     SubscriptionsController(subscriptions: services.subscriptions, signedByDevice: devices.signedByDevice).addRoutes(to: router)
     EventsController(events: services.events, signedByDevice: devices.signedByDevice).addRoutes(to: router)
     ReportsController(events: services.events, store: services.store).addRoutes(to: router)
+    allowedMethods.learn(from: router)
     return router
 }
 
-/// The routes that may upgrade to a WebSocket: the device channels. A request this router does
-/// not upgrade (bad credentials, no Upgrade header) continues to `buildRouter`'s routes, which
-/// answer it with the usual error body.
+/// The routes that may upgrade to a WebSocket: the device channels. Only requests with an
+/// `Upgrade: websocket` header come here; one it refuses (bad credentials, another device's
+/// channel) is answered with the refusal's status and error body by `ConnectionGuard`. A request
+/// for the channel without the header goes to `buildRouter`'s routes.
 public func buildWebSocketRouter(_ services: BackplaneServices) -> Router<BackplaneRequestContext> {
     let router = Router(context: BackplaneRequestContext.self)
+    router.add(middleware: UpgradeRefusalMiddleware())
     let devices = DevicesController(devices: services.devices, sync: services.sync, store: services.store, now: services.now)
     ChannelController(hub: services.wakeUpHub, signedByDevice: devices.signedByDevice).addRoutes(to: router)
     return router
@@ -107,10 +116,12 @@ public func buildApplication(
     }()
     var application = Application(
         router: buildRouter(services),
-        server: .http1WebSocketUpgrade(
-            webSocketRouter: buildWebSocketRouter(services),
-            configuration: .init(autoPing: configuration.channelPingInterval.map { .enabled(timePeriod: $0) } ?? .disabled)),
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "backplane"),
+        server: .guardedHTTP1WebSocketUpgrade(
+            webSocketRouter: buildWebSocketRouter(services), limits: configuration.transport,
+            webSocket: .init(autoPing: configuration.channelPingInterval.map { .enabled(timePeriod: $0) } ?? .disabled)),
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port), serverName: "backplane",
+            availableConnectionsDelegate: MaximumAvailableConnections(configuration.transport.maxConnections)),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger)
     application.addServices(NonceJanitor(store: services.store, interval: configuration.noncePruneInterval, logger: logger, now: services.now))

@@ -32,6 +32,14 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds between server pings on idle device channels; 0 turns them off.") var channelPingSeconds = 60
     @Option(help: "Days events are kept (by corrected time) before retention deletes them; 0 keeps them forever.")
     var eventRetentionDays = 365
+    @Option(help: "Largest request head (request line and headers) in bytes; larger ones are answered 431.")
+    var maxHeaderBytes = TransportLimits().maxHeaderBytes
+    @Option(help: "Seconds a connection may take to send a complete request head (also closes idle kept-alive connections).")
+    var requestHeadTimeoutSeconds = 30
+    @Option(help: "Seconds a request body may take to arrive once its head has.")
+    var requestBodyTimeoutSeconds = 60
+    @Option(help: "Open connections per process, WebSocket channels included; further ones wait in the listen backlog.")
+    var maxConnections = TransportLimits().maxConnections
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
@@ -43,12 +51,21 @@ struct Serve: AsyncParsableCommand {
             // Written straight to the file descriptor: stdout is block-buffered when piped to a log.
             FileHandle.standardOutput.write(Data((firstRunBanner(firstRun, dataDir: data.dataDir) + "\n").utf8))
         }
-        guard channelPingSeconds >= 0 else { throw ValidationError("--channel-ping-seconds must be 0 or more.") }
-        guard eventRetentionDays >= 0 else { throw ValidationError("--event-retention-days must be 0 or more.") }
+        // Ranges keep every product below (days × 86400, seconds → Duration) far from overflow.
+        guard (0...86_400).contains(channelPingSeconds) else { throw ValidationError("--channel-ping-seconds must be 0 to 86400.") }
+        guard (0...36_500).contains(eventRetentionDays) else { throw ValidationError("--event-retention-days must be 0 to 36500.") }
+        guard (1024...1 << 20).contains(maxHeaderBytes) else { throw ValidationError("--max-header-bytes must be 1024 to 1048576.") }
+        guard (1...3600).contains(requestHeadTimeoutSeconds), (1...3600).contains(requestBodyTimeoutSeconds) else {
+            throw ValidationError("--request-head-timeout-seconds and --request-body-timeout-seconds must be 1 to 3600.")
+        }
+        guard (1...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be 1 to 1000000.") }
         let configuration = BackplaneConfiguration(
             host: host, port: port, dataDirectory: data.url, logLevel: level,
             channelPingInterval: channelPingSeconds > 0 ? .seconds(channelPingSeconds) : nil,
-            eventRetention: eventRetentionDays > 0 ? .seconds(eventRetentionDays * 86400) : nil)
+            eventRetention: eventRetentionDays > 0 ? .seconds(eventRetentionDays * 86400) : nil,
+            transport: TransportLimits(
+                maxHeaderBytes: maxHeaderBytes, requestHeadTimeout: .seconds(requestHeadTimeoutSeconds),
+                requestBodyTimeout: .seconds(requestBodyTimeoutSeconds), maxConnections: maxConnections))
         let host = host
         let app = buildApplication(configuration, services: services) { port in
             // Always printed, whatever the log level: scripts read the port from it (with --port 0).

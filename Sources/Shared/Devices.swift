@@ -64,11 +64,15 @@ public struct RegisterDeviceRequest: Codable, Sendable, Equatable {
     /// When the device id is registered to another user, move it to `userId` instead of
     /// answering 409 `device_already_registered`. The old user's slot is freed.
     public var moveFromOtherUser: Bool?
+    /// The device key's public half (base64url of the uncompressed X9.63 P-256 point); the request
+    /// must then carry `X-Backplane-Device-Proof` made with it (see `RequestSigning`). Recorded at
+    /// the device's first registration; re-registering the device later needs a proof by it.
+    public var devicePublicKey: String?
 
     public init(
         userId: String, deviceId: String, externalDeviceId: String? = nil, nickname: String? = nil,
         platform: String, model: String? = nil, osVersion: String? = nil, sdkVersion: String? = nil,
-        appVersion: String? = nil, pushToken: String? = nil, moveFromOtherUser: Bool? = nil
+        appVersion: String? = nil, pushToken: String? = nil, moveFromOtherUser: Bool? = nil, devicePublicKey: String? = nil
     ) {
         self.userId = userId
         self.deviceId = deviceId
@@ -81,6 +85,7 @@ public struct RegisterDeviceRequest: Codable, Sendable, Equatable {
         self.appVersion = appVersion
         self.pushToken = pushToken
         self.moveFromOtherUser = moveFromOtherUser
+        self.devicePublicKey = devicePublicKey
     }
 }
 

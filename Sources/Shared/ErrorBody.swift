@@ -9,6 +9,8 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case validationFailed = "validation_failed"
     /// The request body is larger than the documented limit.
     case payloadTooLarge = "payload_too_large"
+    /// The request head (request line and header fields) is larger than the documented limit (431).
+    case headersTooLarge = "headers_too_large"
     /// Unknown app key, unknown or revoked bearer token, wrong device credential.
     case invalidCredentials = "invalid_credentials"
     /// The request signature does not match, or signing headers are missing.
@@ -23,7 +25,8 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case deviceUnregistered = "device_unregistered"
     /// The resource does not exist (or belongs to another application).
     case notFound = "not_found"
-    /// The device id is registered to another user.
+    /// The device id is registered already (to another user, or by an install that could not
+    /// prove it is that device).
     case deviceAlreadyRegistered = "device_already_registered"
     /// Enabling download would exceed the per-user device limit.
     case deviceLimitReached = "device_limit_reached"

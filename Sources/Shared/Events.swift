@@ -303,6 +303,9 @@ public struct DeviceEvent: Codable, Sendable, Equatable {
             return EventProblem(field: "eventId", message: "'eventId' must be 1 to \(WireLimits.maxIdentifierLength) bytes.")
         }
         if sequence < 1 { return EventProblem(field: "sequence", message: "'sequence' must be 1 or more.") }
+        if !WireLimits.acceptedDates.contains(deviceTime) {
+            return EventProblem(field: "deviceTime", message: WireLimits.dateOutOfRangeMessage(field: "deviceTime"))
+        }
         if userId.isEmpty || userId.utf8.count > WireLimits.maxIdentifierLength {
             return EventProblem(field: "userId", message: "'userId' must be 1 to \(WireLimits.maxIdentifierLength) bytes.")
         }

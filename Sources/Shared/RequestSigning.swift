@@ -2,7 +2,7 @@ import Foundation
 
 /// The signing scheme of device requests (HMAC-SHA256 with the app key secret).
 ///
-/// The string to sign is six lines joined by `\n`:
+/// The string to sign is seven lines joined by `\n`:
 ///
 ///     BPS1-HMAC-SHA256
 ///     <METHOD>                     upper case, e.g. POST
@@ -15,6 +15,15 @@ import Foundation
 /// and the signature is the lower-case hex HMAC-SHA256 of it, keyed by the secret's UTF-8 bytes.
 /// The HMAC itself is computed by each side with swift-crypto; this type holds only the rules
 /// both sides must agree on, so it needs nothing but Foundation.
+///
+/// **Device proof.** The app key ships inside every copy of the app, so it proves only "some copy
+/// of this app". What proves "this install" is the device key: a P-256 key pair the SDK creates
+/// with the device id and keeps in the same identity store. Registration sends its public key
+/// (`devicePublicKey`: base64url of the 65-byte uncompressed X9.63 point) and signs the same
+/// string to sign with it: ECDSA P-256 with SHA-256, the 64-byte `r‖s` signature in base64url,
+/// sent as `X-Backplane-Device-Proof`. A device id that is already registered gets a new
+/// credential only with a proof by the key it registered with (or, for a device registered
+/// before it had a key, with its current credential).
 public enum RequestSigning {
     public static let scheme = "BPS1-HMAC-SHA256"
 
@@ -25,6 +34,8 @@ public enum RequestSigning {
         public static let signature = "X-Backplane-Signature"
         public static let deviceId = "X-Backplane-Device-Id"
         public static let deviceCredential = "X-Backplane-Device-Credential"
+        /// Registration only: the device key's signature of the string to sign.
+        public static let deviceProof = "X-Backplane-Device-Proof"
     }
 
     /// A signed timestamp further than this from server time is refused (`stale_timestamp`).
@@ -50,6 +61,9 @@ public enum RequestSigning {
         }
         return String(decoding: out, as: UTF8.self)
     }
+
+    /// Longest accepted `devicePublicKey` and `X-Backplane-Device-Proof` (both are about 87 characters).
+    public static let maxDeviceKeyTextLength = 128
 
     public static func isValidNonce(_ nonce: String) -> Bool {
         nonceLength.contains(nonce.count)
@@ -96,4 +110,40 @@ public enum WireLimits {
     public static let maxEventMessageBytes = 2048
     /// All text fields of one event together, in UTF-8 bytes: the size limit of one event.
     public static let maxEventTextBytes = 4096
+    /// Entries of an episode's `permittedMimeTypes`.
+    public static let maxMimeTypesPerEpisode = 32
+
+    /// Every date that comes from outside (device times, `sentAt`, publish and expiry dates,
+    /// command expiries, query dates) must lie in `acceptedDates`: from 1970-01-01T00:00:00Z up
+    /// to, not including, 3000-01-01T00:00:00Z. Inside it, milliseconds fit any integer column,
+    /// SQLite's date functions answer, and no date arithmetic overflows.
+    public static let acceptedDates = Date(timeIntervalSince1970: 0)..<Date(timeIntervalSince1970: 32_503_680_000)
+
+    /// The sentence every refusal of a date outside `acceptedDates` uses.
+    public static func dateOutOfRangeMessage(field: String) -> String {
+        "'\(field)' must be on or after 1970-01-01T00:00:00Z and before 3000-01-01T00:00:00Z."
+    }
+}
+
+
+/// base64url without padding (RFC 4648 §5): cursors, device keys and proofs.
+public enum Base64URL {
+    public static func encode(_ data: some DataProtocol) -> String {
+        Data(data).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// Nil for anything that is not base64url (padding is tolerated).
+    public static func decode(_ text: String) -> Data? {
+        guard text.utf8.allSatisfy({ byte in
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+                || byte == UInt8(ascii: "=")
+        }) else { return nil }
+        var base64 = text.replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
 }

@@ -14,6 +14,7 @@ struct Fixture {
     let applicationId: String
     let signer: Signer
     let adminToken: String
+    let deviceKeys = DeviceKeys()
 
     static func make(deviceLimit: Int? = nil, directory: URL? = nil, clock: TestClock? = nil) async throws -> Fixture {
         let directory = directory ?? FileManager.default.temporaryDirectory
@@ -50,7 +51,7 @@ struct Signer: Sendable {
 
     func headers(
         method: HTTPRequest.Method, path: String, body: Data, deviceId: String? = nil, credential: String? = nil,
-        timestamp: Int64 = Int64(Date().timeIntervalSince1970), nonce: String = UUID().uuidString
+        timestamp: Int64 = Int64(Date().timeIntervalSince1970), nonce: String = UUID().uuidString, proofKey: P256.Signing.PrivateKey? = nil
     ) -> HTTPFields {
         let stringToSign = RequestSigning.stringToSign(
             method: method.rawValue, pathAndQuery: path, timestamp: timestamp, nonce: nonce,
@@ -64,8 +65,30 @@ struct Signer: Sendable {
         headers[HTTPField.Name(RequestSigning.Header.signature)!] = mac.withUnsafeBytes { RequestSigning.hex($0) }
         if let deviceId { headers[HTTPField.Name(RequestSigning.Header.deviceId)!] = deviceId }
         if let credential { headers[HTTPField.Name(RequestSigning.Header.deviceCredential)!] = credential }
+        if let proofKey {
+            let signature = try! proofKey.signature(for: Data(stringToSign.utf8))
+            headers[HTTPField.Name(RequestSigning.Header.deviceProof)!] = Base64URL.encode(signature.rawRepresentation)
+        }
         return headers
     }
+}
+
+/// The device keys of the installs a test plays: one per device id, made at its first
+/// registration and reused after, as an install keeps its key with its device id.
+final class DeviceKeys: @unchecked Sendable {
+    private let lock = NSLock()
+    private var keys: [String: P256.Signing.PrivateKey] = [:]
+
+    func key(for deviceId: String) -> P256.Signing.PrivateKey {
+        lock.withLock {
+            if let key = keys[deviceId] { return key }
+            let key = P256.Signing.PrivateKey()
+            keys[deviceId] = key
+            return key
+        }
+    }
+
+    static func publicKey(_ key: P256.Signing.PrivateKey) -> String { Base64URL.encode(key.publicKey.x963Representation) }
 }
 
 /// What a registered device needs to make its own requests.
@@ -81,12 +104,12 @@ struct Client: Sendable {
     /// A signed device request (app key only when `as` is nil).
     func device(
         _ method: HTTPRequest.Method, _ path: String, json: some Encodable = Empty?.none, as identity: DeviceIdentity? = nil,
-        signer: Signer? = nil, at time: Date = Date()
+        signer: Signer? = nil, at time: Date = Date(), proofKey: P256.Signing.PrivateKey? = nil
     ) async throws -> TestResponse {
         let body = try Self.encode(json)
         let headers = (signer ?? fixture.signer).headers(
             method: method, path: path, body: body, deviceId: identity?.deviceId, credential: identity?.credential,
-            timestamp: Int64(time.timeIntervalSince1970))
+            timestamp: Int64(time.timeIntervalSince1970), proofKey: proofKey)
         return try await raw.execute(uri: path, method: method, headers: headers, body: ByteBuffer(bytes: body))
     }
 
@@ -102,14 +125,16 @@ struct Client: Sendable {
         return try await raw.execute(uri: path, method: method, headers: headers, body: ByteBuffer(bytes: try Self.encode(json)))
     }
 
-    /// Registers a device and returns its identity and the full answer.
+    /// Registers a device as the install holding its device key (`fixture.deviceKeys`), and
+    /// returns its identity and the full answer.
     @discardableResult
     func register(
         user: String, device: String = UUID().uuidString, external: String? = nil, move: Bool? = nil
     ) async throws -> (DeviceIdentity, RegisterDeviceResponse) {
+        let key = fixture.deviceKeys.key(for: device)
         let response = try await self.device(.post, "/v1/devices/register", json: RegisterDeviceRequest(
             userId: user, deviceId: device, externalDeviceId: external, platform: "linux", model: "test",
-            sdkVersion: "0.1.0", moveFromOtherUser: move))
+            sdkVersion: "0.1.0", moveFromOtherUser: move, devicePublicKey: DeviceKeys.publicKey(key)), proofKey: key)
         #expect(response.status == .created || response.status == .ok, "registration failed: \(response.text)")
         let body = try response.decode(RegisterDeviceResponse.self)
         return (DeviceIdentity(deviceId: body.device.deviceId, credential: body.deviceCredential), body)

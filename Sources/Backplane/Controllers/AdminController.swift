@@ -16,6 +16,7 @@ struct AdminController {
             .get("devices/:deviceId", use: device)
             .put("devices/:deviceId/download-enabled", use: setDownloadEnabled)
             .post("devices/:deviceId/unregister", use: unregister)
+            .post("devices/:deviceId/release", use: release)
             .get("settings", use: settings)
             .patch("settings", use: updateSettings)
             .get("keys", use: keys)
@@ -69,6 +70,10 @@ struct AdminController {
     @Sendable func unregister(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
         try await devices.unregister(
             applicationId: try context.requireApplicationId(), deviceId: try Self.deviceId(context), origin: .admin)
+    }
+
+    @Sendable func release(_ request: Request, context: BackplaneRequestContext) async throws -> DeviceResponse {
+        try await devices.release(applicationId: try context.requireApplicationId(), deviceId: try Self.deviceId(context))
     }
 
     @Sendable func settings(_ request: Request, context: BackplaneRequestContext) async throws -> SettingsResponse {

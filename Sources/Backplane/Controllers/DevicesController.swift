@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Shared
 
@@ -45,7 +46,11 @@ struct DevicesController {
 
     @Sendable func register(_ request: Request, context: BackplaneRequestContext) async throws -> EditedResponse<RegisterDeviceResponse> {
         let body = try await request.decode(as: RegisterDeviceRequest.self, context: context)
-        let response = try await devices.register(applicationId: try context.requireApplicationId(), body)
+        func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { request.headers[$0] } }
+        let proof = RegistrationProof(
+            signedBytes: Data((context.stringToSign ?? "").utf8), deviceSignature: header(RequestSigning.Header.deviceProof),
+            credential: header(RequestSigning.Header.deviceCredential))
+        let response = try await devices.register(applicationId: try context.requireApplicationId(), body, proof: proof)
         return EditedResponse(status: response.outcome == .created ? .created : .ok, response: response)
     }
 

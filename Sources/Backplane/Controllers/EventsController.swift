@@ -121,7 +121,7 @@ enum EventCSV {
 
     static func row(_ stored: StoredEvent) -> String {
         let event = stored.event, content = event.content
-        func time(_ date: Date) -> String { date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true)) }
+        func time(_ date: Date) -> String { date.formatted(timeFormat) }
         let fields: [String?] = [
             stored.deviceId, String(event.sequence), event.eventId, content.type.rawValue, time(event.deviceTime), time(stored.receivedAt),
             time(stored.correctedTime), event.userId, event.externalDeviceId, event.appState?.rawValue, event.platform, event.sdkVersion,
@@ -131,6 +131,10 @@ enum EventCSV {
         ]
         return fields.map { quote($0 ?? "") }.joined(separator: ",") + "\r\n"
     }
+
+    /// RFC 3339 in UTC with milliseconds and the `Z`: a spreadsheet or script reading the file
+    /// must not guess the zone.
+    static let timeFormat = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
     static func quote(_ field: String) -> String {
         // Scalars, not Characters: "\r\n" is one Character and would match neither.

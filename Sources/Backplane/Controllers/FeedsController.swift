@@ -125,6 +125,7 @@ enum QueryValue {
         guard let date = try? Date(text, strategy: .iso8601) else {
             throw BackplaneError.badRequest("'\(name)' must be an RFC 3339 date such as 2026-01-01T00:00:00Z.")
         }
+        try Validate.date(date, field: name)
         return date
     }
 

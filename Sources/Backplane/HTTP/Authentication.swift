@@ -34,8 +34,9 @@ struct SignedRequestMiddleware: RouterMiddleware {
         // The body is read once here (bounded) to hash it; handlers decode the same buffer.
         let body = try await request.collectBody(upTo: WireLimits.maxBodyBytes)
         let named = context.parameters.get("deviceId").map { $0.removingPercentEncoding ?? $0 }
-        let (caller, signed) = try await verify(request, body: body, pathDeviceId: named)
+        let (caller, signed, stringToSign) = try await verify(request, body: body, pathDeviceId: named)
         context.caller = caller
+        context.stringToSign = stringToSign
         if handlerRecordsNonce {
             context.signedRequest = signed
         } else if try await !store.recordSignedRequest(signed) {
@@ -50,7 +51,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
 
     /// Every check but the nonce's freshness; returns the caller and the nonce to record, last, so
     /// that only a request that passed every other check uses up its nonce.
-    private func verify(_ request: Request, body: ByteBuffer, pathDeviceId: String?) async throws -> (Caller, SignedRequestRecord) {
+    private func verify(_ request: Request, body: ByteBuffer, pathDeviceId: String?) async throws -> (Caller, SignedRequestRecord, String) {
         func header(_ name: String) -> String? {
             HTTPField.Name(name).flatMap { request.headers[$0] }
         }
@@ -67,10 +68,13 @@ struct SignedRequestMiddleware: RouterMiddleware {
             throw BackplaneError.invalidSignature("\(RequestSigning.Header.timestamp) must be Unix seconds.")
         }
         let now = now()
+        // In Double: any Int64 minus the server time is finite, where Int64 arithmetic could
+        // overflow. The skew is printed only when it is a sane number of seconds.
         let skew = abs(now.timeIntervalSince1970 - Double(timestamp))
         guard skew <= RequestSigning.allowedClockSkew else {
+            let distance = skew < 1e12 ? "\(Int64(skew)) s" : "more than 10^12 s"
             throw BackplaneError(.unauthorized, .staleTimestamp,
-                "The request timestamp is \(Int(skew)) s away from server time; at most \(Int(RequestSigning.allowedClockSkew)) s is accepted.",
+                "The request timestamp is \(distance) away from server time; at most \(Int64(RequestSigning.allowedClockSkew)) s is accepted.",
                 details: ["serverTime": .int(Int64(now.timeIntervalSince1970))])
         }
         guard RequestSigning.isValidNonce(nonce) else {
@@ -106,7 +110,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
         let signed = SignedRequestRecord(
             keyId: keyId, nonce: nonce, expiresAt: Date(timeIntervalSince1970: Double(timestamp) + RequestSigning.allowedClockSkew + 60),
             applicationId: key.applicationId, deviceId: requireDevice ? deviceId : nil, now: now)
-        return (caller, signed)
+        return (caller, signed, stringToSign)
     }
 }
 

@@ -7,6 +7,8 @@ import Shared
 public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringConvertible {
     public var status: HTTPResponse.Status
     public var body: ErrorBody
+    /// Sent with the error body (e.g. `Allow` with a 405).
+    public var headers: HTTPFields = [:]
 
     public init(_ status: HTTPResponse.Status, _ code: ErrorCode, _ message: String, details: [String: JSONValue]? = nil) {
         self.status = status
@@ -18,7 +20,7 @@ public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringCo
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         let data = try WireJSON.encoder().encode(body)
-        var headers = HTTPFields()
+        var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
@@ -37,6 +39,12 @@ public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringCo
     public static func forbidden(_ message: String) -> Self { .init(.forbidden, .forbidden, message) }
     public static func notFound(_ message: String) -> Self { .init(.notFound, .notFound, message) }
     public static func conflict(_ message: String) -> Self { .init(.conflict, .conflict, message) }
+    public static func methodNotAllowed(_ method: String, allowed: [String]) -> Self {
+        var error = Self(.methodNotAllowed, .methodNotAllowed, "\(method) is not served here; this path serves \(allowed.joined(separator: ", ")).",
+                         details: ["allowed": .array(allowed.map { .string($0) })])
+        error.headers[.allow] = allowed.joined(separator: ", ")
+        return error
+    }
     public static func internalError(requestId: String) -> Self {
         .init(.internalServerError, .internalError, "Internal error; quote request id \(requestId) when reporting it.",
               details: ["requestId": .string(requestId)])

@@ -9,12 +9,19 @@ import Shared
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     static var requestIdHeader: HTTPField.Name { HTTPField.Name("X-Request-Id")! }
 
+    /// Turns the router's "no such route" into 405 for a path served with other methods.
+    var allowedMethods: AllowedMethods?
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response: Response
         do {
             response = try await next(request, context)
         } catch {
-            let mapped = Self.map(error, requestId: context.id)
+            var mapped = Self.map(error, requestId: context.id)
+            if mapped.status == .notFound, !(error is BackplaneError),
+               let allowed = allowedMethods?.methods(for: request.uri.path), !allowed.isEmpty {
+                mapped = .methodNotAllowed(request.method.rawValue, allowed: allowed)
+            }
             if mapped.status.code >= 500 {
                 context.logger.error("Unhandled error", metadata: ["error": "\(String(reflecting: error))"])
             } else {

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdWebSocket
+import NIOCore
 import Shared
 
 /// Who made the request, as established by the authentication middleware.
@@ -24,12 +25,18 @@ public struct BackplaneRequestContext: RequestContext, WebSocketRequestContext {
     public var caller: Caller?
     /// Set by a signing middleware that leaves recording the nonce to the handler.
     public var signedRequest: SignedRequestRecord?
+    /// The verified string to sign of a signed request: what a device proof signs too.
+    public var stringToSign: String?
     public let webSocket: WebSocketHandlerReference<Self>
+    /// The connection, for what concerns it rather than the request (a refused channel upgrade).
+    public let channel: (any Channel)?
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
+        self.channel = source.channel
         self.caller = nil
         self.signedRequest = nil
+        self.stringToSign = nil
         self.webSocket = .init()
     }
 
@@ -65,6 +72,9 @@ public struct BackplaneRequestDecoder: RequestDecoder {
     public func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext) async throws -> T {
         let buffer = try await request.body.collect(upTo: context.maxUploadSize)
         guard buffer.readableBytes > 0 else { throw BackplaneError.badRequest("A JSON request body is required.") }
+        if let key = buffer.withUnsafeReadableBytes(DuplicateJSONKeys.first(in:)) {
+            throw BackplaneError.badRequest("The body has the key '\(key)' twice in one object; each key may appear once.")
+        }
         do {
             return try WireJSON.decoder().decode(T.self, from: Data(buffer: buffer))
         } catch let error as DecodingError {

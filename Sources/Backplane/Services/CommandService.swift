@@ -26,6 +26,7 @@ public struct CommandService: Sendable {
         }
         let assetIds = try validateAssets(request)
         let now = now()
+        try Validate.date(request.expiresAt, field: "expiresAt")
         if let expiresAt = request.expiresAt, expiresAt <= now {
             throw BackplaneError.validation("'expiresAt' must be in the future.", field: "expiresAt")
         }

@@ -45,13 +45,18 @@ public struct DeviceService: Sendable {
 
     /// Registers a device idempotently and issues a new device credential.
     ///
+    /// A device id that has a row already (registered or not) is taken only by a request that
+    /// `proof` shows comes from that install; anything else is 409 `device_already_registered`
+    /// and changes nothing. Then:
     /// - same device id, same user: the same device (`existing`), its download flag unchanged;
     /// - registered to another user: 409 `device_already_registered`, unless `moveFromOtherUser`,
     ///   which moves it (`moved`) and so frees its slot in the old user's limit;
     /// - unregistered earlier: registered again (`reactivated`);
     /// - new: `created`. Moved, reactivated and created devices are download-enabled while the user
     ///   is under the device limit, else registered with download disabled and `deviceLimitReached`.
-    public func register(applicationId: String, _ request: RegisterDeviceRequest) async throws -> RegisterDeviceResponse {
+    public func register(
+        applicationId: String, _ request: RegisterDeviceRequest, proof: RegistrationProof
+    ) async throws -> RegisterDeviceResponse {
         try Validate.identifier(request.userId, field: "userId")
         try Validate.identifier(request.deviceId, field: "deviceId")
         try Validate.text(request.platform, field: "platform", maxLength: WireLimits.maxShortTextLength)
@@ -60,6 +65,17 @@ public struct DeviceService: Sendable {
         try Validate.optionalText(request.osVersion, field: "osVersion", maxLength: WireLimits.maxShortTextLength)
         try Validate.optionalText(request.sdkVersion, field: "sdkVersion", maxLength: WireLimits.maxShortTextLength)
         try Validate.optionalText(request.appVersion, field: "appVersion", maxLength: WireLimits.maxShortTextLength)
+        if let key = request.devicePublicKey {
+            guard RegistrationProof.publicKey(key) != nil else {
+                throw BackplaneError.validation(
+                    "'devicePublicKey' must be a P-256 public key: base64url of its 65-byte uncompressed X9.63 form.", field: "devicePublicKey")
+            }
+            // Only the holder of the private key may record it.
+            guard proof.isSigned(by: key) else {
+                throw BackplaneError.invalidSignature(
+                    "A registration with 'devicePublicKey' must carry \(RequestSigning.Header.deviceProof): the device key's signature of the string to sign.")
+            }
+        }
 
         let credential = Secrets.deviceCredential()
         let credentialHash = Secrets.hash(credential)
@@ -72,6 +88,14 @@ public struct DeviceService: Sendable {
             let outcome: RegistrationOutcome
             var device: DeviceRecord
             if let existing = state.existing {
+                guard proof.proves(existing) else {
+                    throw BackplaneError(.conflict, .deviceAlreadyRegistered,
+                        "Device '\(request.deviceId)' is already registered. Registering it again needs proof that this is that install: "
+                            + "\(RequestSigning.Header.deviceProof) signed by the device key it registered with"
+                            + (existing.publicKey == nil ? ", or its current \(RequestSigning.Header.deviceCredential)" : "")
+                            + ". An admin can release the device id.",
+                        details: ["deviceId": .string(request.deviceId), "proofRequired": .bool(true)])
+                }
                 device = existing
                 if !existing.isRegistered {
                     outcome = .reactivated
@@ -105,6 +129,8 @@ public struct DeviceService: Sendable {
             device.sdkVersion = request.sdkVersion ?? device.sdkVersion
             device.appVersion = request.appVersion ?? device.appVersion
             device.credentialHash = credentialHash
+            // A device registered before it had a key, or released, records the one it proved.
+            device.publicKey = device.publicKey ?? request.devicePublicKey
             device.updatedAt = now
             device.lastSeenAt = now
             let limitReached = !device.downloadEnabled && !hasRoom
@@ -187,6 +213,22 @@ public struct DeviceService: Sendable {
         let now = now()
         let device = try await mutate(applicationId, deviceId) { device, _ in Self.detached(device, at: now) }
         if origin == .admin { wakeUps.publish(.devices(applicationId: applicationId, deviceIds: [deviceId])) }
+        return try await response(applicationId, device, includePushToken: true)
+    }
+
+    /// Lets another install register this device id: unregisters the device and forgets its key and
+    /// credential, so the next registration of the id needs no proof. For a lost or reset device
+    /// whose install can no longer prove itself.
+    public func release(applicationId: String, deviceId: String) async throws -> DeviceResponse {
+        let now = now()
+        let device = try await mutate(applicationId, deviceId) { device, _ in
+            var released = Self.detached(device, at: now)
+            released.publicKey = nil
+            released.credentialHash = ""
+            released.updatedAt = now
+            return released
+        }
+        wakeUps.publish(.devices(applicationId: applicationId, deviceIds: [deviceId]))
         return try await response(applicationId, device, includePushToken: true)
     }
 

@@ -22,6 +22,9 @@ public struct EventService: Sendable {
                 "A batch holds at most \(WireLimits.maxEventsPerBatch) events; this one has \(batch.events.count). Nothing was stored.",
                 details: ["field": .string("events"), "maxEvents": .int(Int64(WireLimits.maxEventsPerBatch))])
         }
+        guard WireLimits.acceptedDates.contains(batch.sentAt) else {
+            throw BackplaneError.validation(WireLimits.dateOutOfRangeMessage(field: "sentAt") + " Nothing was stored.", field: "sentAt")
+        }
         let receivedAt = now()
         // The batch left the device at `sentAt` by its clock and arrived now by ours; the
         // difference (network time included, usually well under a second) is the device's error.
@@ -42,6 +45,16 @@ public struct EventService: Sendable {
                 }
                 // Nothing happens after it is received: a corrected time past that is estimation error.
                 let corrected = min(event.deviceTime.addingTimeInterval(skew), receivedAt)
+                // Both dates are in range (checked above and by `problem`), so the sum is finite;
+                // but an event older than its batch by more than the time since 1970 lands before it.
+                guard corrected >= WireLimits.acceptedDates.lowerBound else {
+                    results[index] = EventResult(
+                        index: index, sequence: event.sequence, status: .rejected, code: .validationFailed,
+                        message: "'deviceTime' is \(Int64(batch.sentAt.timeIntervalSince(event.deviceTime))) s before the batch's 'sentAt'; "
+                            + "corrected by the clock skew it would fall before 1970-01-01T00:00:00Z.",
+                        field: "deviceTime")
+                    continue
+                }
                 records.append(EventRecord(
                     applicationId: applicationId, deviceId: deviceId, event: event, receivedAt: receivedAt, correctedTime: corrected))
                 positions.append(index)
@@ -122,9 +135,10 @@ enum EventCursor {
 
     static func decode(_ cursor: String) throws -> EventKey {
         let parts = OpaqueCursor.decode(cursor)?.split(separator: ":") ?? []
-        guard parts.count == 3, parts[0] == "ev1", let milliseconds = Int64(parts[1]), let rowId = Int64(parts[2])
+        guard parts.count == 3, parts[0] == "ev1", let correctedTime = Int64(parts[1]).flatMap(Date.init(acceptedMilliseconds:)),
+              let rowId = Int64(parts[2]), rowId >= 0
         else { throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.") }
-        return EventKey(correctedTime: Date(millisecondsSince1970: milliseconds), rowId: rowId)
+        return EventKey(correctedTime: correctedTime, rowId: rowId)
     }
 }
 

@@ -154,6 +154,11 @@ public struct FeedService: Sendable {
                 throw BackplaneError.validation("'\(path).mediaType' (file or hls) is required with a downloadURL.", field: "\(path).mediaType")
             }
         }
+        if let mimeTypes = episode.permittedMimeTypes, mimeTypes.count > WireLimits.maxMimeTypesPerEpisode {
+            throw BackplaneError.validation(
+                "'\(path).permittedMimeTypes' holds at most \(WireLimits.maxMimeTypesPerEpisode) entries; this one has \(mimeTypes.count).",
+                field: "\(path).permittedMimeTypes")
+        }
         for mime in episode.permittedMimeTypes ?? [] {
             try Validate.text(mime, field: "\(path).permittedMimeTypes", maxLength: WireLimits.maxShortTextLength)
         }
@@ -165,6 +170,8 @@ public struct FeedService: Sendable {
         }
         if let value = episode.expiryAfterDownloadSeconds { try Validate.setting(value, field: "\(path).expiryAfterDownloadSeconds") }
         if let value = episode.expiryAfterPlaySeconds { try Validate.setting(value, field: "\(path).expiryAfterPlaySeconds") }
+        try Validate.date(episode.publishDate, field: "\(path).publishDate")
+        try Validate.date(episode.expiryDate, field: "\(path).expiryDate")
         if let publish = episode.publishDate, let expiry = episode.expiryDate, expiry <= publish {
             throw BackplaneError.validation("'\(path).expiryDate' must be after its publishDate.", field: "\(path).expiryDate")
         }

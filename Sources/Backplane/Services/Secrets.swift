@@ -26,12 +26,7 @@ enum Secrets {
 }
 
 extension Data {
-    func base64URLEncodedString() -> String {
-        base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
+    func base64URLEncodedString() -> String { Base64URL.encode(self) }
 
     /// Decodes lower- or upper-case hex; nil for anything else.
     init?(hex: String) {

@@ -100,26 +100,39 @@ enum EpisodeCursor {
     static func decode(_ cursor: String) throws -> EpisodeKey {
         guard let text = OpaqueCursor.decode(cursor), text.hasPrefix("e1:"),
               let parts = try? JSONDecoder().decode([String].self, from: Data(text.dropFirst(3).utf8)), parts.count == 3,
-              let millis = Int64(parts[0])
+              let updatedAt = Int64(parts[0]).flatMap(Date.init(acceptedMilliseconds:))
         else { throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.") }
-        return EpisodeKey(updatedAt: Date(millisecondsSince1970: millis), feedId: parts[1], assetId: parts[2])
+        return EpisodeKey(updatedAt: updatedAt, feedId: parts[1], assetId: parts[2])
     }
 }
 
 extension Date {
-    /// Whole milliseconds since 1970: what cursors and the event table hold.
-    var millisecondsSince1970: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+    /// Whole milliseconds since 1970: what cursors and the event table hold. Exact inside
+    /// `WireLimits.acceptedDates`; saturates outside it instead of trapping, so no date can crash
+    /// the conversion.
+    var millisecondsSince1970: Int64 {
+        let milliseconds = (timeIntervalSince1970 * 1000).rounded()
+        guard milliseconds.isFinite else { return milliseconds > 0 ? .max : .min }
+        if milliseconds >= 9.2e18 { return .max }
+        if milliseconds <= -9.2e18 { return .min }
+        return Int64(milliseconds)
+    }
 
     init(millisecondsSince1970 milliseconds: Int64) {
         self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
+
+    /// Milliseconds read from a client (a cursor): nil outside `WireLimits.acceptedDates`, where
+    /// the backplane never issues one.
+    init?(acceptedMilliseconds milliseconds: Int64) {
+        self.init(millisecondsSince1970: milliseconds)
+        guard WireLimits.acceptedDates.contains(self) else { return nil }
     }
 }
 
 enum OpaqueCursor {
     /// base64url (unpadded) to text; nil for anything else.
     static func decode(_ cursor: String) -> String? {
-        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64).flatMap { String(data: $0, encoding: .utf8) }
+        Base64URL.decode(cursor).flatMap { String(data: $0, encoding: .utf8) }
     }
 }

@@ -26,6 +26,13 @@ enum Validate {
         }
     }
 
+    /// A date from outside: nil, or inside `WireLimits.acceptedDates` (what storage, cursors and
+    /// date arithmetic are safe for).
+    static func date(_ value: Date?, field: String) throws {
+        guard let value, !WireLimits.acceptedDates.contains(value) else { return }
+        throw BackplaneError.validation(WireLimits.dateOutOfRangeMessage(field: field), field: field)
+    }
+
     /// A page size from a `limit` query parameter: `default` when absent, else 1...max.
     static func pageLimit(_ limit: Int?, default defaultLimit: Int, max: Int) throws -> Int {
         let limit = limit ?? defaultLimit

@@ -12,13 +12,19 @@ import Shared
 public final class SQLiteStore: BackplaneStore {
     public let writer: any DatabaseWriter
 
-    /// Opens (creating if needed) `backplane.sqlite` in `directory` and migrates it.
+    /// Opens (creating if needed) `backplane.sqlite` in `directory` and migrates it. The directory
+    /// is made owner-only (0700) whatever the umask: the database holds app key secrets.
     public convenience init(directory: URL) throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory.path)
         try self.init(path: directory.appendingPathComponent("backplane.sqlite").path)
     }
 
+    /// Opens (creating if needed) the database at `path` and migrates it. The database file, and
+    /// so the WAL and shared-memory files SQLite creates with the database file's mode, are
+    /// owner-only (0600).
     public init(path: String) throws {
+        try Self.restrictToOwner(path)
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         // The admin commands may write while `serve` runs: wait for the lock rather than fail.
@@ -28,7 +34,21 @@ public final class SQLiteStore: BackplaneStore {
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(pool)
+        // Files an older server left readable by others.
+        try Self.restrictToOwner(path)
         self.writer = pool
+    }
+
+    /// Creates the database file owner-only when it is missing, and sets 0600 on it and on its
+    /// WAL and shared-memory files when they exist.
+    private static func restrictToOwner(_ path: String) throws {
+        let files = FileManager.default
+        if !files.fileExists(atPath: path) {
+            files.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        for file in [path, path + "-wal", path + "-shm"] where files.fileExists(atPath: file) {
+            try files.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        }
     }
 
     /// Shipped migrations never change; a new schema step is a new migration.
@@ -157,6 +177,9 @@ public final class SQLiteStore: BackplaneStore {
         migrator.registerMigration("v4: event log") { db in
             // Times are integer milliseconds since 1970 (UTC): compact, exact, cheap to compare.
             try db.execute(sql: EventsSchema.sql)
+        }
+        migrator.registerMigration("v5: device keys") { db in
+            try db.alter(table: "devices") { t in t.add(column: "public_key", .text) }
         }
         return migrator
     }
@@ -593,7 +616,10 @@ public final class SQLiteStore: BackplaneStore {
                 WHERE \(conditions.joined(separator: " AND ")) GROUP BY day, type ORDER BY day, type
                 """
             return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).compactMap { row in
-                EventType(rawValue: row["type"]).map { EventCounts.Row(day: row["day"], type: $0, count: row["count"]) }
+                // `date()` is NULL for a time SQLite cannot place on a calendar; ingestion refuses
+                // such times, but a row stored before it did must not break the report.
+                guard let day: String = row["day"], let type = EventType(rawValue: row["type"]) else { return nil }
+                return EventCounts.Row(day: day, type: type, count: row["count"])
             }
         }
     }

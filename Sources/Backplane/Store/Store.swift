@@ -45,8 +45,12 @@ public struct DeviceRecord: Sendable, Equatable, Codable {
     public var appVersion: String?
     public var pushToken: String?
     public var downloadEnabled: Bool
-    /// SHA-256 of the current device credential.
+    /// SHA-256 of the current device credential; empty once an admin released the device (no
+    /// credential matches it, and the next registration of the id needs no proof).
     public var credentialHash: String
+    /// The device key (base64url X9.63 P-256) recorded at registration; re-registering the device
+    /// needs a proof by it. Nil for a device registered without one, or released.
+    public var publicKey: String?
     public var registeredAt: Date
     public var updatedAt: Date
     public var lastSeenAt: Date

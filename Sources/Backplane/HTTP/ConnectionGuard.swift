@@ -1,0 +1,243 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import NIOHTTP1
+import Shared
+
+/// Limits of the HTTP transport, applied to every connection before any route sees it.
+public struct TransportLimits: Sendable, Equatable {
+    /// Largest request head (request line and all header fields); a larger one is answered
+    /// `431 Request Header Fields Too Large` and the connection is closed.
+    public var maxHeaderBytes: Int
+    /// Most header fields in one request (431 above).
+    public var maxHeaderFields: Int
+    /// How long a connection may go without a complete request head: after it opens, and after
+    /// each response while it is kept alive. Slow or idle clients are disconnected then.
+    public var requestHeadTimeout: Duration
+    /// How long a request's body may take to arrive once its head has.
+    public var requestBodyTimeout: Duration
+    /// Open connections per process (WebSocket channels included). Past it, new connections wait
+    /// in the listen backlog until one closes.
+    public var maxConnections: Int
+
+    public init(
+        maxHeaderBytes: Int = 16 * 1024, maxHeaderFields: Int = 100, requestHeadTimeout: Duration = .seconds(30),
+        requestBodyTimeout: Duration = .seconds(60), maxConnections: Int = 4096
+    ) {
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxHeaderFields = maxHeaderFields
+        self.requestHeadTimeout = requestHeadTimeout
+        self.requestBodyTimeout = requestBodyTimeout
+        self.maxConnections = maxConnections
+    }
+}
+
+/// The backplane's child channel: Hummingbird's HTTP/1 server with WebSocket upgrade, plus a
+/// `ConnectionGuard` right after the HTTP decoder, where it sees every request of the
+/// connection from the first (Hummingbird adds its own idle handling only after the first
+/// request head, and never answers a head that overflows the decoder).
+struct GuardedHTTPChannel: ServerChildChannel {
+    let inner: HTTP1WebSocketUpgradeChannel
+    let limits: TransportLimits
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1WebSocketUpgradeChannel.Value> {
+        inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            try channel.pipeline.syncOperations.addHandler(ConnectionGuard(limits: limits))
+            return value
+        }
+    }
+
+    func handle(value: HTTP1WebSocketUpgradeChannel.Value, logger: Logger) async {
+        await inner.handle(value: value, logger: logger)
+    }
+}
+
+/// Per connection: closes it when a request head or body takes too long, answers a head the
+/// decoder refuses (431 for too large, 400 otherwise) instead of leaving the client hanging, and
+/// replaces the empty 400 of a refused WebSocket upgrade with the refusal's status and error body.
+/// Leaves the pipeline once the connection becomes a WebSocket (channels are pinged instead).
+final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// A refused upgrade's answer, recorded by `UpgradeRefusalMiddleware`.
+    struct Refusal: Sendable {
+        var status: HTTPResponse.Status
+        var headers: HTTPFields
+        var body: ByteBuffer
+    }
+
+    private let limits: TransportLimits
+    private var timer: Scheduled<Void>?
+    private var responding = false
+    private var refusal: Refusal?
+    private var refusalBody: ByteBuffer?
+
+    init(limits: TransportLimits) {
+        self.limits = limits
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { arm(context, limits.requestHeadTimeout) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        disarm()
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        arm(context, limits.requestHeadTimeout)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        disarm()
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head: arm(context, limits.requestBodyTimeout)
+        case .end: disarm()
+        case .body: break
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(var head):
+            responding = true
+            if let refusal, head.status == .badRequest {
+                // Hummingbird's answer to a refused upgrade: empty, always 400. Send the refusal.
+                head.status = .init(statusCode: Int(refusal.status.code), reasonPhrase: refusal.status.reasonPhrase)
+                head.headers = HTTPHeaders(refusal.headers.map { ($0.name.rawName, $0.value) })
+                head.headers.replaceOrAdd(name: "content-length", value: String(refusal.body.readableBytes))
+                head.headers.replaceOrAdd(name: "connection", value: "close")
+                refusalBody = refusal.body
+                self.refusal = nil
+            }
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .end(let trailers):
+            responding = false
+            if let body = refusalBody {
+                refusalBody = nil
+                context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            }
+            context.write(wrapOutboundOut(.end(trailers)), promise: promise)
+            arm(context, limits.requestHeadTimeout)
+        case .body:
+            context.write(data, promise: promise)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parserError = error as? HTTPParserError else { return context.fireErrorCaught(error) }
+        disarm()
+        // Mid-response there is no clean way to answer: just close.
+        guard !responding else { return context.close(promise: nil) }
+        let tooLarge = parserError == .headerOverflow
+        let body = BackplaneError(
+            tooLarge ? .requestHeaderFieldsTooLarge : .badRequest, tooLarge ? .headersTooLarge : .badRequest,
+            tooLarge
+                ? "The request head is larger than \(limits.maxHeaderBytes) bytes or has more than \(limits.maxHeaderFields) header fields."
+                : "The request is not valid HTTP/1.1.").body
+        let bytes = (try? WireJSON.encoder().encode(body)) ?? Data()
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: "application/json; charset=utf-8")
+        headers.add(name: "content-length", value: String(bytes.count))
+        headers.add(name: "connection", value: "close")
+        let head = HTTPResponseHead(
+            version: .http1_1, status: tooLarge ? .requestHeaderFieldsTooLarge : .badRequest, headers: headers)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: bytes)))), promise: nil)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is HTTPServerUpgradeEvents {
+            // A WebSocket from now on: leave before its first frame arrives.
+            disarm()
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// Called on the channel's event loop before the refused upgrade is answered.
+    func record(_ refusal: Refusal) {
+        self.refusal = refusal
+    }
+
+    private func arm(_ context: ChannelHandlerContext, _ timeout: Duration) {
+        disarm()
+        let channel = context.channel
+        timer = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+            // Too slow or idle: nothing useful can be said to a client that is not sending.
+            channel.close(promise: nil)
+        }
+    }
+
+    private func disarm() {
+        timer?.cancel()
+        timer = nil
+    }
+}
+
+/// Outermost middleware of the WebSocket router: a channel request it refuses (bad signature,
+/// unknown key, another device's channel) is recorded on the connection's `ConnectionGuard`,
+/// which sends it in place of the upgrade's empty 400, so a failed upgrade answers like any other
+/// request: the status and the error body.
+struct UpgradeRefusalMiddleware: RouterMiddleware {
+    typealias Context = BackplaneRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            var mapped = ErrorMiddleware<Context>.map(error, requestId: context.id)
+            mapped.headers[ErrorMiddleware<Context>.requestIdHeader] = context.id
+            var headers = mapped.headers
+            headers[.contentType] = "application/json; charset=utf-8"
+            let refusal = ConnectionGuard.Refusal(
+                status: mapped.status, headers: headers, body: ByteBuffer(bytes: (try? WireJSON.encoder().encode(mapped.body)) ?? Data()))
+            if let channel = context.channel {
+                try? await channel.eventLoop.submit {
+                    try channel.pipeline.syncOperations.handler(type: ConnectionGuard.self).record(refusal)
+                }.get()
+            }
+            throw error
+        }
+    }
+}
+
+extension HTTPServerBuilder {
+    /// HTTP/1 with WebSocket upgrade on `webSocketRouter`, behind `ConnectionGuard`.
+    static func guardedHTTP1WebSocketUpgrade(
+        webSocketRouter: Router<BackplaneRequestContext>, limits: TransportLimits, webSocket: WebSocketServerConfiguration
+    ) -> HTTPServerBuilder {
+        let webSocketResponder = webSocketRouter.buildResponder()
+        var http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount(limits.requestHeadTimeout))
+        http1.httpDecoder = .init(
+            maxHeaderFieldSize: limits.maxHeaderBytes, maxHeaderListSize: limits.maxHeaderBytes, maxHeaderFieldCount: limits.maxHeaderFields)
+        let configuration = HTTP1WebSocketUpgradeChannel.Configuration(http1: http1, ws: webSocket)
+        return HTTPServerBuilder { responder in
+            GuardedHTTPChannel(
+                inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder, configuration: configuration),
+                limits: limits)
+        }
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

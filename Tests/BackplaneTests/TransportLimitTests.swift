@@ -1,0 +1,167 @@
+import Backplane
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Shared
+import Testing
+import TestSupport
+
+/// The HTTP transport's limits, against a real listening server and raw connections: what a
+/// client that does not play by the rules gets (an answer and a closed connection, never a hang).
+@Suite struct TransportLimitTests {
+    /// Serves `fixture` on a free port with `limits` while `body` runs.
+    private func serve(
+        _ fixture: Fixture, limits: TransportLimits, _ body: @escaping @Sendable (Int) async throws -> Void
+    ) async throws {
+        defer { try? FileManager.default.removeItem(at: fixture.directory) }
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = buildApplication(
+            BackplaneConfiguration(port: 0, dataDirectory: fixture.directory, logLevel: .critical, transport: limits),
+            services: fixture.services, onServerRunning: { continuation.yield($0) })
+        let server = Task { try await app.runService(gracefulShutdownSignals: []) }
+        defer { server.cancel() }
+        var iterator = ports.makeAsyncIterator()
+        let port = try #require(await iterator.next())
+        try await body(port)
+    }
+
+    private static func errorCode(_ body: Data) -> ErrorCode? {
+        (try? WireJSON.decoder().decode(ErrorBody.self, from: body))?.error.code
+    }
+
+    @Test func anOversizedRequestHeadIsAnswered431AndClosed() async throws {
+        let fixture = try await Fixture.make()
+        try await serve(fixture, limits: TransportLimits(maxHeaderBytes: 8 * 1024)) { port in
+            for connectionRequest in [1, 2] {
+                let connection = try RawConnection(port: port)
+                if connectionRequest == 2 {
+                    // Also after a first, normal request on the same connection.
+                    await connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                    #expect(await connection.readResponse(timeout: 5)?.status == 200)
+                }
+                await connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 20 * 1024))\r\n\r\n")
+                let response = try #require(await connection.readResponse(timeout: 5), "no answer to an oversized head")
+                #expect(response.status == 431)
+                #expect(Self.errorCode(response.body) == .headersTooLarge)
+                #expect(await connection.readUntilClosed(timeout: 5).closed, "the connection stays open")
+            }
+            // Just under the limit is fine.
+            let fine = try RawConnection(port: port)
+            await fine.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 6 * 1024))\r\n\r\n")
+            #expect(await fine.readResponse(timeout: 5)?.status == 200)
+        }
+    }
+
+    @Test func idleTrickledAndStalledRequestsAreCutOff() async throws {
+        let fixture = try await Fixture.make()
+        let limits = TransportLimits(requestHeadTimeout: .seconds(1), requestBodyTimeout: .seconds(1))
+        try await serve(fixture, limits: limits) { port in
+            // Connects and says nothing.
+            let silent = try RawConnection(port: port)
+            #expect(await silent.readUntilClosed(timeout: 5).closed)
+
+            // Sends its head three bytes at a time: never complete within the limit.
+            let trickle = try RawConnection(port: port)
+            var closed = false
+            let head = Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: \(String(repeating: "s", count: 200))\r\n\r\n".utf8)
+            for start in stride(from: 0, to: head.count, by: 3) {
+                if await !trickle.send(Data(head[start..<min(start + 3, head.count)])) { closed = true; break }
+                if case .closed = await trickle.read(timeout: 0.2) { closed = true; break }
+            }
+            #expect(closed, "a client trickling its head was never cut off")
+
+            // A head, then a body that never comes.
+            let stalled = try RawConnection(port: port)
+            await stalled.send("POST /v1/sync HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":")
+            #expect(await stalled.readUntilClosed(timeout: 5).closed)
+
+            // A kept-alive connection answers, then is closed once idle past the limit.
+            let keptAlive = try RawConnection(port: port)
+            await keptAlive.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(await keptAlive.readResponse(timeout: 5)?.status == 200)
+            #expect(await keptAlive.readUntilClosed(timeout: 5).closed)
+        }
+    }
+
+    @Test func connectionsBeyondTheLimitWaitForAFreeSlot() async throws {
+        let fixture = try await Fixture.make()
+        try await serve(fixture, limits: TransportLimits(maxConnections: 2)) { port in
+            let first = try RawConnection(port: port), second = try RawConnection(port: port)
+            for connection in [first, second] {
+                await connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(await connection.readResponse(timeout: 5)?.status == 200)
+            }
+            let third = try RawConnection(port: port)
+            await third.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(await third.read(timeout: 1) == .timedOut, "a third connection was served past the limit of 2")
+            // Closing one lets the waiting connection in.
+            first.disconnect()
+            #expect(await third.readResponse(timeout: 5)?.status == 200)
+            second.disconnect()
+        }
+    }
+
+    /// A hand-made WebSocket upgrade for a device's channel, signed as `identity` would sign it.
+    private func upgrade(_ fixture: Fixture, deviceId: String, as identity: DeviceIdentity?, signer: Signer? = nil) -> String {
+        let path = "/v1/devices/\(deviceId)/channel"
+        let headers = (signer ?? fixture.signer).headers(
+            method: .get, path: path, body: Data(), deviceId: identity?.deviceId, credential: identity?.credential)
+        var request = "GET \(path) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        for field in headers where field.name != .contentType { request += "\(field.name.rawName): \(field.value)\r\n" }
+        return request + "\r\n"
+    }
+
+    @Test func aRefusedChannelUpgradeAnswersWithTheUsualErrorBody() async throws {
+        let fixture = try await Fixture.make()
+        try await serve(fixture, limits: TransportLimits(requestHeadTimeout: .seconds(1))) { port in
+            let phone = try await Self.register(fixture, port: port, device: "phone")
+            let tablet = try await Self.register(fixture, port: port, device: "tablet")
+            let cases: [(String, Int, ErrorCode)] = [
+                (upgrade(fixture, deviceId: "phone", as: nil), 401, .invalidCredentials),
+                (upgrade(fixture, deviceId: "phone", as: DeviceIdentity(deviceId: "phone", credential: "dc_wrong")), 401, .invalidCredentials),
+                (upgrade(fixture, deviceId: "phone", as: phone, signer: Signer(keyId: fixture.signer.keyId, secret: "wrong")), 401, .invalidSignature),
+                (upgrade(fixture, deviceId: "phone", as: phone, signer: Signer(keyId: "ak_unknown", secret: "x")), 401, .invalidCredentials),
+                (upgrade(fixture, deviceId: "phone", as: tablet), 403, .forbidden),
+            ]
+            for (request, status, code) in cases {
+                let connection = try RawConnection(port: port)
+                await connection.send(request)
+                let response = try #require(await connection.readResponse(timeout: 5), "no answer to a refused upgrade")
+                #expect(response.status == status, "\(String(decoding: response.body, as: UTF8.self))")
+                #expect(Self.errorCode(response.body) == code, "\(String(decoding: response.body, as: UTF8.self))")
+                #expect(response.headers["x-request-id"]?.isEmpty == false)
+            }
+
+            // A good upgrade becomes a channel that outlives the transport's idle limit: it is pinged.
+            let channel = try RawConnection(port: port)
+            await channel.send(upgrade(fixture, deviceId: "phone", as: phone))
+            let switched = try #require(await channel.readResponse(timeout: 5))
+            #expect(switched.status == 101)
+            try await Task.sleep(for: .seconds(2.5))
+            // A masked ping with no payload; the server answers pong.
+            #expect(await channel.send(Data([0x89, 0x80, 1, 2, 3, 4])))
+            guard case .data(let pong) = await channel.read(timeout: 5) else {
+                Issue.record("the idle channel was closed")
+                return
+            }
+            #expect(pong.first == 0x8A)
+        }
+    }
+
+    /// Registers a device over the real port, as the install holding its device key.
+    private static func register(_ fixture: Fixture, port: Int, device: String) async throws -> DeviceIdentity {
+        let key = fixture.deviceKeys.key(for: device)
+        let body = try Client.encode(RegisterDeviceRequest(
+            userId: "alice", deviceId: device, platform: "linux", devicePublicKey: DeviceKeys.publicKey(key)))
+        let headers = fixture.signer.headers(method: .post, path: "/v1/devices/register", body: body, proofKey: key)
+        let connection = try RawConnection(port: port)
+        var request = "POST /v1/devices/register HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.count)\r\n"
+        for field in headers { request += "\(field.name.rawName): \(field.value)\r\n" }
+        await connection.send(Data((request + "\r\n").utf8) + body)
+        let response = try #require(await connection.readResponse(timeout: 5))
+        let registered = try WireJSON.decoder().decode(RegisterDeviceResponse.self, from: response.body)
+        return DeviceIdentity(deviceId: device, credential: registered.deviceCredential)
+    }
+}
