@@ -32,8 +32,10 @@ struct BackplaneAPI: Sendable {
         self.serverNow = serverNow
     }
 
-    func register(_ request: RegisterDeviceRequest) async throws -> RegisterDeviceResponse {
-        try await send("POST", "/v1/devices/register", body: request, as: nil)
+    /// Signed with the app key and, as proof that this is the install holding the device id, with
+    /// the device key; `credential` is sent too when the install still holds one.
+    func register(_ request: RegisterDeviceRequest, deviceKey: P256.Signing.PrivateKey, credential: String?) async throws -> RegisterDeviceResponse {
+        try await send("POST", "/v1/devices/register", body: request, as: nil, proof: DeviceProof(key: deviceKey, credential: credential))
     }
 
     func sync(_ request: SyncRequest, as device: DeviceCredentials) async throws -> SyncResponse {
@@ -86,8 +88,14 @@ struct BackplaneAPI: Sendable {
 
     // MARK: plumbing
 
+    /// What a registration adds to prove the install: the device key's signature, the credential held.
+    struct DeviceProof {
+        var key: P256.Signing.PrivateKey
+        var credential: String?
+    }
+
     private func send<Body: Encodable, Answer: Decodable>(
-        _ method: String, _ route: String, body: Body?, as device: DeviceCredentials?
+        _ method: String, _ route: String, body: Body?, as device: DeviceCredentials?, proof: DeviceProof? = nil
     ) async throws -> Answer {
         let payload: Data
         do {
@@ -98,7 +106,8 @@ struct BackplaneAPI: Sendable {
         let (url, pathAndQuery) = try url(for: route)
 
         let request = TransportRequest(
-            method: method, url: url, headers: headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device),
+            method: method, url: url,
+            headers: try headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device, proof: proof),
             body: payload, timeout: timeout)
         let response: TransportResponse
         do {
@@ -141,7 +150,9 @@ struct BackplaneAPI: Sendable {
         return (url, pathAndQuery)
     }
 
-    func headers(method: String, pathAndQuery: String, body: Data, device: DeviceCredentials?) -> [(name: String, value: String)] {
+    func headers(
+        method: String, pathAndQuery: String, body: Data, device: DeviceCredentials?, proof: DeviceProof? = nil
+    ) throws -> [(name: String, value: String)] {
         let timestamp = Int64(serverNow().timeIntervalSince1970.rounded())
         let nonce = Self.nonce()
         let stringToSign = RequestSigning.stringToSign(
@@ -158,6 +169,16 @@ struct BackplaneAPI: Sendable {
         if let device {
             headers.append((RequestSigning.Header.deviceId, device.deviceId))
             headers.append((RequestSigning.Header.deviceCredential, device.credential))
+        }
+        if let proof {
+            let signature: P256.Signing.ECDSASignature
+            do {
+                signature = try proof.key.signature(for: Data(stringToSign.utf8))
+            } catch {
+                throw BackplaneClientError(kind: .localStorage, message: "Could not sign with the device key.", underlying: error)
+            }
+            headers.append((RequestSigning.Header.deviceProof, Base64URL.encode(signature.rawRepresentation)))
+            if let credential = proof.credential { headers.append((RequestSigning.Header.deviceCredential, credential)) }
         }
         return headers
     }

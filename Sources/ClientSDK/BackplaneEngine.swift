@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Shared
 
@@ -30,6 +31,8 @@ public actor BackplaneEngine {
     var local: LocalStore?
     var content: ContentStore?
     private var deviceId: String?
+    /// Proves to the backplane that a registration of `deviceId` comes from this install.
+    private var deviceKey: P256.Signing.PrivateKey?
     private var registration: StoredRegistration?
     private var lastSync: StoredSync?
     private var lastError: BackplaneClientError?
@@ -119,11 +122,18 @@ public actor BackplaneEngine {
         do {
             let store = try eventLogger.openStore()
             let identity = configuration.identityStore ?? FileDeviceIdentityStore(directory: configuration.dataDirectory)
+            // The key first: an id saved without its key could never register again.
+            var key = try identity.loadDeviceKey().flatMap { try? P256.Signing.PrivateKey(rawRepresentation: $0) }
+            if key == nil {
+                key = P256.Signing.PrivateKey()
+                try identity.saveDeviceKey(key!.rawRepresentation)
+            }
             var id = try identity.loadDeviceId()
             if id == nil {
                 id = UUID().uuidString.lowercased()
                 try identity.saveDeviceId(id!)
             }
+            deviceKey = key
             registration = try store.load(StoredRegistration.self, .registration)
             lastSync = try store.load(StoredSync.self, .lastSync)
             if let offset = lastSync?.clockOffset { clock.update(offset: offset) }
@@ -395,19 +405,24 @@ public actor BackplaneEngine {
     }
 
     private func register() async throws -> DeviceCredentials {
-        guard let deviceId, let local else { throw BackplaneClientError(kind: .notRunning, message: "The engine is not started.") }
+        guard let deviceId, let deviceKey, let local else {
+            throw BackplaneClientError(kind: .notRunning, message: "The engine is not started.")
+        }
         let request = RegisterDeviceRequest(
             userId: configuration.userId, deviceId: deviceId, externalDeviceId: configuration.externalDeviceId,
             nickname: configuration.nickname, platform: configuration.platform, model: configuration.model,
             osVersion: configuration.osVersion, sdkVersion: BackplaneSDK.version, appVersion: configuration.appVersion,
-            moveFromOtherUser: configuration.moveFromOtherUser ? true : nil)
+            moveFromOtherUser: configuration.moveFromOtherUser ? true : nil,
+            devicePublicKey: Base64URL.encode(deviceKey.publicKey.x963Representation))
+        // The credential still held (a user change) proves a device registered before it had a key.
+        let held = registration?.credentials.credential
         let response: RegisterDeviceResponse
         do {
-            response = try await api.register(request)
+            response = try await api.register(request, deviceKey: deviceKey, credential: held)
         } catch let error as BackplaneClientError where error.code == .staleTimestamp {
             // The device clock is off by more than the signing window: learn the offset, try once more.
             clock.learn(fromStaleTimestamp: error)
-            response = try await api.register(request)
+            response = try await api.register(request, deviceKey: deviceKey, credential: held)
         }
         let stored = StoredRegistration(
             credentials: DeviceCredentials(deviceId: response.device.deviceId, credential: response.deviceCredential),

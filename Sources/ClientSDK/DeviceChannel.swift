@@ -28,7 +28,7 @@ struct DeviceChannel: Sendable {
             throw BackplaneClientError(kind: .invalidResponse, message: "Invalid backplane URL.")
         }
         var headers = HTTPFields()
-        for (name, value) in api.headers(method: "GET", pathAndQuery: pathAndQuery, body: Data(), device: credentials) {
+        for (name, value) in try api.headers(method: "GET", pathAndQuery: pathAndQuery, body: Data(), device: credentials) {
             if let field = HTTPField.Name(name) { headers[field] = value }
         }
         let configuration = WebSocketClientConfiguration(

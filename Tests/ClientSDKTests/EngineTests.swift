@@ -246,9 +246,11 @@ import TestSupport
         try await engine.start()
         let deviceId = try #require(await engine.status.deviceId)
 
-        // A reinstall that kept the device id (e.g. in the Keychain) registers again, which
-        // rotates the credential the first install holds.
+        // A reinstall that kept its identity (id and device key, e.g. in the Keychain) registers
+        // again, which rotates the credential the first install holds.
         let reinstall = temporaryDirectory("sdk-kim-b")
+        let kept = FileDeviceIdentityStore(directory: original)
+        try FileDeviceIdentityStore(directory: reinstall).saveDeviceKey(try #require(try kept.loadDeviceKey()))
         try FileDeviceIdentityStore(directory: reinstall).saveDeviceId(deviceId)
         let other = BackplaneEngine(configuration: server.configuration(user: "kim", dataDirectory: reinstall))
         try await other.start()
@@ -258,6 +260,38 @@ import TestSupport
         #expect(result.device.deviceId == deviceId)
         #expect(try await server.devices(user: "kim").count == 1)
         await engine.shutdown()
+    }
+
+    @Test func aReinstallWithItsIdentityStoreRegistersAsItselfAndAnotherInstallCannot() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        // The identity store outlives the app's data (as the Keychain outlives a reinstall).
+        let identity = FileDeviceIdentityStore(directory: temporaryDirectory("sdk-keychain"))
+        var configuration = server.configuration(user: "kit", dataDirectory: temporaryDirectory("sdk-kit-a"))
+        configuration.identityStore = identity
+        let first = BackplaneEngine(configuration: configuration)
+        try await first.start()
+        let deviceId = try #require(await first.status.deviceId)
+        await first.shutdown()
+
+        configuration.dataDirectory = temporaryDirectory("sdk-kit-reinstalled")
+        let reinstalled = BackplaneEngine(configuration: configuration)
+        let events = EventRecorder(reinstalled.events())
+        try await reinstalled.start()
+        #expect(await reinstalled.status.deviceId == deviceId)
+        try await events.wait(for: "registered", where: { if case .registered(_, outcome: .existing) = $0 { true } else { false } })
+        #expect(try await server.devices(user: "kit").count == 1)
+
+        // Another install that learnt the id (a sibling sees it in the user's device list) but
+        // has its own key is refused, and the real device keeps working.
+        let impostor = temporaryDirectory("sdk-kit-impostor")
+        try FileDeviceIdentityStore(directory: impostor).saveDeviceId(deviceId)
+        let other = BackplaneEngine(configuration: server.configuration(user: "kit", dataDirectory: impostor))
+        let refused = await #expect(throws: BackplaneClientError.self) { try await other.start() }
+        #expect(refused?.code == .deviceAlreadyRegistered)
+        await other.shutdown()
+        #expect(try await reinstalled.sync().device.deviceId == deviceId)
+        await reinstalled.shutdown()
     }
 
     @Test func everySubscriberGetsEveryEventAndStreamsEndAtShutdown() async throws {
