@@ -789,11 +789,17 @@ final class ServerClock: Sendable {
 
     func now() -> Date { Date().addingTimeInterval(offset) }
 
+    /// Offsets further than this are not a device clock's error but a broken or hostile answer;
+    /// taking one would move signing timestamps past what an integer holds.
+    static let plausibleOffset: TimeInterval = 200 * 365 * 86_400
+
     func update(offset: TimeInterval) {
+        guard offset.isFinite, abs(offset) <= Self.plausibleOffset else { return }
         state.withLock { $0 = offset }
     }
 
     func observe(serverTime: Date, sentAt: Date, receivedAt: Date) {
+        guard WireLimits.acceptedDates.contains(serverTime) else { return }
         let midpoint = sentAt.addingTimeInterval(receivedAt.timeIntervalSince(sentAt) / 2)
         update(offset: serverTime.timeIntervalSince(midpoint))
     }
