@@ -1,7 +1,7 @@
 import Foundation
 import Shared
 
-/// The event log on the device (DESIGN.md §2 "event"). `log(_:)` writes the event to the SDK's
+/// The event log on the device (docs/reporting.md). `log(_:)` writes the event to the SDK's
 /// database before it returns, so a crash or a kill of the app right after loses nothing; the
 /// engine uploads the queue in batches and deletes each event only once the backplane has
 /// answered for it.

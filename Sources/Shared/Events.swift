@@ -1,9 +1,9 @@
 import Foundation
 
-// The event log (DESIGN.md §2 "event"): records a device logs, uploaded in batches to
+// The event log (docs/reporting.md): records a device logs, uploaded in batches to
 // `POST /v1/events`, queried and exported by the reporting API.
 
-/// What happened. The names are DESIGN.md §2's; the wire value is the case name.
+/// What happened. The wire value is the case name.
 public enum EventType: String, Codable, Sendable, CaseIterable {
     case appLaunch
     case queuedForDownload
@@ -60,7 +60,7 @@ public enum ResetType: String, Codable, Sendable, CaseIterable {
     case remoteWipe
 }
 
-/// Which download permission denied a download (DESIGN.md §2 "download permissions").
+/// Which download permission denied a download.
 public enum DownloadLimitType: String, Codable, Sendable, CaseIterable {
     case account
     case asset
@@ -150,7 +150,7 @@ public struct EventContent: Codable, Sendable, Equatable {
         .init(type: .custom, customName: name, customString: string, customNumber: number)
     }
 
-    /// The first rule this content breaks (DESIGN.md §3 limits), or nil. The SDK checks it before
+    /// The first rule this content breaks (the limits in `WireLimits`), or nil. The SDK checks it before
     /// queueing and the backplane again on arrival, with the same words.
     public var problem: EventProblem? {
         func text(_ value: String?, _ field: String, max: Int) -> EventProblem? {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The one JSON format of the wire (DESIGN.md §3): Swift's default camelCase keys, RFC 3339 UTC
+/// The one JSON format of the wire (docs/openapi.yaml): Swift's default camelCase keys, RFC 3339 UTC
 /// dates, keys sorted so the same value always encodes to the same bytes (which signing relies on).
 public enum WireJSON {
     public static func encoder() -> JSONEncoder {
