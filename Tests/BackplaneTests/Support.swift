@@ -44,7 +44,7 @@ struct Fixture {
     }
 }
 
-/// Signs device requests exactly as DESIGN.md §3 and `RequestSigning` describe.
+/// Signs device requests exactly as `RequestSigning` and docs/openapi.yaml describe.
 struct Signer: Sendable {
     var keyId: String
     var secret: String

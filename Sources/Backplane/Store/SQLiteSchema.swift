@@ -1,0 +1,260 @@
+import Foundation
+import GRDB
+import Shared
+
+// The SQLite store's schema: its migrations, the event table's SQL, and the GRDB conformances of
+// the records. Kept apart from the queries in `SQLiteStore.swift`, which only read and write it.
+
+extension SQLiteStore {
+    /// Shipped migrations never change; a new schema step is a new migration.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: applications, keys, tokens, nonces, devices") { db in
+            try db.create(table: "applications") { t in
+                t.primaryKey("id", .text)
+                t.column("name", .text).notNull()
+                t.column("settings", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+            }
+            try db.create(table: "app_keys") { t in
+                t.primaryKey("key_id", .text)
+                t.column("application_id", .text).notNull().references("applications", onDelete: .cascade)
+                t.column("secret", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+                t.column("revoked_at", .datetime)
+            }
+            try db.create(table: "tokens") { t in
+                t.primaryKey("id", .text)
+                t.column("application_id", .text).notNull().references("applications", onDelete: .cascade)
+                t.column("scope", .text).notNull()
+                t.column("token_hash", .text).notNull().unique()
+                t.column("name", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+                t.column("revoked_at", .datetime)
+            }
+            try db.create(table: "nonces", options: .withoutRowID) { t in
+                t.column("key_id", .text).notNull()
+                t.column("nonce", .text).notNull()
+                t.column("expires_at", .datetime).notNull().indexed()
+                t.primaryKey(["key_id", "nonce"])
+            }
+            try db.create(table: "devices") { t in
+                t.autoIncrementedPrimaryKey("row_id")
+                t.column("application_id", .text).notNull().references("applications", onDelete: .cascade)
+                t.column("device_id", .text).notNull()
+                t.column("user_id", .text).notNull()
+                t.column("external_device_id", .text)
+                t.column("nickname", .text)
+                t.column("platform", .text).notNull()
+                t.column("model", .text)
+                t.column("os_version", .text)
+                t.column("sdk_version", .text)
+                t.column("app_version", .text)
+                t.column("push_token", .text)
+                t.column("download_enabled", .boolean).notNull()
+                t.column("credential_hash", .text).notNull()
+                t.column("registered_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+                t.column("last_seen_at", .datetime).notNull()
+                t.column("unregistered_at", .datetime)
+                t.uniqueKey(["application_id", "device_id"])
+            }
+            try db.create(index: "devices_by_user", on: "devices", columns: ["application_id", "user_id"])
+            try db.create(index: "devices_by_external_id", on: "devices", columns: ["application_id", "external_device_id"])
+        }
+        migrator.registerMigration("v2: commands") { db in
+            try db.create(table: "commands") { t in
+                t.autoIncrementedPrimaryKey("row_id")
+                t.column("command_id", .text).notNull().unique()
+                t.column("application_id", .text).notNull().references("applications", onDelete: .cascade)
+                t.column("device_id", .text).notNull()
+                t.column("type", .text).notNull()
+                t.column("asset_ids", .text)
+                t.column("state", .text).notNull()
+                t.column("created_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+                t.column("expires_at", .datetime)
+                t.column("delivered_at", .datetime)
+                t.column("completed_at", .datetime)
+                t.column("failure_reason", .text)
+                t.column("deferrals", .integer).notNull()
+            }
+            try db.create(index: "commands_by_device", on: "commands", columns: ["application_id", "device_id", "state"])
+        }
+        migrator.registerMigration("v3: feeds, episodes, change log, subscriptions") { db in
+            try db.create(table: "feeds") { t in
+                t.column("application_id", .text).notNull().references("applications", onDelete: .cascade)
+                t.column("feed_id", .text).notNull()
+                t.column("title", .text).notNull()
+                t.column("metadata", .text)
+                t.column("created_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+                t.column("deleted_at", .datetime)
+                t.primaryKey(["application_id", "feed_id"])
+            }
+            try db.create(table: "episodes") { t in
+                t.column("application_id", .text).notNull()
+                t.column("feed_id", .text).notNull()
+                t.column("asset_id", .text).notNull()
+                t.column("episode", .text).notNull()
+                t.column("announced_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+                t.column("retracted_at", .datetime)
+                t.primaryKey(["application_id", "feed_id", "asset_id"])
+                t.foreignKey(["application_id", "feed_id"], references: "feeds", onDelete: .cascade)
+            }
+            try db.create(index: "episodes_by_update", on: "episodes", columns: ["application_id", "updated_at", "feed_id", "asset_id"])
+            try db.create(index: "episodes_by_announcement", on: "episodes", columns: ["application_id", "feed_id", "announced_at"])
+            // The change log: one row per episode write. SQLite commits one writer at a time, so
+            // sequence numbers become visible in order; a reader never sees N+1 without N.
+            try db.create(table: "episode_changes") { t in
+                t.autoIncrementedPrimaryKey("seq")
+                t.column("application_id", .text).notNull()
+                t.column("feed_id", .text).notNull()
+                t.column("asset_id", .text).notNull()
+                t.column("kind", .text).notNull()
+                t.column("snapshot", .text)
+            }
+            try db.create(index: "episode_changes_by_feed", on: "episode_changes", columns: ["application_id", "feed_id", "seq"])
+            try db.create(table: "subscriptions") { t in
+                t.column("application_id", .text).notNull()
+                t.column("device_id", .text).notNull()
+                t.column("feed_id", .text).notNull()
+                t.column("max_items", .integer)
+                t.column("autodelete_old_items", .boolean)
+                t.column("since_seq", .integer).notNull()
+                t.column("subscribed_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+                t.primaryKey(["application_id", "device_id", "feed_id"])
+            }
+            try db.create(index: "subscriptions_by_feed", on: "subscriptions", columns: ["application_id", "feed_id"])
+        }
+        migrator.registerMigration("v4: event log") { db in
+            // Times are integer milliseconds since 1970 (UTC): compact, exact, cheap to compare.
+            try db.execute(sql: EventsSchema.sql)
+        }
+        migrator.registerMigration("v5: device keys") { db in
+            try db.alter(table: "devices") { t in t.add(column: "public_key", .text) }
+        }
+        return migrator
+    }
+}
+
+/// The event log's tables. One flat row per event (no JSON): every field is a column the
+/// reporting API can filter or export, and ingestion is one prepared INSERT per event.
+/// `benchmarks/ingest` reads this schema from a served database for its baseline. Migration v4
+/// runs `sql` as it is: never edit it once shipped; a schema change is a new migration.
+enum EventsSchema {
+    static let sql = """
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY,
+            application_id TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            sequence INTEGER NOT NULL,
+            event_id TEXT NOT NULL,
+            type TEXT NOT NULL,
+            device_time INTEGER NOT NULL,
+            received_at INTEGER NOT NULL,
+            corrected_time INTEGER NOT NULL,
+            user_id TEXT NOT NULL,
+            external_device_id TEXT,
+            app_state TEXT,
+            platform TEXT,
+            sdk_version TEXT,
+            app_version TEXT,
+            asset_id TEXT,
+            deletion_reason TEXT,
+            reset_type TEXT,
+            limit_type TEXT,
+            bitrate INTEGER,
+            duration_seconds REAL,
+            error_code TEXT,
+            error_message TEXT,
+            custom_name TEXT,
+            custom_string TEXT,
+            custom_number REAL
+        );
+        CREATE UNIQUE INDEX events_by_device ON events (application_id, device_id, sequence);
+        CREATE INDEX events_by_time ON events (application_id, corrected_time);
+        CREATE INDEX events_by_user ON events (application_id, user_id, corrected_time);
+        CREATE INDEX events_by_asset ON events (application_id, asset_id, corrected_time);
+        CREATE TABLE event_floors (
+            application_id TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            deleted_through INTEGER NOT NULL,
+            PRIMARY KEY (application_id, device_id)
+        ) WITHOUT ROWID;
+        """
+
+    static let insert = """
+        INSERT INTO events (
+            application_id, device_id, sequence, event_id, type, device_time, received_at, corrected_time,
+            user_id, external_device_id, app_state, platform, sdk_version, app_version,
+            asset_id, deletion_reason, reset_type, limit_type, bitrate, duration_seconds, error_code, error_message,
+            custom_name, custom_string, custom_number
+        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (application_id, device_id, sequence) DO NOTHING
+        """
+}
+
+public enum StoreError: Error, CustomStringConvertible {
+    case unknownApplication(String)
+
+    public var description: String {
+        switch self {
+        case .unknownApplication(let id): "No application with id \(id)."
+        }
+    }
+}
+
+// GRDB conformances live with the SQLite store, so the records stay plain for other stores.
+
+public protocol SnakeCaseRecord: FetchableRecord, MutablePersistableRecord {}
+extension SnakeCaseRecord {
+    public static var databaseColumnDecodingStrategy: DatabaseColumnDecodingStrategy { .convertFromSnakeCase }
+    public static var databaseColumnEncodingStrategy: DatabaseColumnEncodingStrategy { .convertToSnakeCase }
+}
+
+extension ApplicationRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "applications" }
+}
+
+extension AppKeyRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "app_keys" }
+}
+
+extension TokenRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "tokens" }
+}
+
+extension DeviceRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "devices" }
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) {
+        rowId = inserted.rowID
+    }
+}
+
+extension CommandRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "commands" }
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) {
+        rowId = inserted.rowID
+    }
+}
+
+extension FeedRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "feeds" }
+}
+
+extension EpisodeRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "episodes" }
+}
+
+extension SubscriptionRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "subscriptions" }
+}
+
+extension TokenScope: DatabaseValueConvertible {}
+extension CommandType: DatabaseValueConvertible {}
+extension CommandState: DatabaseValueConvertible {}

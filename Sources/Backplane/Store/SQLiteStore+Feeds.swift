@@ -1,0 +1,197 @@
+import Foundation
+import GRDB
+import Shared
+
+/// Feeds, episodes, their change log and the subscriptions that read it.
+extension SQLiteStore {
+
+    public func upsertFeed(_ feed: FeedRecord) async throws -> (FeedRecord, created: Bool) {
+        try await writer.write { db in
+            var feed = feed
+            if let existing = try Self.feed(db, applicationId: feed.applicationId, feedId: feed.feedId) {
+                feed.createdAt = existing.createdAt
+                try feed.update(db)
+                return (feed, existing.deletedAt != nil)
+            }
+            try feed.insert(db)
+            return (feed, true)
+        }
+    }
+
+    public func feed(applicationId: String, feedId: String) async throws -> FeedRecord? {
+        try await writer.read { db in try Self.feed(db, applicationId: applicationId, feedId: feedId) }
+    }
+
+    public func feeds(applicationId: String) async throws -> [FeedRecord] {
+        try await writer.read { db in
+            try FeedRecord.filter(Column("application_id") == applicationId && Column("deleted_at") == nil).order(Column("feed_id")).fetchAll(db)
+        }
+    }
+
+    public func deleteFeed(applicationId: String, feedId: String, at date: Date) async throws -> Bool {
+        try await writer.write { db in
+            guard var feed = try Self.feed(db, applicationId: applicationId, feedId: feedId), feed.deletedAt == nil else { return false }
+            feed.deletedAt = date
+            feed.updatedAt = date
+            try feed.update(db)
+            let live = try EpisodeRecord
+                .filter(Column("application_id") == applicationId && Column("feed_id") == feedId && Column("retracted_at") == nil)
+                .fetchAll(db)
+            for var episode in live {
+                episode.retractedAt = date
+                episode.updatedAt = date
+                try episode.update(db)
+                try Self.appendChange(db, EpisodeWrite(record: episode, kind: .retracted))
+            }
+            return true
+        }
+    }
+
+    public func writeEpisodes(
+        applicationId: String, feedId: String, assetIds: [String],
+        _ plan: @Sendable ([String: EpisodeRecord]) throws -> [EpisodeWrite]
+    ) async throws -> [EpisodeWrite] {
+        try await writer.write { db in
+            let existing = try EpisodeRecord
+                .filter(Column("application_id") == applicationId && Column("feed_id") == feedId && assetIds.contains(Column("asset_id")))
+                .fetchAll(db)
+            let writes = try plan(Dictionary(existing.map { ($0.assetId, $0) }, uniquingKeysWith: { first, _ in first }))
+            for var write in writes {
+                try write.record.save(db)
+                try Self.appendChange(db, write)
+            }
+            return writes
+        }
+    }
+
+    public func episode(applicationId: String, feedId: String, assetId: String) async throws -> EpisodeRecord? {
+        try await writer.read { db in
+            try EpisodeRecord.fetchOne(db, key: ["application_id": applicationId, "feed_id": feedId, "asset_id": assetId])
+        }
+    }
+
+    public func episodes(applicationId: String, feedId: String, limit: Int?) async throws -> [EpisodeRecord] {
+        try await writer.read { db in try Self.liveEpisodes(db, applicationId: applicationId, feedId: feedId, limit: limit) }
+    }
+
+    public func episodes(
+        applicationId: String, updatedSince since: Date, feedIds: [String]?, after: EpisodeKey?, limit: Int
+    ) async throws -> [EpisodeRecord] {
+        try await writer.read { db in
+            var request = EpisodeRecord.filter(
+                Column("application_id") == applicationId && Column("retracted_at") == nil && Column("updated_at") >= since)
+            if let feedIds { request = request.filter(feedIds.contains(Column("feed_id"))) }
+            if let after {
+                request = request.filter(sql: "(updated_at, feed_id, asset_id) > (?, ?, ?)", arguments: [after.updatedAt, after.feedId, after.assetId])
+            }
+            return try request.order(Column("updated_at"), Column("feed_id"), Column("asset_id")).limit(limit).fetchAll(db)
+        }
+    }
+
+    public func subscribe(
+        _ subscription: SubscriptionRecord, initialLimit: Int?
+    ) async throws -> (SubscriptionRecord, created: Bool, episodes: [EpisodeRecord]) {
+        try await writer.write { db in
+            var subscription = subscription
+            let existing = try SubscriptionRecord.fetchOne(db, key: [
+                "application_id": subscription.applicationId, "device_id": subscription.deviceId, "feed_id": subscription.feedId,
+            ])
+            if let existing {
+                subscription.sinceSeq = existing.sinceSeq
+                subscription.subscribedAt = existing.subscribedAt
+                try subscription.update(db)
+            } else {
+                subscription.sinceSeq = try Self.latestSeq(db)
+                try subscription.insert(db)
+            }
+            let episodes = try Self.liveEpisodes(db, applicationId: subscription.applicationId, feedId: subscription.feedId, limit: initialLimit)
+            return (subscription, existing == nil, episodes)
+        }
+    }
+
+    public func unsubscribe(applicationId: String, deviceId: String, feedId: String) async throws -> Bool {
+        try await writer.write { db in
+            try SubscriptionRecord.deleteOne(db, key: ["application_id": applicationId, "device_id": deviceId, "feed_id": feedId])
+        }
+    }
+
+    public func subscriptions(applicationId: String, deviceId: String) async throws -> [SubscriptionRecord] {
+        try await writer.read { db in
+            try SubscriptionRecord.filter(Column("application_id") == applicationId && Column("device_id") == deviceId)
+                .order(Column("feed_id")).fetchAll(db)
+        }
+    }
+
+    public func subscriberIds(applicationId: String, feedId: String) async throws -> [String] {
+        try await writer.read { db in
+            try String.fetchAll(db, sql: "SELECT device_id FROM subscriptions WHERE application_id = ? AND feed_id = ?", arguments: [applicationId, feedId])
+        }
+    }
+
+    public func changes(applicationId: String, deviceId: String, afterSeq: Int64, limit: Int) async throws -> [EpisodeChangeRecord] {
+        try await writer.read { db in
+            // One index seek per subscribed feed, each bounded by the page size, merged by sequence
+            // number: the cost follows the subscriptions and what changed in them, never the size of
+            // the catalogue (a join let SQLite walk every change of the application). One read
+            // transaction, so every feed is read at the same snapshot.
+            let subscriptions = try SubscriptionRecord
+                .filter(Column("application_id") == applicationId && Column("device_id") == deviceId)
+                .fetchAll(db)
+            var rows: [Row] = []
+            for subscription in subscriptions {
+                rows += try Row.fetchAll(db, sql: """
+                    SELECT seq, feed_id, asset_id, kind, snapshot FROM episode_changes
+                    WHERE application_id = ? AND feed_id = ? AND seq > ?
+                    ORDER BY seq LIMIT ?
+                    """, arguments: [applicationId, subscription.feedId, max(afterSeq, subscription.sinceSeq), limit])
+            }
+            rows.sort { ($0["seq"] as Int64) < ($1["seq"] as Int64) }
+            return try rows.prefix(limit).map { row in
+                let snapshot: String? = row["snapshot"]
+                return EpisodeChangeRecord(
+                    seq: row["seq"], feedId: row["feed_id"], assetId: row["asset_id"],
+                    kind: EpisodeChange.Kind(rawValue: row["kind"]) ?? .updated,
+                    snapshot: try snapshot.map { try Self.snapshotDecoder.decode(EpisodeRecord.self, from: Data($0.utf8)) })
+            }
+        }
+    }
+
+    public func latestChangeSeq() async throws -> Int64 {
+        try await writer.read { db in try Self.latestSeq(db) }
+    }
+
+    private static func feed(_ db: Database, applicationId: String, feedId: String) throws -> FeedRecord? {
+        try FeedRecord.fetchOne(db, key: ["application_id": applicationId, "feed_id": feedId])
+    }
+
+    private static func liveEpisodes(_ db: Database, applicationId: String, feedId: String, limit: Int?) throws -> [EpisodeRecord] {
+        var request = EpisodeRecord
+            .filter(Column("application_id") == applicationId && Column("feed_id") == feedId && Column("retracted_at") == nil)
+            .order(Column("announced_at").desc, Column("asset_id").desc)
+        if let limit { request = request.limit(limit) }
+        return try request.fetchAll(db)
+    }
+
+    private static func latestSeq(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM episode_changes") ?? 0
+    }
+
+    private static func appendChange(_ db: Database, _ write: EpisodeWrite) throws {
+        let snapshot = write.kind == .retracted ? nil : String(decoding: try snapshotEncoder.encode(write.record), as: UTF8.self)
+        try db.execute(
+            sql: "INSERT INTO episode_changes (application_id, feed_id, asset_id, kind, snapshot) VALUES (?, ?, ?, ?, ?)",
+            arguments: [write.record.applicationId, write.record.feedId, write.record.assetId, write.kind.rawValue, snapshot])
+    }
+
+    private static let snapshotEncoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .millisecondsSince1970
+        return encoder
+    }()
+
+    private static let snapshotDecoder: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .millisecondsSince1970
+        return decoder
+    }()
+}
