@@ -19,10 +19,15 @@ public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringCo
     public var description: String { "\(status.code) \(body.error.code.rawValue): \(body.error.message)" }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let data = try WireJSON.encoder().encode(body)
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: encodedBody))
+    }
+
+    /// The error body as JSON: what every error answer carries, whoever writes it.
+    var encodedBody: ByteBuffer {
+        // An ErrorBody of strings and JSON values always encodes.
+        ByteBuffer(bytes: (try? WireJSON.encoder().encode(body)) ?? Data())
     }
 
     // MARK: the errors the services and middleware raise

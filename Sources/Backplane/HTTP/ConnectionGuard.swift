@@ -147,16 +147,16 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             tooLarge ? .requestHeaderFieldsTooLarge : .badRequest, tooLarge ? .headersTooLarge : .badRequest,
             tooLarge
                 ? "The request head is larger than \(limits.maxHeaderBytes) bytes or has more than \(limits.maxHeaderFields) header fields."
-                : "The request is not valid HTTP/1.1.").body
-        let bytes = (try? WireJSON.encoder().encode(body)) ?? Data()
+                : "The request is not valid HTTP/1.1.")
+        let bytes = body.encodedBody
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: "application/json; charset=utf-8")
-        headers.add(name: "content-length", value: String(bytes.count))
+        headers.add(name: "content-length", value: String(bytes.readableBytes))
         headers.add(name: "connection", value: "close")
         let head = HTTPResponseHead(
             version: .http1_1, status: tooLarge ? .requestHeaderFieldsTooLarge : .badRequest, headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: bytes)))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(bytes))), promise: nil)
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
     }
@@ -205,8 +205,7 @@ struct UpgradeRefusalMiddleware: RouterMiddleware {
             mapped.headers[ErrorMiddleware<Context>.requestIdHeader] = context.id
             var headers = mapped.headers
             headers[.contentType] = "application/json; charset=utf-8"
-            let refusal = ConnectionGuard.Refusal(
-                status: mapped.status, headers: headers, body: ByteBuffer(bytes: (try? WireJSON.encoder().encode(mapped.body)) ?? Data()))
+            let refusal = ConnectionGuard.Refusal(status: mapped.status, headers: headers, body: mapped.encodedBody)
             if let channel = context.channel {
                 try? await channel.eventLoop.submit {
                     try channel.pipeline.syncOperations.handler(type: ConnectionGuard.self).record(refusal)
@@ -232,12 +231,5 @@ extension HTTPServerBuilder {
                 inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder, configuration: configuration),
                 limits: limits)
         }
-    }
-}
-
-extension TimeAmount {
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }
