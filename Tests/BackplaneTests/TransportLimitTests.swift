@@ -53,6 +53,39 @@ import TestSupport
         }
     }
 
+    @Test func anUpgradeTheServerDoesNotTakeIsIgnoredAndTheRequestAnswered() async throws {
+        let fixture = try await Fixture.make()
+        try await serve(fixture, limits: TransportLimits()) { port in
+            let asks = [
+                "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n",  // curl --http2
+                "Upgrade: websocket\r\nConnection: Upgrade\r\n",  // no Sec-WebSocket-Key
+                "Upgrade: foo\r\n",
+            ]
+            for ask in asks {
+                let connection = try RawConnection(port: port)
+                await connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\(ask)\r\n")
+                let response = try #require(await connection.readResponse(timeout: 5), "no answer to a request with \(ask)")
+                #expect(response.status == 200)
+                if ask.contains("Connection: Upgrade") {
+                    // The HTTP parser stops after what it took for an upgrade: answered, then closed.
+                    #expect(await connection.readUntilClosed(timeout: 5).closed, "the connection stays open")
+                } else {
+                    // Otherwise the connection stays usable for the next request.
+                    await connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                    #expect(await connection.readResponse(timeout: 5)?.status == 200)
+                }
+            }
+            // A complete WebSocket handshake to a path that has no channel: the usual 404 body.
+            let connection = try RawConnection(port: port)
+            await connection.send(
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+            let response = try #require(await connection.readResponse(timeout: 5))
+            #expect(response.status == 404)
+            #expect(Self.errorCode(response.body) == .notFound)
+        }
+    }
+
     @Test func idleTrickledAndStalledRequestsAreCutOff() async throws {
         let fixture = try await Fixture.make()
         let limits = TransportLimits(requestHeadTimeout: .seconds(1), requestBodyTimeout: .seconds(1))

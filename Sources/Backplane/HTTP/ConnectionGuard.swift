@@ -36,16 +36,17 @@ public struct TransportLimits: Sendable, Equatable {
     }
 }
 
-/// The backplane's child channel: Hummingbird's HTTP/1 server with WebSocket upgrade, plus a
-/// `ConnectionGuard` right after the HTTP decoder, where it sees every request of the
-/// connection from the first (Hummingbird adds its own idle handling only after the first
-/// request head, and never answers a head that overflows the decoder).
+/// The backplane's child channel: Hummingbird's HTTP/1 server with WebSocket upgrade, plus an
+/// `UpgradeRequestFilter` in front of the upgrade handler and a `ConnectionGuard` after it, where
+/// it sees every request of the connection from the first (Hummingbird adds its own idle handling
+/// only after the first request head, and never answers a head that overflows the decoder).
 struct GuardedHTTPChannel: ServerChildChannel {
     let inner: HTTP1WebSocketUpgradeChannel
     let limits: TransportLimits
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1WebSocketUpgradeChannel.Value> {
         inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            try UpgradeRequestFilter.install(in: channel.pipeline.syncOperations)
             try channel.pipeline.syncOperations.addHandler(ConnectionGuard(limits: limits))
             return value
         }
