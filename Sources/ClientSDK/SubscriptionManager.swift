@@ -99,12 +99,14 @@ extension BackplaneEngine {
         let credentials = try await ensureRegistered()
         var all: [Episode] = []
         var cursor: String?
+        var trail = CursorTrail(route: "episodes")
         repeat {
             let page = try await withCredentialRecovery(credentials) { api, credentials in
                 try await api.episodes(since: date, onlySubscribed: onlySubscribed, cursor: cursor, as: credentials)
             }
             all += page.episodes
             cursor = page.nextCursor
+            if let cursor { try trail.follow(cursor) }
         } while cursor != nil
         await dataSource.didReceive(all)
         return all
@@ -117,6 +119,7 @@ extension BackplaneEngine {
         var cursor: String? = try storage { try $0.load(String.self, .feedCursor) }
         var summary = SubscriptionSyncSummary()
         var rules: [String: Subscription]?
+        var trail = CursorTrail(route: "subscription changes", startingAt: cursor)
         // Status events only when something arrives (or fails): a quiet sync stays quiet.
         do {
             while state == .running {
@@ -134,6 +137,7 @@ extension BackplaneEngine {
                 cursor = page.cursor
                 try storage { try $0.save(page.cursor, .feedCursor) }
                 if !page.hasMore { break }
+                try trail.follow(page.cursor)
             }
         } catch let error as BackplaneClientError {
             broadcaster.emit(.subscriptionStatusChanged(error.isTransient ? .offline : .errors))
@@ -213,5 +217,29 @@ extension BackplaneEngine {
         broadcaster.emit(.assetAdded(item))
         summary.added += 1
         return .added
+    }
+}
+
+/// The cursors of one paging run. A server that hands back the cursor of an earlier page with
+/// more to come would have the SDK page forever; so would one whose pages never end.
+struct CursorTrail {
+    /// Far more than any real run: 1,000 pages of changes or episodes.
+    static let maxPages = 1_000
+    let route: String
+    private var seen: Set<String> = []
+
+    init(route: String, startingAt cursor: String? = nil) {
+        self.route = route
+        if let cursor { seen.insert(cursor) }
+    }
+
+    /// Records the cursor of the next page to ask for.
+    mutating func follow(_ cursor: String) throws {
+        guard seen.insert(cursor).inserted else {
+            throw BackplaneClientError(kind: .invalidResponse, message: "The backplane sent an earlier \(route) cursor again; paging stopped.")
+        }
+        guard seen.count <= Self.maxPages else {
+            throw BackplaneClientError(kind: .invalidResponse, message: "The backplane sent more than \(Self.maxPages) pages of \(route); paging stopped.")
+        }
     }
 }

@@ -1,0 +1,401 @@
+import Backplane
+import ClientSDK
+import Foundation
+import Shared
+import Testing
+import TestSupport
+
+/// Every answer the SDK reads, recorded from a real backplane, then replayed with one part
+/// replaced by something hostile: absurd numbers and dates, wrong types, missing, emptied or
+/// multiplied parts, truncated, nested or non-UTF-8 bodies. What a broken proxy, a tampered
+/// connection or a buggy server could send. The SDK must take it or throw a
+/// `BackplaneClientError` — never crash, hang or throw anything else.
+@Suite struct MutatedAnswerTests {
+    @Test func everyMutatedAnswerIsTakenOrRefusedWithAClientError() async throws {
+        let recorded = try await recordAnswers()
+        // Each route the SDK reads an answer from was exercised against the real server.
+        let unrecorded = Set(Route.operations.keys).subtracting(recorded.keys)
+        #expect(unrecorded.isEmpty, "unrecorded: \(unrecorded)")
+
+        var tried = 0
+        for (route, original) in recorded.sorted(by: { $0.key < $1.key }) {
+            tried += try await exercise(route, original, answers: recorded)
+        }
+        // The error bodies the SDK reads details from, mutated the same way.
+        for (route, error) in Route.errorAnswers {
+            tried += try await exercise(route, error, answers: recorded)
+        }
+        #expect(tried > 4000, "only \(tried) mutated answers")
+    }
+
+    /// Answers `route` with every mutation of `original` in turn and checks what the SDK made of
+    /// each; returns how many mutations it tried.
+    private func exercise(_ route: String, _ original: TransportResponse, answers: [String: TransportResponse]) async throws -> Int {
+        let operation = try #require(Route.operations[route], "no operation reads \(route)")
+        let mutations = Mutation.all(of: original.body)
+        let transport = ReplayingTransport(answers: answers)
+        // Registration and unregistration end an engine's life cycle: a fresh engine for each
+        // answer. Every other route: one engine that lives through all of its mutations, as an app
+        // does through a run of bad answers.
+        let sharedEngine: BackplaneEngine? = operation.needsFreshEngine ? nil : try await Self.startedEngine(transport)
+        for mutation in mutations {
+            transport.override(route, with: TransportResponse(status: original.status, body: mutation.body))
+            let engine: BackplaneEngine
+            if let sharedEngine { engine = sharedEngine } else { engine = try await Self.startedEngine(transport, registering: route != Route.register) }
+            let outcome = await Self.run(within: .seconds(10)) { try await operation.run(engine) }
+            switch outcome {
+            case .finished, .threwClientError: break
+            case .threw(let error):
+                Issue.record("\(route) answered \(original.status) with \(mutation.name): threw \(error), not a BackplaneClientError")
+            case .timedOut:
+                Issue.record("\(route) answered \(original.status) with \(mutation.name): no outcome within 10 s")
+                return mutations.count  // the engine is stuck; what follows would only time out too
+            }
+            transport.override(route, with: nil)
+            if sharedEngine == nil { await engine.shutdown() }
+        }
+        if let sharedEngine {
+            // Still working after all that: the unmutated answer goes through.
+            let outcome = await Self.run(within: .seconds(10)) { try await operation.run(sharedEngine) }
+            #expect(outcome == .finished, "\(route) after its mutations")
+            await sharedEngine.shutdown()
+        }
+        return mutations.count
+    }
+
+    // MARK: recording real answers
+
+    /// Plays every SDK operation against a real backplane (a feed with episodes, a pending
+    /// command, queued events) and keeps the fullest 2xx answer of each route.
+    private func recordAnswers() async throws -> [String: TransportResponse] {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        _ = try await server.services.feeds.putFeed(applicationId: server.applicationId, feedId: "show", FeedInput(title: "Show"))
+        let episodes = (1...3).map { number in
+            EpisodeInput(
+                assetId: "e\(number)", title: "Episode \(number)", downloadURL: "https://cdn.example.com/e\(number).mp4",
+                mediaType: .file, permittedMimeTypes: ["video/mp4"], publishDate: Date(timeIntervalSince1970: 1_700_000_000),
+                expiryDate: Date(timeIntervalSince1970: 4_000_000_000), expiryAfterDownloadSeconds: 86_400,
+                sizeBytes: 1_000_000, customFields: ["season": .int(1), "tags": .array([.string("new")])])
+        }
+        _ = try await server.services.feeds.publish(applicationId: server.applicationId, feedId: "show", PublishEpisodesRequest(episodes: episodes))
+
+        let recorder = RecordingTransport()
+        var configuration = server.configuration(user: "recorded", dataDirectory: temporaryDirectory("sdk-mutated-recording"))
+        configuration.transport = recorder
+        let engine = BackplaneEngine(configuration: configuration)
+        try await engine.start()
+        let deviceId = try #require(await engine.status.deviceId)
+        _ = try await server.enqueue(.deleteAssets, device: deviceId, assetIds: ["e1"])
+        _ = try await engine.sync()  // carries the command
+        // Subscribed first, so that the changes answer carries the feed's episodes.
+        let subscribeFirst = Route.operations.keys.sorted { lhs, rhs in
+            let (lhsSubscribes, rhsSubscribes) = (lhs.hasPrefix("PUT /v1/subscriptions"), rhs.hasPrefix("PUT /v1/subscriptions"))
+            return lhsSubscribes != rhsSubscribes ? lhsSubscribes : lhs < rhs
+        }
+        for route in subscribeFirst where !Route.operations[route]!.needsFreshEngine {
+            try await Route.operations[route]!.run(engine)
+        }
+        // New episodes of the subscribed feed: a page of changes with something in it.
+        let more = [4, 5].map { number in
+            EpisodeInput(assetId: "e\(number)", title: "Episode \(number)", downloadURL: "https://cdn.example.com/e\(number).mp4", mediaType: .file)
+        }
+        _ = try await server.services.feeds.publish(applicationId: server.applicationId, feedId: "show", PublishEpisodesRequest(episodes: more))
+        _ = try await server.services.feeds.retractEpisode(applicationId: server.applicationId, feedId: "show", assetId: "e2")
+        try await Route.operations["GET /v1/subscriptions/changes"]!.run(engine)
+        try await Route.operations[Route.unregister]!.run(engine)
+        await engine.shutdown()
+        return recorder.answers
+    }
+
+    private static func startedEngine(_ transport: ReplayingTransport, registering: Bool = true) async throws -> BackplaneEngine {
+        let engine = BackplaneEngine(configuration: BackplaneClientConfiguration(
+            backplaneURL: URL(string: "http://127.0.0.1:9")!, appKeyId: "ak_replayed", appKeySecret: "secret", userId: "recorded",
+            dataDirectory: temporaryDirectory("sdk-mutated"), syncInterval: .seconds(3600),
+            retry: RetryPolicy(initial: .milliseconds(10), maximum: .milliseconds(20)), transport: transport, useWakeUpChannel: false))
+        if registering {
+            try await engine.start()
+        }
+        return engine
+    }
+
+    // MARK: running one operation
+
+    enum Outcome: Equatable {
+        case finished, threwClientError, threw(String), timedOut
+
+        static func == (lhs: Outcome, rhs: Outcome) -> Bool { "\(lhs)" == "\(rhs)" }
+    }
+
+    /// Runs `body`, or gives up after `limit`. Unstructured, so an operation that never returns
+    /// (and ignores cancellation) is reported instead of hanging the test run.
+    private static func run(within limit: Duration, _ body: @escaping @Sendable () async throws -> Void) async -> Outcome {
+        let (outcomes, continuation) = AsyncStream.makeStream(of: Outcome.self)
+        let work = Task {
+            do {
+                try await body()
+                continuation.yield(.finished)
+            } catch is BackplaneClientError {
+                continuation.yield(.threwClientError)
+            } catch {
+                continuation.yield(.threw("\(type(of: error)): \(error)"))
+            }
+        }
+        let timer = Task {
+            try? await Task.sleep(for: limit)
+            continuation.yield(.timedOut)
+        }
+        var iterator = outcomes.makeAsyncIterator()
+        let outcome = await iterator.next() ?? .timedOut
+        timer.cancel()
+        if outcome == .timedOut { work.cancel() }
+        return outcome
+    }
+}
+
+// MARK: - routes and the operations that read them
+
+/// A route as "METHOD /path" with ids replaced by `*`.
+enum Route {
+    static let register = "POST /v1/devices/register"
+    static let unregister = "POST /v1/devices/*/unregister"
+
+    struct Operation: Sendable {
+        var needsFreshEngine = false
+        var run: @Sendable (BackplaneEngine) async throws -> Void
+    }
+
+    /// The public SDK call that reads each route's answer.
+    static let operations: [String: Operation] = [
+        register: Operation(needsFreshEngine: true) { try await $0.start() },
+        unregister: Operation(needsFreshEngine: true) { try await $0.unregister() },
+        "POST /v1/sync": Operation { _ = try await $0.sync() },
+        "GET /v1/devices": Operation { _ = try await $0.userDevices() },
+        "PATCH /v1/devices/*": Operation { _ = try await $0.setNickname("kitchen tablet") },
+        "PUT /v1/devices/*/download-enabled": Operation { _ = try await $0.updateDownloadEnabled(true) },
+        "POST /v1/events": Operation { engine in
+            for number in 0..<3 { _ = try engine.eventLogger.log(.custom(name: "mutated-\(number)", number: Double(number))) }
+            _ = try await engine.uploadEvents()
+        },
+        "PUT /v1/subscriptions/*": Operation { _ = try await $0.subscriptions.subscribe(feedId: "show", maxItems: 2) },
+        "GET /v1/subscriptions": Operation { _ = try await $0.subscriptions.list() },
+        "GET /v1/subscriptions/changes": Operation { _ = try await $0.subscriptions.sync() },
+        "GET /v1/feeds/episodes": Operation {
+            _ = try await $0.subscriptions.sync(since: Date(timeIntervalSince1970: 0), onlySubscribed: false)
+        },
+    ]
+
+    /// Error answers whose details the SDK acts on: the server's clock in a stale-timestamp
+    /// refusal (the SDK corrects its own with it and retries), the counts of a device-limit
+    /// refusal, and a plain refusal of an upload.
+    static let errorAnswers: [(String, TransportResponse)] = [
+        ("POST /v1/sync", TransportResponse(status: 401, body: Data(#"""
+            {"error":{"code":"stale_timestamp","message":"The request timestamp is 400 s off the server's clock.",\#
+            "details":{"serverTime":1795357091,"skewSeconds":400}}}
+            """#.utf8))),
+        (register, TransportResponse(status: 409, body: Data(#"""
+            {"error":{"code":"device_limit_reached","message":"The user has 5 download-enabled devices.",\#
+            "details":{"deviceLimit":5,"downloadEnabledCount":5,"deviceId":"d"}}}
+            """#.utf8))),
+        ("POST /v1/events", TransportResponse(status: 413, body: Data(#"""
+            {"error":{"code":"payload_too_large","message":"At most 500 events per batch.","details":{"limit":500}}}
+            """#.utf8))),
+    ]
+
+    private static let literals: Set<String> = [
+        "v1", "devices", "register", "sync", "events", "subscriptions", "changes", "feeds", "episodes", "download-enabled", "unregister",
+    ]
+
+    static func of(_ request: TransportRequest) -> String {
+        let segments = request.url.path.split(separator: "/").map { literals.contains(String($0)) ? String($0) : "*" }
+        return "\(request.method) /" + segments.joined(separator: "/")
+    }
+}
+
+/// Passes requests to a real server and keeps the fullest (longest) 2xx answer of each route.
+final class RecordingTransport: Transport {
+    private let inner = HTTPClientTransport()
+    private let recorded = Mutex<[String: TransportResponse]>([:])
+
+    var answers: [String: TransportResponse] { recorded.withLock { $0 } }
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let response = try await inner.send(request)
+        if (200..<300).contains(response.status) {
+            recorded.withLock { answers in
+                let route = Route.of(request)
+                if response.body.count >= answers[route]?.body.count ?? 0 { answers[route] = response }
+            }
+        }
+        return response
+    }
+}
+
+/// Answers from recorded answers, except the one route currently overridden.
+final class ReplayingTransport: Transport {
+    private let answers: [String: TransportResponse]
+    private let overridden = Mutex<(route: String, response: TransportResponse)?>(nil)
+
+    init(answers: [String: TransportResponse]) {
+        self.answers = answers
+    }
+
+    func override(_ route: String, with response: TransportResponse?) {
+        overridden.withLock { $0 = response.map { (route, $0) } }
+    }
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        let route = Route.of(request)
+        if let overridden = overridden.withLock({ $0 }), overridden.route == route { return overridden.response }
+        if let answer = answers[route] { return answer }
+        return TransportResponse(status: 404, body: Data(#"{"error":{"code":"not_found","message":"No such route."}}"#.utf8))
+    }
+}
+
+// MARK: - mutations
+
+/// One hostile variant of an answer body.
+struct Mutation {
+    var name: String
+    var body: Data
+
+    /// Whole-body damage, then every part of the JSON replaced, removed, emptied or multiplied.
+    static func all(of body: Data) -> [Mutation] {
+        var mutations = wholeBody(body)
+        guard let json = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) else { return mutations }
+        for path in paths(in: json) {
+            for (name, value) in replacements {
+                mutations.append(Mutation(name: "\(path.display) = \(name)", body: encode(replacing(path, in: json, with: .value(value)))))
+            }
+            mutations.append(Mutation(name: "\(path.display) removed", body: encode(replacing(path, in: json, with: .removed))))
+        }
+        for path in containerPaths(in: json) {
+            mutations.append(Mutation(name: "\(path.display) emptied", body: encode(replacing(path, in: json, with: .emptied))))
+            mutations.append(Mutation(name: "\(path.display) multiplied", body: encode(replacing(path, in: json, with: .multiplied))))
+        }
+        return mutations
+    }
+
+    private static func wholeBody(_ body: Data) -> [Mutation] {
+        [
+            Mutation(name: "empty body", body: Data()),
+            Mutation(name: "null", body: Data("null".utf8)),
+            Mutation(name: "an array", body: Data("[]".utf8)),
+            Mutation(name: "an empty object", body: Data("{}".utf8)),
+            Mutation(name: "truncated", body: body.prefix(body.count / 2)),
+            Mutation(name: "invalid UTF-8", body: Data([0x7B, 0x22, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D])),
+            Mutation(name: "nested 100 000 deep", body: Data((String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)).utf8)),
+            Mutation(name: "nested objects 100 000 deep", body: Data(String(repeating: #"{"a":"#, count: 100_000).utf8)),
+            Mutation(name: "4 MiB of whitespace then the answer", body: Data(repeating: 0x20, count: 4 << 20) + body),
+            Mutation(name: "a duplicate key", body: Data("{\"device\":1,".utf8) + body.dropFirst()),
+        ]
+    }
+
+    /// What a leaf becomes: extreme and fractional numbers, dates outside any sane range, empty,
+    /// huge and control-character strings, and every other JSON type.
+    private static var replacements: [(String, Any)] { [
+        ("Int64.max", NSNumber(value: Int64.max)),
+        ("Int64.min", NSNumber(value: Int64.min)),
+        ("1e308", NSNumber(value: 1e308)),
+        ("-1", NSNumber(value: -1)),
+        ("0.5", NSNumber(value: 0.5)),
+        ("empty string", ""),
+        ("70 000 characters", String(repeating: "x", count: 70_000)),
+        ("year 9999", "9999-12-31T23:59:59Z"),
+        ("year 1", "0001-01-01T00:00:00Z"),
+        ("NUL and a path", "\u{0}../../etc/passwd"),
+        ("null", NSNull()),
+        ("true", true),
+        ("[]", [Any]()),
+        ("{}", [String: Any]()),
+    ] }
+
+    // MARK: JSON paths
+
+    enum Step: CustomStringConvertible {
+        case key(String), index(Int)
+        var description: String {
+            switch self {
+            case .key(let key): ".\(key)"
+            case .index(let index): "[\(index)]"
+            }
+        }
+    }
+
+    struct Path {
+        var steps: [Step]
+        var display: String { steps.isEmpty ? "(root)" : steps.map(\.description).joined() }
+    }
+
+    /// Every leaf and every container below the root (containers can be replaced too).
+    private static func paths(in json: Any, prefix: [Step] = []) -> [Path] {
+        var found: [Path] = []
+        if let object = json as? [String: Any] {
+            for key in object.keys.sorted() {
+                found.append(Path(steps: prefix + [.key(key)]))
+                found += paths(in: object[key]!, prefix: prefix + [.key(key)])
+            }
+        } else if let array = json as? [Any] {
+            for (index, element) in array.enumerated() {
+                found.append(Path(steps: prefix + [.index(index)]))
+                found += paths(in: element, prefix: prefix + [.index(index)])
+            }
+        }
+        return found
+    }
+
+    /// The root and every array or object inside it.
+    private static func containerPaths(in json: Any, prefix: [Step] = []) -> [Path] {
+        var found: [Path] = []
+        if let object = json as? [String: Any] {
+            found.append(Path(steps: prefix))
+            for key in object.keys.sorted() { found += containerPaths(in: object[key]!, prefix: prefix + [.key(key)]) }
+        } else if let array = json as? [Any] {
+            found.append(Path(steps: prefix))
+            for (index, element) in array.enumerated() { found += containerPaths(in: element, prefix: prefix + [.index(index)]) }
+        }
+        return found
+    }
+
+    enum Change { case value(Any), removed, emptied, multiplied }
+
+    private static func replacing(_ path: Path, in json: Any, with change: Change) -> Any {
+        replacing(path.steps[...], in: json, with: change) ?? NSNull()
+    }
+
+    /// `nil` means "remove this part".
+    private static func replacing(_ steps: ArraySlice<Step>, in json: Any, with change: Change) -> Any? {
+        guard let step = steps.first else {
+            switch change {
+            case .value(let value): return value
+            case .removed: return nil
+            case .emptied: return json is [Any] ? [Any]() : [String: Any]()
+            case .multiplied:
+                if let array = json as? [Any], let first = array.first { return array + Array(repeating: first, count: 500) }
+                if let object = json as? [String: Any] {
+                    // The same object repeated as an array: a wrong shape of plausible size.
+                    return Array(repeating: object as Any, count: 500)
+                }
+                return json
+            }
+        }
+        switch step {
+        case .key(let key):
+            var object = json as! [String: Any]
+            object[key] = replacing(steps.dropFirst(), in: object[key]!, with: change)
+            return object
+        case .index(let index):
+            var array = json as! [Any]
+            if let replaced = replacing(steps.dropFirst(), in: array[index], with: change) {
+                array[index] = replaced
+            } else {
+                array.remove(at: index)
+            }
+            return array
+        }
+    }
+
+    private static func encode(_ json: Any) -> Data {
+        (try? JSONSerialization.data(withJSONObject: json, options: [.fragmentsAllowed])) ?? Data("null".utf8)
+    }
+}
