@@ -46,7 +46,12 @@ public struct SubscriptionService: Sendable {
     /// never repeats one.
     public func changes(applicationId: String, deviceId: String, cursor: String?, limit: Int?) async throws -> EpisodeChanges {
         let limit = try Validate.pageLimit(limit, default: WireLimits.maxChangesPerPage, max: WireLimits.maxChangesPerPage)
-        let after = try cursor.map(ChangeCursor.decode) ?? 0
+        let after: Int64
+        switch try cursor.map(ChangeCursor.decode) {
+        case nil: after = 0
+        case .seq(let seq)?: after = seq
+        case .legacy(let legacySeq)?: after = try await store.changeSeq(applicationId: applicationId, legacySeq: legacySeq)
+        }
         let rows = try await store.changes(applicationId: applicationId, deviceId: deviceId, afterSeq: after, limit: limit + 1)
         let page = rows.prefix(limit)
         let changes = page.map { row in
@@ -78,15 +83,26 @@ extension SubscriptionRecord {
     }
 }
 
-/// Opaque change-log cursor: the last sequence number delivered.
+/// Opaque change-log cursor: the last sequence number of the application's change log delivered
+/// (`c2:`). Cursors issued before migration v6 (`c1:`) held a number shared by all applications;
+/// they stay valid and are translated by the store.
 enum ChangeCursor {
-    static func encode(_ seq: Int64) -> String { Data("c1:\(seq)".utf8).base64URLEncodedString() }
+    enum Position: Equatable {
+        case seq(Int64)
+        case legacy(Int64)
+    }
 
-    static func decode(_ cursor: String) throws -> Int64 {
-        guard let text = OpaqueCursor.decode(cursor), text.hasPrefix("c1:"), let seq = Int64(text.dropFirst(3)), seq >= 0 else {
+    static func encode(_ seq: Int64) -> String { Data("c2:\(seq)".utf8).base64URLEncodedString() }
+
+    static func decode(_ cursor: String) throws -> Position {
+        guard let text = OpaqueCursor.decode(cursor), let seq = Int64(text.dropFirst(3)), seq >= 0 else {
             throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.")
         }
-        return seq
+        switch text.prefix(3) {
+        case "c2:": return .seq(seq)
+        case "c1:": return .legacy(seq)
+        default: throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.")
+        }
     }
 }
 

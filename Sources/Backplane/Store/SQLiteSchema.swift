@@ -136,8 +136,50 @@ extension SQLiteStore {
         migrator.registerMigration("v5: device keys") { db in
             try db.alter(table: "devices") { t in t.add(column: "public_key", .text) }
         }
+        migrator.registerMigration("v6: change log numbered per application") { db in
+            try db.execute(sql: ChangeLogPerApplication.sql)
+        }
         return migrator
     }
+}
+
+/// Migration v6: the change log was numbered across all applications, so a device's cursor
+/// jumped with other tenants' CMS activity. Each application now numbers its own changes from 1
+/// (the next number lives in `change_counters`, so a number is never reused). Existing rows are
+/// renumbered in their old order and keep their old number in `legacy_seq`: a device still
+/// holding a cursor issued before the migration (`c1:`) is translated through it, and each
+/// subscription's starting point is converted the same way. Never edit once shipped.
+enum ChangeLogPerApplication {
+    static let sql = """
+        CREATE TABLE change_counters (
+            application_id TEXT PRIMARY KEY,
+            last_seq INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE episode_changes_per_application (
+            application_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            feed_id TEXT NOT NULL,
+            asset_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            snapshot TEXT,
+            legacy_seq INTEGER,
+            PRIMARY KEY (application_id, seq)
+        );
+        INSERT INTO episode_changes_per_application (application_id, seq, feed_id, asset_id, kind, snapshot, legacy_seq)
+            SELECT application_id, ROW_NUMBER() OVER (PARTITION BY application_id ORDER BY seq), feed_id, asset_id, kind, snapshot, seq
+            FROM episode_changes;
+        INSERT INTO change_counters (application_id, last_seq)
+            SELECT application_id, MAX(seq) FROM episode_changes_per_application GROUP BY application_id;
+        CREATE INDEX episode_changes_by_legacy_seq ON episode_changes_per_application (application_id, legacy_seq)
+            WHERE legacy_seq IS NOT NULL;
+        UPDATE subscriptions SET since_seq = COALESCE((
+            SELECT c.seq FROM episode_changes_per_application c
+            WHERE c.application_id = subscriptions.application_id AND c.legacy_seq IS NOT NULL AND c.legacy_seq <= subscriptions.since_seq
+            ORDER BY c.legacy_seq DESC LIMIT 1), 0);
+        DROP TABLE episode_changes;
+        ALTER TABLE episode_changes_per_application RENAME TO episode_changes;
+        CREATE INDEX episode_changes_by_feed ON episode_changes (application_id, feed_id, seq);
+        """
 }
 
 /// The event log's tables. One flat row per event (no JSON): every field is a column the

@@ -101,7 +101,7 @@ extension SQLiteStore {
                 subscription.subscribedAt = existing.subscribedAt
                 try subscription.update(db)
             } else {
-                subscription.sinceSeq = try Self.latestSeq(db)
+                subscription.sinceSeq = try Self.latestSeq(db, applicationId: subscription.applicationId)
                 try subscription.insert(db)
             }
             let episodes = try Self.liveEpisodes(db, applicationId: subscription.applicationId, feedId: subscription.feedId, limit: initialLimit)
@@ -156,8 +156,14 @@ extension SQLiteStore {
         }
     }
 
-    public func latestChangeSeq() async throws -> Int64 {
-        try await writer.read { db in try Self.latestSeq(db) }
+    public func changeSeq(applicationId: String, legacySeq: Int64) async throws -> Int64 {
+        try await writer.read { db in
+            try Int64.fetchOne(db, sql: """
+                SELECT seq FROM episode_changes
+                WHERE application_id = ? AND legacy_seq IS NOT NULL AND legacy_seq <= ?
+                ORDER BY legacy_seq DESC LIMIT 1
+                """, arguments: [applicationId, legacySeq]) ?? 0
+        }
     }
 
     private static func feed(_ db: Database, applicationId: String, feedId: String) throws -> FeedRecord? {
@@ -172,15 +178,25 @@ extension SQLiteStore {
         return try request.fetchAll(db)
     }
 
-    private static func latestSeq(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM episode_changes") ?? 0
+    private static func latestSeq(_ db: Database, applicationId: String) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT last_seq FROM change_counters WHERE application_id = ?", arguments: [applicationId]) ?? 0
     }
 
+    /// Numbers the change with the application's next sequence number. SQLite has one writer at a
+    /// time, so numbers commit in order: a reader never sees N+1 without N.
     private static func appendChange(_ db: Database, _ write: EpisodeWrite) throws {
         let snapshot = write.kind == .retracted ? nil : String(decoding: try snapshotEncoder.encode(write.record), as: UTF8.self)
+        let applicationId = write.record.applicationId
+        try db.execute(sql: """
+            INSERT INTO change_counters (application_id, last_seq) VALUES (?, 1)
+            ON CONFLICT (application_id) DO UPDATE SET last_seq = last_seq + 1
+            """, arguments: [applicationId])
         try db.execute(
-            sql: "INSERT INTO episode_changes (application_id, feed_id, asset_id, kind, snapshot) VALUES (?, ?, ?, ?, ?)",
-            arguments: [write.record.applicationId, write.record.feedId, write.record.assetId, write.kind.rawValue, snapshot])
+            sql: """
+                INSERT INTO episode_changes (application_id, seq, feed_id, asset_id, kind, snapshot)
+                VALUES (?, (SELECT last_seq FROM change_counters WHERE application_id = ?), ?, ?, ?, ?)
+                """,
+            arguments: [applicationId, applicationId, write.record.feedId, write.record.assetId, write.kind.rawValue, snapshot])
     }
 
     private static let snapshotEncoder: JSONEncoder = {

@@ -364,10 +364,11 @@ public protocol BackplaneStore: Sendable {
     /// Devices subscribed to a feed.
     func subscriberIds(applicationId: String, feedId: String) async throws -> [String]
     /// Changes after `afterSeq` in the device's subscribed feeds (each after its subscription's
-    /// `sinceSeq`), in sequence order; and the last sequence number examined.
+    /// `sinceSeq`), in sequence order. Sequence numbers count each application's changes from 1.
     func changes(applicationId: String, deviceId: String, afterSeq: Int64, limit: Int) async throws -> [EpisodeChangeRecord]
-    /// The newest sequence number in the change log (0 when empty).
-    func latestChangeSeq() async throws -> Int64
+    /// The application's sequence number standing for `legacySeq`, a number from the change log
+    /// shared by all applications before migration v6 (the last change at or before it; 0 if none).
+    func changeSeq(applicationId: String, legacySeq: Int64) async throws -> Int64
 
     // MARK: events
     /// One transaction: records the upload's signed request when given (throwing
