@@ -617,10 +617,15 @@ public actor BackplaneEngine {
             // Every answered event leaves the queue: accepted and duplicate are stored, and a
             // rejected one never will be.
             let answered = response.results.filter { batch.indices.contains($0.index) }
+            guard !answered.isEmpty else {
+                // The backplane answers every event of a batch. An answer naming none would leave
+                // the queue as it is, and the uploader asking again at once, forever.
+                throw BackplaneClientError(
+                    kind: .invalidResponse, message: "The backplane's answer to an upload of \(batch.count) events named none of them.")
+            }
             try storage { try $0.deleteQueuedEvents(answered.map { batch[$0.index].sequence }) }
             sent += answered.count { $0.status != .rejected }
             rejected += answered.filter { $0.status == .rejected }
-            guard !answered.isEmpty else { break }
         }
         return sent
     }
