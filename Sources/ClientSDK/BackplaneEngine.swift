@@ -541,8 +541,9 @@ public actor BackplaneEngine {
         channel = Task { [weak self] in await self?.runChannel() }
     }
 
-    /// Keeps the channel open while running: reconnects with backoff, syncs on every wake-up
-    /// and on every (re)connection, which catches what happened while it was down.
+    /// Keeps the channel open while running: reconnects with backoff and syncs on every wake-up.
+    /// The server's first wake-up comes once the channel is registered, so the sync it starts
+    /// catches up on what happened while the channel was down and nothing falls in between.
     private func runChannel() async {
         var failures = 0
         while state == .running, !Task.isCancelled {
@@ -565,7 +566,6 @@ public actor BackplaneEngine {
     private func channelOpened() {
         channelConnected = true
         broadcaster.emit(.channelStateChanged(connected: true))
-        syncNow()
     }
 
     private func channelClosed() {

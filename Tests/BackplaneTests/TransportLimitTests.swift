@@ -172,6 +172,10 @@ import TestSupport
             await channel.send(upgrade(fixture, deviceId: "phone", as: phone))
             let switched = try #require(await channel.readResponse(timeout: 5))
             #expect(switched.status == 101)
+            // The first frame is the wake-up that says the channel is registered: sync now.
+            var first = switched.body
+            if first.isEmpty, case .data(let more) = await channel.read(timeout: 5) { first = more }
+            #expect(first.prefix(6) == Data([0x81, 0x04]) + Data("sync".utf8))
             try await Task.sleep(for: .seconds(2.5))
             // A masked ping with no payload; the server answers pong.
             #expect(await channel.send(Data([0x89, 0x80, 1, 2, 3, 4])))

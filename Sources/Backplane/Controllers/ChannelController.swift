@@ -4,8 +4,9 @@ import HummingbirdWebSocket
 import Shared
 
 /// `GET /v1/devices/{deviceId}/channel` upgraded to a WebSocket, authenticated like every device
-/// request. The server sends the text frame `sync` whenever something for the device changed;
-/// the device answers by syncing. Nothing else travels on it.
+/// request. The server sends the text frame `sync` once the channel is registered for wake-ups
+/// and then whenever something for the device changed; the device answers by syncing. Nothing
+/// else travels on it.
 struct ChannelController {
     static let wakeUpMessage = "sync"
 
@@ -28,6 +29,9 @@ struct ChannelController {
                 guard case .device(let applicationId, _, let deviceId) = context.requestContext.caller else { return }
                 let registration = hub.register(Channel(outbound: outbound), applicationId: applicationId, deviceId: deviceId)
                 defer { hub.unregister(registration) }
+                // A first wake-up now, not on the device's own "connected": a change committed
+                // between the device's catch-up sync and this registration would wake nobody.
+                await Channel(outbound: outbound).wake()
                 // The device sends nothing but control frames; reading until it closes keeps the
                 // channel open and notices when it goes.
                 for try await _ in inbound.messages(maxSize: 1024) {}
