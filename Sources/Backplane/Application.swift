@@ -137,25 +137,3 @@ public func buildApplication(_ configuration: BackplaneConfiguration) throws -> 
     let store = try SQLiteStore(directory: configuration.dataDirectory)
     return buildApplication(configuration, services: BackplaneServices(store: store))
 }
-
-/// Forgets nonces once their timestamps can no longer pass the freshness check.
-struct NonceJanitor: Service {
-    let store: any BackplaneStore
-    let interval: Duration
-    let logger: Logger
-    let now: @Sendable () -> Date
-
-    func run() async throws {
-        try? await cancelWhenGracefulShutdown {
-            while true {
-                try await Task.sleep(for: interval)
-                do {
-                    let removed = try await store.pruneNonces(expiredBefore: now())
-                    if removed > 0 { logger.debug("Pruned expired nonces", metadata: ["count": "\(removed)"]) }
-                } catch {
-                    logger.warning("Could not prune nonces", metadata: ["error": "\(error)"])
-                }
-            }
-        }
-    }
-}

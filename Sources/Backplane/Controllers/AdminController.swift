@@ -104,31 +104,3 @@ struct AdminController {
         try context.pathValue("deviceId")
     }
 }
-
-struct HealthController {
-    let store: any BackplaneStore
-
-    func addRoutes(to router: Router<BackplaneRequestContext>) {
-        router.get("healthz") { _, _ in HealthStatus(status: "ok") }
-        router.get("readyz") { _, _ -> HealthStatus in
-            guard await store.isReachable() else {
-                throw BackplaneError(.serviceUnavailable, .serviceUnavailable, "The database does not answer.")
-            }
-            return HealthStatus(status: "ready")
-        }
-    }
-}
-
-// The Shared wire types are what the routes return.
-extension RegisterDeviceResponse: ResponseEncodable {}
-extension DeviceResponse: ResponseEncodable {}
-extension UserDevicesResponse: ResponseEncodable {}
-extension DevicePage: ResponseEncodable {}
-extension SettingsResponse: ResponseEncodable {}
-extension AppKeyList: ResponseEncodable {}
-extension AppKey: ResponseEncodable {}
-extension CreatedAppKey: ResponseEncodable {}
-extension HealthStatus: ResponseEncodable {}
-extension SyncResponse: ResponseEncodable {}
-extension CommandList: ResponseEncodable {}
-extension Command: ResponseEncodable {}

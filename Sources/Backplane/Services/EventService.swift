@@ -1,6 +1,4 @@
 import Foundation
-import Logging
-import ServiceLifecycle
 import Shared
 
 /// The event log: batch ingestion from devices (exactly once per device and sequence number,
@@ -139,59 +137,5 @@ enum EventCursor {
               let rowId = Int64(parts[2]), rowId >= 0
         else { throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.") }
         return EventKey(correctedTime: correctedTime, rowId: rowId)
-    }
-}
-
-/// Deletes events older than the retention age, a small batch per transaction so ingestion
-/// (which needs the same write lock) waits at most one batch.
-public struct EventRetention: Service {
-    let store: any BackplaneStore
-    /// Events whose corrected time is older than this are deleted.
-    let maxAge: Duration
-    let interval: Duration
-    let batchSize: Int
-    let logger: Logger
-    let now: @Sendable () -> Date
-
-    public init(
-        store: any BackplaneStore, maxAge: Duration, interval: Duration = .seconds(3600), batchSize: Int = 1000, logger: Logger,
-        now: @escaping @Sendable () -> Date = { Date() }
-    ) {
-        self.store = store
-        self.maxAge = maxAge
-        self.interval = interval
-        self.batchSize = batchSize
-        self.logger = logger
-        self.now = now
-    }
-
-    public func run() async throws {
-        try? await cancelWhenGracefulShutdown {
-            while true {
-                do {
-                    let removed = try await runOnce()
-                    if removed > 0 { logger.info("Deleted events past retention", metadata: ["count": "\(removed)"]) }
-                } catch is CancellationError {
-                    return
-                } catch {
-                    logger.warning("Could not apply event retention", metadata: ["error": "\(error)"])
-                }
-                try await Task.sleep(for: interval)
-            }
-        }
-    }
-
-    /// One pass: deletes batch after batch until nothing is past the cutoff. Returns how many.
-    public func runOnce() async throws -> Int {
-        let cutoff = now().addingTimeInterval(-maxAge.seconds)
-        var total = 0
-        while true {
-            try Task.checkCancellation()
-            let removed = try await store.deleteEvents(correctedBefore: cutoff, limit: batchSize)
-            total += removed
-            if removed < batchSize { return total }
-            // Let waiting writers (ingestion) take the lock between batches.
-            await Task.yield()
-        }
     }
 }

@@ -1,0 +1,18 @@
+import Foundation
+import Hummingbird
+import Shared
+
+/// Liveness (`/healthz`: the process answers) and readiness (`/readyz`: the database answers too).
+struct HealthController {
+    let store: any BackplaneStore
+
+    func addRoutes(to router: Router<BackplaneRequestContext>) {
+        router.get("healthz") { _, _ in HealthStatus(status: "ok") }
+        router.get("readyz") { _, _ -> HealthStatus in
+            guard await store.isReachable() else {
+                throw BackplaneError(.serviceUnavailable, .serviceUnavailable, "The database does not answer.")
+            }
+            return HealthStatus(status: "ready")
+        }
+    }
+}

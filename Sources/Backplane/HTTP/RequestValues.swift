@@ -1,0 +1,38 @@
+import Foundation
+import Hummingbird
+import Shared
+
+/// Query parameter parsing with the API's error body.
+enum QueryValue {
+    static func int(_ text: String?, name: String) throws -> Int? {
+        guard let text else { return nil }
+        guard let value = Int(text) else { throw BackplaneError.badRequest("'\(name)' must be an integer.") }
+        return value
+    }
+
+    static func date(_ text: String?, name: String) throws -> Date? {
+        guard let text else { return nil }
+        guard let date = try? Date(text, strategy: .iso8601) else {
+            throw BackplaneError.badRequest("'\(name)' must be an RFC 3339 date such as 2026-01-01T00:00:00Z.")
+        }
+        try Validate.date(date, field: name)
+        return date
+    }
+
+    static func bool(_ text: String?, name: String) throws -> Bool? {
+        switch text {
+        case nil: return nil
+        case "true", "1": return true
+        case "false", "0": return false
+        default: throw BackplaneError.badRequest("'\(name)' must be true or false.")
+        }
+    }
+}
+
+extension BackplaneRequestContext {
+    /// A path parameter, percent-decoded.
+    func pathValue(_ name: String) throws -> String {
+        let raw = try parameters.require(name)
+        return raw.removingPercentEncoding ?? raw
+    }
+}

@@ -1,0 +1,26 @@
+import Hummingbird
+import Shared
+
+// The Shared wire types are what the routes return.
+extension AppKey: ResponseEncodable {}
+extension AppKeyList: ResponseEncodable {}
+extension Command: ResponseEncodable {}
+extension CommandList: ResponseEncodable {}
+extension CreatedAppKey: ResponseEncodable {}
+extension DevicePage: ResponseEncodable {}
+extension DeviceResponse: ResponseEncodable {}
+extension Episode: ResponseEncodable {}
+extension EpisodeChanges: ResponseEncodable {}
+extension EpisodeList: ResponseEncodable {}
+extension EventBatchResponse: ResponseEncodable {}
+extension EventCounts: ResponseEncodable {}
+extension EventPage: ResponseEncodable {}
+extension Feed: ResponseEncodable {}
+extension FeedList: ResponseEncodable {}
+extension HealthStatus: ResponseEncodable {}
+extension RegisterDeviceResponse: ResponseEncodable {}
+extension SettingsResponse: ResponseEncodable {}
+extension SubscribeResponse: ResponseEncodable {}
+extension SubscriptionList: ResponseEncodable {}
+extension SyncResponse: ResponseEncodable {}
+extension UserDevicesResponse: ResponseEncodable {}

@@ -1,0 +1,82 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+// The backplane's periodic jobs, each a `Service` in the application's service group
+// (`buildApplication`), stopped by graceful shutdown.
+
+/// Forgets nonces once their timestamps can no longer pass the freshness check.
+struct NonceJanitor: Service {
+    let store: any BackplaneStore
+    let interval: Duration
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                try await Task.sleep(for: interval)
+                do {
+                    let removed = try await store.pruneNonces(expiredBefore: now())
+                    if removed > 0 { logger.debug("Pruned expired nonces", metadata: ["count": "\(removed)"]) }
+                } catch {
+                    logger.warning("Could not prune nonces", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
+}
+
+/// Deletes events older than the retention age, a small batch per transaction so ingestion
+/// (which needs the same write lock) waits at most one batch.
+public struct EventRetention: Service {
+    let store: any BackplaneStore
+    /// Events whose corrected time is older than this are deleted.
+    let maxAge: Duration
+    let interval: Duration
+    let batchSize: Int
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    public init(
+        store: any BackplaneStore, maxAge: Duration, interval: Duration = .seconds(3600), batchSize: Int = 1000, logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.store = store
+        self.maxAge = maxAge
+        self.interval = interval
+        self.batchSize = batchSize
+        self.logger = logger
+        self.now = now
+    }
+
+    public func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                do {
+                    let removed = try await runOnce()
+                    if removed > 0 { logger.info("Deleted events past retention", metadata: ["count": "\(removed)"]) }
+                } catch is CancellationError {
+                    return
+                } catch {
+                    logger.warning("Could not apply event retention", metadata: ["error": "\(error)"])
+                }
+                try await Task.sleep(for: interval)
+            }
+        }
+    }
+
+    /// One pass: deletes batch after batch until nothing is past the cutoff. Returns how many.
+    public func runOnce() async throws -> Int {
+        let cutoff = now().addingTimeInterval(-maxAge.seconds)
+        var total = 0
+        while true {
+            try Task.checkCancellation()
+            let removed = try await store.deleteEvents(correctedBefore: cutoff, limit: batchSize)
+            total += removed
+            if removed < batchSize { return total }
+            // Let waiting writers (ingestion) take the lock between batches.
+            await Task.yield()
+        }
+    }
+}
