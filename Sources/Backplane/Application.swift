@@ -71,6 +71,7 @@ public struct BackplaneServices: Sendable {
 }
 
 /// Every route of the backplane. Takes dependencies, not configuration, so tests can inject them.
+/// How a request goes through them: docs/architecture.md.
 public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneRequestContext> {
     let router = Router(context: BackplaneRequestContext.self)
     let allowedMethods = AllowedMethods()

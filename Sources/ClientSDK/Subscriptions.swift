@@ -35,7 +35,7 @@ public protocol SubscriptionDataSource: Sendable {
     func willAdd(_ metadata: EpisodeInput, feedId: String) async -> Bool
     /// After each change was handled.
     func didProcess(_ change: EpisodeChange, result: SubscriptionChangeResult) async
-    /// Metadata from `syncSubscriptions(since:onlySubscribed:)`, which queues nothing.
+    /// Metadata from `subscriptions.sync(since:onlySubscribed:)`, which queues nothing.
     func didReceive(_ episodes: [Episode]) async
 }
 

@@ -160,8 +160,9 @@ public struct SubscribeRequest: Codable, Sendable, Equatable {
 public struct SubscribeResponse: Codable, Sendable, Equatable {
     public var subscription: Subscription
     public var feed: Feed
-    /// On a new subscription: the feed's current episodes, newest first, at most `maxItems`.
-    /// Empty when an existing subscription was updated. Later changes come through the cursor.
+    /// The feed's current episodes, newest first, at most `maxItems` (and at most 500), on a new
+    /// subscription and on an update alike, so a retried request loses nothing. Later changes
+    /// come through the change cursor.
     public var episodes: [Episode]
 
     public init(subscription: Subscription, feed: Feed, episodes: [Episode]) {

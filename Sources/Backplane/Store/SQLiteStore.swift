@@ -7,8 +7,9 @@ import Shared
 /// Durability: `PRAGMA synchronous = FULL`. In WAL mode NORMAL already survives a process crash,
 /// but a power loss or kernel panic can roll back the last commits; FULL syncs the WAL on every
 /// commit, so anything the backplane acknowledged (a registration, an enqueued command) survives
-/// the machine going down too. The cost is one fsync per write transaction, which the services
-/// keep to one per request.
+/// the machine going down too. The cost is one fsync per write transaction. Most requests make
+/// one; a sync makes up to three (its nonce, the command deliveries and the device's last-seen
+/// update), and an event upload records its nonce inside its own transaction to make one.
 public final class SQLiteStore: BackplaneStore {
     public let writer: any DatabaseWriter
 

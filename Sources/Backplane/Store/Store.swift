@@ -275,7 +275,10 @@ public struct DeviceFilter: Sendable, Equatable {
 
 /// Persistence of the backplane. Implementations own the SQL and the transactions; the rules
 /// (the device limit, who may do what) are passed in as closures by the services and evaluated
-/// inside one transaction, so every check-and-set is atomic whatever the implementation.
+/// inside one transaction, so every check-and-set is atomic whatever the implementation. The
+/// guarantees every implementation keeps (atomic device limit, nonces, command states, a change
+/// log numbered in commit order, event idempotency, durability) are the store contract in
+/// docs/architecture.md.
 public protocol BackplaneStore: Sendable {
     /// True when the database answers a trivial query.
     func isReachable() async -> Bool
