@@ -255,7 +255,7 @@ public actor BackplaneEngine {
                     break
                 }
             } catch {
-                outcome = CommandAck(commandId: command.commandId, outcome: .failed, reason: "\(error)".prefix(WireLimits.maxReasonLength).description)
+                outcome = CommandAck(commandId: command.commandId, outcome: .failed, reason: "\(error)".prefix(utf8Bytes: WireLimits.maxReasonLength))
             }
             try storage { try $0.recordOutcome(LocalStore.Outcome(ack: outcome, type: command.type)) }
         }

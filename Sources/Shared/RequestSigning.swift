@@ -71,7 +71,8 @@ public enum RequestSigning {
     }
 }
 
-/// Documented input limits; the server enforces them and answers 400/413 beyond them.
+/// Documented input limits; the server enforces them and answers 400/413 beyond them. Every
+/// limit on text counts **UTF-8 bytes**, on both sides: a CJK character takes 3 of them.
 public enum WireLimits {
     /// Largest accepted request body.
     public static let maxBodyBytes = 1 << 20

@@ -147,9 +147,9 @@ public struct FeedService: Sendable {
         try Validate.optionalText(episode.description.map { $0.replacingOccurrences(of: "\n", with: " ") }, field: "\(path).description",
                                   maxLength: WireLimits.maxDescriptionLength)
         if let url = episode.downloadURL {
-            guard url.count <= WireLimits.maxURLLength, let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased()),
+            guard url.utf8.count <= WireLimits.maxURLLength, let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased()),
                   parsed.host != nil
-            else { throw BackplaneError.validation("'\(path).downloadURL' must be an http(s) URL of at most \(WireLimits.maxURLLength) characters.", field: "\(path).downloadURL") }
+            else { throw BackplaneError.validation("'\(path).downloadURL' must be an http(s) URL of at most \(WireLimits.maxURLLength) bytes.", field: "\(path).downloadURL") }
             guard episode.mediaType != nil else {
                 throw BackplaneError.validation("'\(path).mediaType' (file or hls) is required with a downloadURL.", field: "\(path).mediaType")
             }

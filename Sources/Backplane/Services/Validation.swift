@@ -3,7 +3,7 @@ import Shared
 
 /// Input checks shared by the services. Each throws `validation_failed` naming the field.
 enum Validate {
-    /// Required identifier: 1...maxIdentifierLength characters, no control characters, not only spaces.
+    /// Required identifier: 1...maxIdentifierLength UTF-8 bytes, no control characters, not only spaces.
     static func identifier(_ value: String, field: String) throws {
         try text(value, field: field, maxLength: WireLimits.maxIdentifierLength)
     }
@@ -16,10 +16,11 @@ enum Validate {
     }
 
     /// Optional text: may be empty (meaning "clear" where documented), bounded, no control characters.
+    /// Every text limit counts UTF-8 bytes (`WireLimits`), on the server and in the SDK alike.
     static func optionalText(_ value: String?, field: String, maxLength: Int) throws {
         guard let value else { return }
-        guard value.count <= maxLength else {
-            throw BackplaneError.validation("'\(field)' is longer than \(maxLength) characters.", field: field)
+        guard value.utf8.count <= maxLength else {
+            throw BackplaneError.validation("'\(field)' is longer than \(maxLength) bytes (UTF-8).", field: field)
         }
         guard !value.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) }) else {
             throw BackplaneError.validation("'\(field)' must not contain control characters.", field: field)
