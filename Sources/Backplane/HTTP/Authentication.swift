@@ -40,13 +40,9 @@ struct SignedRequestMiddleware: RouterMiddleware {
         if handlerRecordsNonce {
             context.signedRequest = signed
         } else if try await !store.recordSignedRequest(signed) {
-            throw Self.nonceReused
+            throw BackplaneError.nonceReused
         }
         return try await next(request, context)
-    }
-
-    static var nonceReused: BackplaneError {
-        BackplaneError(.unauthorized, .nonceReused, "This nonce was already used; every request needs a new one.")
     }
 
     /// Every check but the nonce's freshness; returns the caller and the nonce to record, last, so

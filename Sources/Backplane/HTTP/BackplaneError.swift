@@ -41,6 +41,9 @@ public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringCo
     }
     public static func invalidCredentials(_ message: String) -> Self { .init(.unauthorized, .invalidCredentials, message) }
     public static func invalidSignature(_ message: String) -> Self { .init(.unauthorized, .invalidSignature, message) }
+    /// A signed request whose nonce was used before (by the signing middleware, or by a service
+    /// that records the nonce in its own transaction).
+    public static var nonceReused: Self { .init(.unauthorized, .nonceReused, "This nonce was already used; every request needs a new one.") }
     public static func forbidden(_ message: String) -> Self { .init(.forbidden, .forbidden, message) }
     public static func notFound(_ message: String) -> Self { .init(.notFound, .notFound, message) }
     public static func conflict(_ message: String) -> Self { .init(.conflict, .conflict, message) }

@@ -63,7 +63,7 @@ public struct EventService: Sendable {
             do {
                 outcomes = try await store.insertEvents(applicationId: applicationId, deviceId: deviceId, records, signedRequest: signedRequest)
             } catch is NonceReusedError {
-                throw SignedRequestMiddleware.nonceReused
+                throw BackplaneError.nonceReused
             }
             for (position, (record, outcome)) in zip(positions, zip(records, outcomes)) {
                 let sequence = record.event.sequence
