@@ -239,16 +239,6 @@ enum EventsSchema {
         """
 }
 
-public enum StoreError: Error, CustomStringConvertible {
-    case unknownApplication(String)
-
-    public var description: String {
-        switch self {
-        case .unknownApplication(let id): "No application with id \(id)."
-        }
-    }
-}
-
 // GRDB conformances live with the SQLite store, so the records stay plain for other stores.
 
 public protocol SnakeCaseRecord: FetchableRecord, MutablePersistableRecord {}

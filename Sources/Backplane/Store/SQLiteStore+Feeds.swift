@@ -70,10 +70,6 @@ extension SQLiteStore {
         }
     }
 
-    public func episodes(applicationId: String, feedId: String, limit: Int?) async throws -> [EpisodeRecord] {
-        try await writer.read { db in try Self.liveEpisodes(db, applicationId: applicationId, feedId: feedId, limit: limit) }
-    }
-
     public func episodes(
         applicationId: String, updatedSince since: Date, feedIds: [String]?, after: EpisodeKey?, limit: Int
     ) async throws -> [EpisodeRecord] {
