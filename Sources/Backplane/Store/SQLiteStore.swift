@@ -40,6 +40,20 @@ public final class SQLiteStore: BackplaneStore {
         self.writer = pool
     }
 
+    /// A migrated database in memory, gone when the store is: for tests, and for trying the
+    /// server without a data directory. One connection, so reads wait for writes.
+    public static func inMemory() throws -> SQLiteStore {
+        var configuration = Configuration()
+        configuration.foreignKeysEnabled = true
+        let queue = try DatabaseQueue(configuration: configuration)
+        try migrator.migrate(queue)
+        return SQLiteStore(writer: queue)
+    }
+
+    private init(writer: any DatabaseWriter) {
+        self.writer = writer
+    }
+
     /// Creates the database file owner-only when it is missing, and sets 0600 on it and on its
     /// WAL and shared-memory files when they exist.
     private static func restrictToOwner(_ path: String) throws {

@@ -1,0 +1,186 @@
+@testable import Backplane
+import Foundation
+import Shared
+import Testing
+
+/// The store contract (docs/architecture.md), checked through the store protocols alone, so
+/// every implementation runs the same suite: each test takes the kind of store as its argument.
+/// A new store adds its case to `StoreKind` and must pass unchanged.
+enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
+    case sqliteFile, sqliteInMemory
+
+    var testDescription: String { rawValue }
+
+    func make() throws -> any BackplaneStore {
+        switch self {
+        case .sqliteFile:
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-conformance-\(UUID().uuidString)")
+            return try SQLiteStore(directory: directory)
+        case .sqliteInMemory:
+            return try SQLiteStore.inMemory()
+        }
+    }
+}
+
+@Suite struct StoreConformanceTests {
+    private static let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    private func application(in store: any BackplaneStore, deviceLimit: Int = 5) async throws -> String {
+        let applications = ApplicationService(store: store, wakeUps: WakeUpHub())
+        let (application, _) = try await applications.createApplication(name: "conformance")
+        _ = try await applications.updateSettings(applicationId: application.id, .init(deviceLimit: deviceLimit))
+        return application.id
+    }
+
+    private func device(_ applicationId: String, _ deviceId: String, user: String, enabled: Bool) -> DeviceRecord {
+        DeviceRecord(
+            rowId: nil, applicationId: applicationId, deviceId: deviceId, userId: user, externalDeviceId: nil, nickname: nil,
+            platform: "linux", model: nil, osVersion: nil, sdkVersion: nil, appVersion: nil, pushToken: nil, downloadEnabled: enabled,
+            credentialHash: "hash-\(deviceId)", publicKey: nil, registeredAt: Self.now, updatedAt: Self.now, lastSeenAt: Self.now,
+            unregisteredAt: nil)
+    }
+
+    /// The limit is decided on a count read in the registration's own transaction: however many
+    /// register at once, no more than the limit end up download-enabled.
+    @Test(arguments: StoreKind.allCases)
+    func theDeviceLimitHoldsUnderConcurrentRegistrations(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store, deviceLimit: 3)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for number in 0..<24 {
+                group.addTask {
+                    _ = try await store.registerDevice(applicationId: applicationId, deviceId: "d\(number)", userId: "ann") { state in
+                        let enable = state.limit.otherEnabledDevices < state.limit.settings.deviceLimit
+                        return (self.device(applicationId, "d\(number)", user: "ann", enabled: enable), enable)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let devices = try await store.devices(applicationId: applicationId, userId: "ann")
+        #expect(devices.count == 24)
+        #expect(devices.count(where: \.downloadEnabled) == 3)
+
+        // Enabling goes through the same count: concurrent enables stop at the limit too.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for device in devices where !device.downloadEnabled {
+                group.addTask {
+                    _ = try await store.updateDevice(applicationId: applicationId, deviceId: device.deviceId) { record, limit in
+                        var record = record
+                        record.downloadEnabled = limit.otherEnabledDevices < limit.settings.deviceLimit
+                        return record
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await store.devices(applicationId: applicationId, userId: "ann").count(where: \.downloadEnabled) == 3)
+    }
+
+    /// A nonce is accepted once per key, also when the same request arrives many times at once.
+    @Test(arguments: StoreKind.allCases)
+    func aNonceIsAcceptedOnceUnderConcurrency(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store)
+        let record = SignedRequestRecord(
+            keyId: "ak_1", nonce: "0123456789abcdef", expiresAt: Self.now.addingTimeInterval(600), applicationId: applicationId,
+            deviceId: nil, now: Self.now)
+        let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<20 { group.addTask { try await store.recordSignedRequest(record) } }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(accepted == 1)
+        // Another key may use the same nonce; an expired nonce is forgotten.
+        var otherKey = record
+        otherKey.keyId = "ak_2"
+        #expect(try await store.recordSignedRequest(otherKey))
+        #expect(try await store.pruneNonces(expiredBefore: Self.now.addingTimeInterval(601)) == 2)
+        #expect(try await store.recordSignedRequest(record))
+    }
+
+    /// The change log is numbered in commit order: a device paging through its changes while
+    /// several publishers write sees every change exactly once, in order, with no gap skipped.
+    @Test(arguments: StoreKind.allCases)
+    func aReaderSeesEveryChangeOnceAndInOrderWhilePublishersWrite(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store)
+        let feeds = FeedService(store: store, wakeUps: WakeUpHub())
+        let subscriptions = SubscriptionService(store: store)
+        for feed in ["a", "b", "c"] {
+            _ = try await feeds.putFeed(applicationId: applicationId, feedId: feed, FeedInput(title: feed))
+            _ = try await subscriptions.subscribe(applicationId: applicationId, deviceId: "reader", feedId: feed, SubscribeRequest())
+        }
+        let finished = Flag()
+        let publishers = Task {
+            defer { finished.raise() }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for feed in ["a", "b", "c"] {
+                    group.addTask {
+                        for round in 0..<15 {
+                            _ = try await feeds.publish(applicationId: applicationId, feedId: feed, PublishEpisodesRequest(
+                                episodes: (0..<4).map { EpisodeInput(assetId: "\(feed)-\(round)-\($0)") }))
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        var seen: [EpisodeChangeRecord] = []
+        var after: Int64 = 0
+        var publishing = true
+        while publishing {
+            publishing = !finished.isRaised  // read before the page: the last page reads after the end
+            let page = try await store.changes(applicationId: applicationId, deviceId: "reader", afterSeq: after, limit: 7)
+            seen += page
+            after = page.last?.seq ?? after
+            if page.isEmpty { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        try await publishers.value
+        while case let page = try await store.changes(applicationId: applicationId, deviceId: "reader", afterSeq: after, limit: 7), !page.isEmpty {
+            seen += page
+            after = page.last!.seq
+        }
+        #expect(seen.count == 3 * 15 * 4)
+        #expect(Set(seen.map(\.assetId)).count == seen.count, "a change was delivered twice")
+        #expect(seen.map(\.seq) == seen.map(\.seq).sorted())
+        #expect(seen.map(\.seq) == Array(1...Int64(seen.count)), "numbers are the application's own, without gaps")
+    }
+
+    /// Events are stored once per (device, sequence): a retry is a duplicate, a reused sequence
+    /// with another event id is refused, and concurrent retries store one copy.
+    @Test(arguments: StoreKind.allCases)
+    func eventsAreStoredOncePerDeviceAndSequence(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store)
+        func record(_ sequence: Int64, eventId: String) -> EventRecord {
+            EventRecord(
+                applicationId: applicationId, deviceId: "phone",
+                event: DeviceEvent(eventId: eventId, sequence: sequence, deviceTime: Self.now, userId: "ann", content: .appLaunch),
+                receivedAt: Self.now, correctedTime: Self.now)
+        }
+        let batch = (1...10).map { record($0, eventId: "e\($0)") }
+        let outcomes = try await withThrowingTaskGroup(of: [EventInsertOutcome].self) { group in
+            for _ in 0..<4 { group.addTask { try await store.insertEvents(applicationId: applicationId, deviceId: "phone", batch, signedRequest: nil) } }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(outcomes.count(where: { $0 == .inserted }) == 10)
+        #expect(outcomes.count(where: { $0 == .duplicate }) == 30)
+        #expect(try await store.insertEvents(applicationId: applicationId, deviceId: "phone", [record(3, eventId: "other")], signedRequest: nil)
+            == [.sequenceReused])
+        // Another device's sequence 1 is its own.
+        var other = record(1, eventId: "e1")
+        other.deviceId = "tablet"
+        #expect(try await store.insertEvents(applicationId: applicationId, deviceId: "tablet", [other], signedRequest: nil) == [.inserted])
+        let stored = try await store.events(applicationId: applicationId, filter: EventFilter(), after: nil, limit: 100)
+        #expect(stored.count == 11)
+    }
+}
+
+/// Raised once, read from any task.
+private final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var raised = false
+
+    func raise() { lock.withLock { raised = true } }
+    var isRaised: Bool { lock.withLock { raised } }
+}
