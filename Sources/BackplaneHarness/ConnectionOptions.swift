@@ -1,0 +1,41 @@
+import ArgumentParser
+import ClientSDK
+import Foundation
+import Shared
+
+// Where the harness finds the backplane and who it is, from flags or the environment.
+
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "Backplane URL (or BACKPLANE_URL).") var url: String?
+    @Option(help: "App key id (or BACKPLANE_APP_KEY).") var key: String?
+    @Option(help: "App key secret (or BACKPLANE_APP_SECRET).") var secret: String?
+    @Option(help: "User id (or BACKPLANE_USER).") var user: String?
+    @Option(help: "The SDK's data directory: one per simulated device.") var dataDir = "./harness-data"
+    @Option(help: "External device id to register with.") var externalId: String?
+    @Option(help: "Nickname to register with.") var nickname: String?
+    @Flag(help: "Move the device when it is registered to another user.") var move = false
+    @Option(help: "Request timeout in seconds.") var timeout = 10
+
+    func configuration(dataDirectory: URL? = nil) throws -> BackplaneClientConfiguration {
+        let environment = ProcessInfo.processInfo.environment
+        func value(_ option: String?, _ variable: String, _ name: String) throws -> String {
+            guard let value = option ?? environment[variable], !value.isEmpty else {
+                throw ValidationError("Missing --\(name) (or \(variable)).")
+            }
+            return value
+        }
+        let urlText = try value(url, "BACKPLANE_URL", "url")
+        guard let backplaneURL = URL(string: urlText), backplaneURL.scheme != nil else {
+            throw ValidationError("'\(urlText)' is not a URL.")
+        }
+        return BackplaneClientConfiguration(
+            backplaneURL: backplaneURL, appKeyId: try value(key, "BACKPLANE_APP_KEY", "key"),
+            appKeySecret: try value(secret, "BACKPLANE_APP_SECRET", "secret"),
+            userId: try value(user, "BACKPLANE_USER", "user"),
+            dataDirectory: dataDirectory ?? URL(fileURLWithPath: dataDir), externalDeviceId: externalId, nickname: nickname,
+            model: "backplane-harness", appVersion: "harness", moveFromOtherUser: move,
+            retry: RetryPolicy(initial: .seconds(1), maximum: .seconds(30)), requestTimeout: .seconds(timeout),
+            // One-shot commands sync once; only `watch` keeps the wake-up channel open.
+            useWakeUpChannel: false)
+    }
+}
