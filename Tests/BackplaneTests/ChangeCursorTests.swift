@@ -86,7 +86,7 @@ import Testing
 
         let store = try SQLiteStore(path: path)
         let subscriptions = SubscriptionService(store: store)
-        func legacy(_ seq: Int) -> String { Data("c1:\(seq)".utf8).base64URLEncodedString() }
+        func legacy(_ seq: Int) -> String { Base64URL.encode(Data("c1:\(seq)".utf8)) }
         func read(_ application: String, _ device: String, _ cursor: String?) async throws -> [String] {
             try await subscriptions.changes(applicationId: application, deviceId: device, cursor: cursor, limit: nil).changes.map(\.assetId)
         }

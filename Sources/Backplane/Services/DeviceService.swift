@@ -317,19 +317,6 @@ public struct DeviceService: Sendable {
     private static func emptyAsNil(_ value: String) -> String? { value.isEmpty ? nil : value }
 }
 
-/// The opaque admin pagination cursor: the last row's store id, base64url-encoded.
-enum DeviceCursor {
-    static func encode(_ rowId: Int64) -> String {
-        Data("d1:\(rowId)".utf8).base64URLEncodedString()
-    }
-
-    static func decode(_ cursor: String) throws -> Int64 {
-        guard let text = OpaqueCursor.decode(cursor), text.hasPrefix("d1:"), let rowId = Int64(text.dropFirst(3)), rowId >= 0
-        else { throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.") }
-        return rowId
-    }
-}
-
 extension DeviceRecord {
     func wire(includePushToken: Bool) -> Device {
         Device(

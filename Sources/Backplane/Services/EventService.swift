@@ -124,18 +124,3 @@ public struct EventService: Sendable {
         StoredEvent(deviceId: record.deviceId, event: record.event, receivedAt: record.receivedAt, correctedTime: record.correctedTime)
     }
 }
-
-/// The reporting API's opaque cursor: the last event's corrected time (ms) and row id.
-enum EventCursor {
-    static func encode(_ key: EventKey) -> String {
-        Data("ev1:\(key.correctedTime.millisecondsSince1970):\(key.rowId)".utf8).base64URLEncodedString()
-    }
-
-    static func decode(_ cursor: String) throws -> EventKey {
-        let parts = OpaqueCursor.decode(cursor)?.split(separator: ":") ?? []
-        guard parts.count == 3, parts[0] == "ev1", let correctedTime = Int64(parts[1]).flatMap(Date.init(acceptedMilliseconds:)),
-              let rowId = Int64(parts[2]), rowId >= 0
-        else { throw BackplaneError.badRequest("'cursor' is not a cursor this server issued.") }
-        return EventKey(correctedTime: correctedTime, rowId: rowId)
-    }
-}

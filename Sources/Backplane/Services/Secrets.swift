@@ -8,7 +8,7 @@ enum Secrets {
     static func random(prefix: String, byteCount: Int) -> String {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<byteCount).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return prefix + Data(bytes).base64URLEncodedString()
+        return prefix + Base64URL.encode(bytes)
     }
 
     static func applicationId() -> String { random(prefix: "app_", byteCount: 9) }
@@ -26,8 +26,6 @@ enum Secrets {
 }
 
 extension Data {
-    func base64URLEncodedString() -> String { Base64URL.encode(self) }
-
     /// Decodes lower- or upper-case hex; nil for anything else.
     init?(hex: String) {
         guard hex.count % 2 == 0 else { return nil }
