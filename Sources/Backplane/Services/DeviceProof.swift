@@ -23,10 +23,9 @@ public struct RegistrationProof: Sendable {
         self.credential = credential
     }
 
-    /// Whether the device signature verifies with this public key (base64url X9.63).
-    func isSigned(by publicKey: String) -> Bool {
+    /// Whether the device signature verifies with this public key.
+    func isSigned(by key: P256.Signing.PublicKey) -> Bool {
         guard let signature = deviceSignature, signature.count <= RequestSigning.maxDeviceKeyTextLength,
-              let key = Self.publicKey(publicKey),
               let raw = Base64URL.decode(signature), let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: raw)
         else { return false }
         return key.isValidSignature(ecdsa, for: signedBytes)
@@ -35,7 +34,7 @@ public struct RegistrationProof: Sendable {
     /// Whether the request may take over `device`'s row: signed by its key when it has one; for
     /// a device registered without a key, its current credential; anything once an admin released it.
     func proves(_ device: DeviceRecord) -> Bool {
-        if let key = device.publicKey { return isSigned(by: key) }
+        if let recorded = device.publicKey { return Self.publicKey(recorded).map(isSigned(by:)) ?? false }
         if device.credentialHash.isEmpty { return true }
         guard let credential else { return false }
         return Secrets.hash(credential) == device.credentialHash

@@ -65,8 +65,8 @@ public struct DeviceService: Sendable {
         try Validate.optionalText(request.osVersion, field: "osVersion", maxLength: WireLimits.maxShortTextLength)
         try Validate.optionalText(request.sdkVersion, field: "sdkVersion", maxLength: WireLimits.maxShortTextLength)
         try Validate.optionalText(request.appVersion, field: "appVersion", maxLength: WireLimits.maxShortTextLength)
-        if let key = request.devicePublicKey {
-            guard RegistrationProof.publicKey(key) != nil else {
+        if let keyText = request.devicePublicKey {
+            guard let key = RegistrationProof.publicKey(keyText) else {
                 throw BackplaneError.validation(
                     "'devicePublicKey' must be a P-256 public key: base64url of its 65-byte uncompressed X9.63 form.", field: "devicePublicKey")
             }
