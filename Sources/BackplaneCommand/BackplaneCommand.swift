@@ -41,16 +41,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Open connections per process, WebSocket channels included; further ones wait in the listen backlog.")
     var maxConnections = TransportLimits().maxConnections
 
-    func run() async throws {
-        guard let level = Logger.Level(rawValue: logLevel) else {
-            throw ValidationError("Unknown log level '\(logLevel)'.")
-        }
-        let store = try data.openStore()
-        let services = BackplaneServices(store: store)
-        if let firstRun = try await services.applications.bootstrapIfEmpty() {
-            // Written straight to the file descriptor: stdout is block-buffered when piped to a log.
-            FileHandle.standardOutput.write(Data((firstRunBanner(firstRun, dataDir: data.dataDir) + "\n").utf8))
-        }
+    /// Runs before anything touches the data directory: a bad flag creates nothing.
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("Unknown log level '\(logLevel)'.") }
         // Ranges keep every product below (days × 86400, seconds → Duration) far from overflow.
         guard (0...86_400).contains(channelPingSeconds) else { throw ValidationError("--channel-ping-seconds must be 0 to 86400.") }
         guard (0...36_500).contains(eventRetentionDays) else { throw ValidationError("--event-retention-days must be 0 to 36500.") }
@@ -59,6 +52,16 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--request-head-timeout-seconds and --request-body-timeout-seconds must be 1 to 3600.")
         }
         guard (1...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be 1 to 1000000.") }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info  // checked in validate()
+        let store = try data.openStore()
+        let services = BackplaneServices(store: store)
+        if let firstRun = try await services.applications.bootstrapIfEmpty() {
+            // Written straight to the file descriptor: stdout is block-buffered when piped to a log.
+            FileHandle.standardOutput.write(Data((firstRunBanner(firstRun, dataDir: data.dataDir) + "\n").utf8))
+        }
         let configuration = BackplaneConfiguration(
             host: host, port: port, dataDirectory: data.url, logLevel: level,
             channelPingInterval: channelPingSeconds > 0 ? .seconds(channelPingSeconds) : nil,
