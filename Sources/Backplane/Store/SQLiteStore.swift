@@ -23,9 +23,24 @@ public final class SQLiteStore: BackplaneStore {
 
     /// Opens (creating if needed) the database at `path` and migrates it. The database file, and
     /// so the WAL and shared-memory files SQLite creates with the database file's mode, are
-    /// owner-only (0600).
-    public init(path: String) throws {
+    /// owner-only (0600), and so are files an older server left readable by others.
+    public convenience init(path: String) throws {
         try Self.restrictToOwner(path)
+        try self.init(writer: DatabasePool(path: path, configuration: Self.configuration))
+    }
+
+    /// A migrated database in memory, gone when the store is: for tests, and for trying the
+    /// server without a data directory. One connection, so reads wait for writes.
+    public static func inMemory() throws -> SQLiteStore {
+        try SQLiteStore(writer: DatabaseQueue(configuration: configuration))
+    }
+
+    private init(writer: any DatabaseWriter) throws {
+        try Self.migrator.migrate(writer)
+        self.writer = writer
+    }
+
+    private static var configuration: Configuration {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         // The admin commands may write while `serve` runs: wait for the lock rather than fail.
@@ -33,25 +48,7 @@ public final class SQLiteStore: BackplaneStore {
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
-        let pool = try DatabasePool(path: path, configuration: configuration)
-        try Self.migrator.migrate(pool)
-        // Files an older server left readable by others.
-        try Self.restrictToOwner(path)
-        self.writer = pool
-    }
-
-    /// A migrated database in memory, gone when the store is: for tests, and for trying the
-    /// server without a data directory. One connection, so reads wait for writes.
-    public static func inMemory() throws -> SQLiteStore {
-        var configuration = Configuration()
-        configuration.foreignKeysEnabled = true
-        let queue = try DatabaseQueue(configuration: configuration)
-        try migrator.migrate(queue)
-        return SQLiteStore(writer: queue)
-    }
-
-    private init(writer: any DatabaseWriter) {
-        self.writer = writer
+        return configuration
     }
 
     /// Creates the database file owner-only when it is missing, and sets 0600 on it and on its
