@@ -27,11 +27,12 @@ struct ChannelController {
             .add(middleware: signedByDevice)
             .ws(":deviceId/channel") { inbound, outbound, context in
                 guard case .device(let applicationId, _, let deviceId) = context.requestContext.caller else { return }
-                let registration = hub.register(Channel(outbound: outbound), applicationId: applicationId, deviceId: deviceId)
+                let channel = Channel(outbound: outbound)
+                let registration = hub.register(channel, applicationId: applicationId, deviceId: deviceId)
                 defer { hub.unregister(registration) }
                 // A first wake-up now, not on the device's own "connected": a change committed
                 // between the device's catch-up sync and this registration would wake nobody.
-                await Channel(outbound: outbound).wake()
+                await channel.wake()
                 // The device sends nothing but control frames; reading until it closes keeps the
                 // channel open and notices when it goes.
                 for try await _ in inbound.messages(maxSize: 1024) {}
