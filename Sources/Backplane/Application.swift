@@ -79,15 +79,19 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
     router.add(middleware: ErrorMiddleware(allowedMethods: allowedMethods))
     router.add(middleware: LogRequestsMiddleware(.info))
     HealthController(store: services.store).addRoutes(to: router)
-    DevicesController(devices: services.devices, sync: services.sync, store: services.store, now: services.now).addRoutes(to: router)
-    AdminController(
-        devices: services.devices, applications: services.applications, commands: services.commands, store: services.store
-    ).addRoutes(to: router)
-    CMSController(feeds: services.feeds, store: services.store).addRoutes(to: router)
-    let devices = DevicesController(devices: services.devices, sync: services.sync, store: services.store, now: services.now)
-    SubscriptionsController(subscriptions: services.subscriptions, signedByDevice: devices.signedByDevice).addRoutes(to: router)
-    EventsController(events: services.events, signedByDevice: devices.signedByDevice).addRoutes(to: router)
-    ReportsController(events: services.events, store: services.store).addRoutes(to: router)
+    // Who may call what is decided here, once: each group proves its caller, and its handlers
+    // run in a context where that caller is not optional.
+    let callers = CallerGroups(router: router, store: services.store, devices: services.devices, now: services.now)
+    let devices = DevicesController(devices: services.devices, sync: services.sync)
+    devices.addRegistration(to: callers.signedByAppKey("v1/devices/register"))
+    let signedByDevice = callers.signedByDevice("v1")
+    devices.addRoutes(to: signedByDevice)
+    SubscriptionsController(subscriptions: services.subscriptions).addRoutes(to: signedByDevice)
+    EventsController(events: services.events).addRoutes(to: callers.signedByDevice("v1/events", handlerRecordsNonce: true))
+    AdminController(devices: services.devices, applications: services.applications, commands: services.commands)
+        .addRoutes(to: callers.bearer("v1/admin", scope: .admin))
+    CMSController(feeds: services.feeds).addRoutes(to: callers.bearer("v1/cms/feeds", scope: .cms))
+    ReportsController(events: services.events).addRoutes(to: callers.bearer("v1/reports/events", scope: .reporting))
     allowedMethods.learn(from: router)
     return router
 }
@@ -99,8 +103,8 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
 public func buildWebSocketRouter(_ services: BackplaneServices) -> Router<BackplaneRequestContext> {
     let router = Router(context: BackplaneRequestContext.self)
     router.add(middleware: UpgradeRefusalMiddleware())
-    let devices = DevicesController(devices: services.devices, sync: services.sync, store: services.store, now: services.now)
-    ChannelController(hub: services.wakeUpHub, signedByDevice: devices.signedByDevice).addRoutes(to: router)
+    let callers = CallerGroups(router: router, store: services.store, devices: services.devices, now: services.now)
+    ChannelController(hub: services.wakeUpHub).addRoutes(to: router.group("v1/devices").add(middleware: callers.deviceSigning()))
     return router
 }
 

@@ -11,7 +11,6 @@ struct ChannelController {
     static let wakeUpMessage = "sync"
 
     let hub: WakeUpHub
-    let signedByDevice: SignedRequestMiddleware
 
     /// The hub's handle on one connection: writes the wake-up frame.
     struct Channel: WakeUpChannel {
@@ -22,13 +21,15 @@ struct ChannelController {
         }
     }
 
-    func addRoutes(to router: Router<BackplaneRequestContext>) {
-        router.group("v1/devices")
-            .add(middleware: signedByDevice)
+    /// Routes under `/v1/devices`, in a group signed by the device. A WebSocket route keeps the
+    /// root context (hummingbird-websocket builds it from the connection), so the device is read
+    /// from what the signing middleware proved.
+    func addRoutes(to group: RouterGroup<BackplaneRequestContext>) {
+        group
             .ws(":deviceId/channel") { inbound, outbound, context in
-                guard case .device(let applicationId, _, let deviceId) = context.requestContext.caller else { return }
+                guard let device = context.requestContext.device else { return }
                 let channel = Channel(outbound: outbound)
-                let registration = hub.register(channel, applicationId: applicationId, deviceId: deviceId)
+                let registration = hub.register(channel, applicationId: device.applicationId, deviceId: device.deviceId)
                 defer { hub.unregister(registration) }
                 // A first wake-up now, not on the device's own "connected": a change committed
                 // between the device's catch-up sync and this registration would wake nobody.

@@ -6,34 +6,32 @@ import Shared
 /// The reporting API (bearer token with scope `reporting`): list, count and export events.
 struct ReportsController {
     let events: EventService
-    let store: any BackplaneStore
 
-    func addRoutes(to router: Router<BackplaneRequestContext>) {
-        router.group("v1/reports/events")
-            .add(middleware: BearerTokenMiddleware(store: store, scope: .reporting))
+    func addRoutes(to group: RouterGroup<TokenRequestContext>) {
+        group
             .get(use: list)
             .get("counts", use: counts)
             .get("export", use: export)
     }
 
-    @Sendable func list(_ request: Request, context: BackplaneRequestContext) async throws -> EventPage {
+    @Sendable func list(_ request: Request, context: TokenRequestContext) async throws -> EventPage {
         let query = request.uri.queryParameters
         return try await events.list(
-            applicationId: try context.requireApplicationId(), filter: try Self.filter(request), cursor: query["cursor"].map(String.init),
+            applicationId: context.applicationId, filter: try Self.filter(request), cursor: query["cursor"].map(String.init),
             limit: try QueryValue.int(query["limit"].map(String.init), name: "limit"))
     }
 
-    @Sendable func counts(_ request: Request, context: BackplaneRequestContext) async throws -> EventCounts {
-        try await events.counts(applicationId: try context.requireApplicationId(), filter: try Self.filter(request))
+    @Sendable func counts(_ request: Request, context: TokenRequestContext) async throws -> EventCounts {
+        try await events.counts(applicationId: context.applicationId, filter: try Self.filter(request))
     }
 
     /// Streamed a page at a time; everything that can be refused is checked before the first byte.
-    @Sendable func export(_ request: Request, context: BackplaneRequestContext) async throws -> Response {
+    @Sendable func export(_ request: Request, context: TokenRequestContext) async throws -> Response {
         let query = request.uri.queryParameters
         let format = try ExportFormat(query["format"].map(String.init))
         let filter = try Self.filter(request)
         try EventService.validate(filter)
-        let applicationId = try context.requireApplicationId()
+        let applicationId = context.applicationId
         let events = events
         var headers = HTTPFields()
         headers[.contentType] = format.contentType

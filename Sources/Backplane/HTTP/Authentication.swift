@@ -14,19 +14,12 @@ struct SignedRequestMiddleware: RouterMiddleware {
     let store: any BackplaneStore
     let devices: DeviceService
     let requireDevice: Bool
-    let now: @Sendable () -> Date
-    /// Leave the nonce to the handler (`context.signedRequest`), which records it in the same
-    /// transaction as its own write: one commit per request instead of two. Only for routes
-    /// whose replay is harmless before that write (a request refused earlier keeps its nonce
-    /// unspent and would only be refused again).
+    /// Leave the nonce to the handler (`DeviceRequestContext.nonceToRecord`), which records it in
+    /// the same transaction as its own write: one commit per request instead of two. Only for
+    /// routes whose replay is harmless before that write (a request refused earlier keeps its
+    /// nonce unspent and would only be refused again).
     var handlerRecordsNonce = false
-
-    /// The same checks, with the nonce recorded by the handler's transaction.
-    func recordingNonceInHandler() -> Self {
-        var copy = self
-        copy.handlerRecordsNonce = true
-        return copy
-    }
+    let now: @Sendable () -> Date
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var request = request
@@ -34,20 +27,19 @@ struct SignedRequestMiddleware: RouterMiddleware {
         // The body is read once here (bounded) to hash it; handlers decode the same buffer.
         let body = try await request.collectBody(upTo: WireLimits.maxBodyBytes)
         let named = context.parameters.get("deviceId").map { $0.removingPercentEncoding ?? $0 }
-        let (caller, signed, stringToSign) = try await verify(request, body: body, pathDeviceId: named)
-        context.caller = caller
-        context.stringToSign = stringToSign
-        if handlerRecordsNonce {
-            context.signedRequest = signed
-        } else if try await !store.recordSignedRequest(signed) {
-            throw BackplaneError.nonceReused
+        let (identity, signed) = try await verify(request, body: body, pathDeviceId: named)
+        if handlerRecordsNonce, case .device(let device, _) = identity {
+            context.identity = .device(device, nonceToRecord: signed)
+        } else {
+            if try await !store.recordSignedRequest(signed) { throw BackplaneError.nonceReused }
+            context.identity = identity
         }
         return try await next(request, context)
     }
 
-    /// Every check but the nonce's freshness; returns the caller and the nonce to record, last, so
+    /// Every check but the nonce's freshness; returns who signed and the nonce to record, last, so
     /// that only a request that passed every other check uses up its nonce.
-    private func verify(_ request: Request, body: ByteBuffer, pathDeviceId: String?) async throws -> (Caller, SignedRequestRecord, String) {
+    private func verify(_ request: Request, body: ByteBuffer, pathDeviceId: String?) async throws -> (Identity, SignedRequestRecord) {
         func header(_ name: String) -> String? {
             HTTPField.Name(name).flatMap { request.headers[$0] }
         }
@@ -90,7 +82,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
             throw BackplaneError.invalidSignature("The request signature does not match.")
         }
 
-        var caller = Caller.app(applicationId: key.applicationId, keyId: keyId)
+        var identity = Identity.appKey(applicationId: key.applicationId, keyId: keyId, stringToSign: stringToSign)
         if requireDevice {
             guard let deviceId, let credential = header(RequestSigning.Header.deviceCredential) else {
                 throw BackplaneError.invalidCredentials(
@@ -101,12 +93,12 @@ struct SignedRequestMiddleware: RouterMiddleware {
             if let named = pathDeviceId, named != deviceId {
                 throw BackplaneError.forbidden("A device may act only as itself: '\(deviceId)' cannot act on '\(named)'.")
             }
-            caller = .device(applicationId: key.applicationId, keyId: keyId, deviceId: deviceId)
+            identity = .device(AuthenticatedDevice(applicationId: key.applicationId, deviceId: deviceId), nonceToRecord: nil)
         }
         let signed = SignedRequestRecord(
             keyId: keyId, nonce: nonce, expiresAt: Date(timeIntervalSince1970: Double(timestamp) + RequestSigning.allowedClockSkew + 60),
             applicationId: key.applicationId, deviceId: requireDevice ? deviceId : nil, now: now)
-        return (caller, signed, stringToSign)
+        return (identity, signed)
     }
 }
 
@@ -133,7 +125,7 @@ struct BearerTokenMiddleware: RouterMiddleware {
                 details: ["requiredScope": .string(scope.rawValue)])
         }
         var context = context
-        context.caller = .token(applicationId: record.applicationId, scope: record.scope)
+        context.identity = .token(applicationId: record.applicationId, scope: record.scope)
         return try await next(request, context)
     }
 }

@@ -4,29 +4,32 @@ import HummingbirdWebSocket
 import NIOCore
 import Shared
 
-/// Who made the request, as established by the authentication middleware.
-public enum Caller: Sendable, Equatable {
-    /// A request signed with an app key, before the device has a credential (registration).
-    case app(applicationId: String, keyId: String)
-    /// A signed request that also carried a valid device credential.
-    case device(applicationId: String, keyId: String, deviceId: String)
+/// What an authentication middleware proved about a request. The route group's own context
+/// (`CallerContexts.swift`) turns it into a caller that is not optional.
+enum Identity: Sendable {
+    /// Signed with an app key, before the device has a credential (registration).
+    /// `stringToSign` is the verified string, which a device proof signs too.
+    case appKey(applicationId: String, keyId: String, stringToSign: String)
+    /// Signed with an app key and carrying a valid device credential. `nonceToRecord` is set when
+    /// the route's handler records the nonce in its own transaction.
+    case device(AuthenticatedDevice, nonceToRecord: SignedRequestRecord?)
     /// A bearer token with one scope.
     case token(applicationId: String, scope: TokenScope)
-
-    public var applicationId: String {
-        switch self {
-        case .app(let id, _), .device(let id, _, _), .token(let id, _): id
-        }
-    }
 }
 
+/// The device that signed a request with its credential; it may act only on itself.
+struct AuthenticatedDevice: Sendable, Equatable {
+    let applicationId: String
+    let deviceId: String
+}
+
+/// The context every request starts in, built by Hummingbird from the connection. Routes with a
+/// caller run in a child context instead (`CallerContexts.swift`); only the WebSocket channel
+/// stays here, because hummingbird-websocket builds its context from the connection itself.
 public struct BackplaneRequestContext: RequestContext, WebSocketRequestContext {
     public var coreContext: CoreRequestContextStorage
-    public var caller: Caller?
-    /// Set by a signing middleware that leaves recording the nonce to the handler.
-    public var signedRequest: SignedRequestRecord?
-    /// The verified string to sign of a signed request: what a device proof signs too.
-    public var stringToSign: String?
+    /// Set by the authentication middleware of the route's group.
+    var identity: Identity?
     public let webSocket: WebSocketHandlerReference<Self>
     /// The connection, for what concerns it rather than the request (a refused channel upgrade).
     public let channel: (any Channel)?
@@ -34,9 +37,7 @@ public struct BackplaneRequestContext: RequestContext, WebSocketRequestContext {
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.channel = source.channel
-        self.caller = nil
-        self.signedRequest = nil
-        self.stringToSign = nil
+        self.identity = nil
         self.webSocket = .init()
     }
 
@@ -44,23 +45,16 @@ public struct BackplaneRequestContext: RequestContext, WebSocketRequestContext {
     public var requestDecoder: BackplaneRequestDecoder { BackplaneRequestDecoder() }
     public var responseEncoder: JSONEncoder { WireJSON.encoder() }
 
-    /// The authenticated device; routes behind the device middleware can rely on it.
-    func requireDevice() throws -> (applicationId: String, deviceId: String) {
-        guard case .device(let applicationId, _, let deviceId) = caller else {
-            throw BackplaneError.invalidCredentials("This route needs a device credential.")
-        }
-        return (applicationId, deviceId)
-    }
-
-    func requireApplicationId() throws -> String {
-        guard let caller else { throw BackplaneError.invalidCredentials("This route needs credentials.") }
-        return caller.applicationId
+    /// The signing device, on routes behind the device-signing middleware.
+    var device: AuthenticatedDevice? {
+        guard case .device(let device, _) = identity else { return nil }
+        return device
     }
 }
 
 extension Request {
     /// The body decoded, or `empty` when there is none (routes whose body is optional).
-    func decode<T: Decodable>(as type: T.Type, context: BackplaneRequestContext, orIfEmpty empty: T) async throws -> T {
+    func decode<T: Decodable>(as type: T.Type, context: some RequestContext, orIfEmpty empty: T) async throws -> T {
         guard try await body.collect(upTo: context.maxUploadSize).readableBytes > 0 else { return empty }
         return try await decode(as: type, context: context)
     }

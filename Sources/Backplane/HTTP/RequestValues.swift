@@ -29,7 +29,7 @@ enum QueryValue {
     }
 }
 
-extension BackplaneRequestContext {
+extension RequestContext {
     /// A path parameter, percent-decoded.
     func pathValue(_ name: String) throws -> String {
         let raw = try parameters.require(name)

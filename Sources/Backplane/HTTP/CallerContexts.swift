@@ -1,0 +1,100 @@
+import Foundation
+import Hummingbird
+import Shared
+
+/// Body limit and JSON coding, the same in every context.
+protocol WireCodingContext: RequestContext {}
+
+extension WireCodingContext {
+    var maxUploadSize: Int { WireLimits.maxBodyBytes }
+    var requestDecoder: BackplaneRequestDecoder { BackplaneRequestDecoder() }
+    var responseEncoder: JSONEncoder { WireJSON.encoder() }
+}
+
+/// Registration: signed with an app key, no device yet.
+struct RegistrationRequestContext: ChildRequestContext, WireCodingContext {
+    var coreContext: CoreRequestContextStorage
+    let applicationId: String
+    /// The verified string to sign, which the device proof signs too.
+    let stringToSign: String
+
+    init(context: BackplaneRequestContext) throws {
+        guard case .appKey(let applicationId, _, let stringToSign)? = context.identity else {
+            throw BackplaneError.invalidCredentials("This route needs a request signed with an app key.")
+        }
+        self.coreContext = context.coreContext
+        self.applicationId = applicationId
+        self.stringToSign = stringToSign
+    }
+}
+
+/// A device's own routes: signed with an app key and the device credential.
+struct DeviceRequestContext: ChildRequestContext, WireCodingContext {
+    var coreContext: CoreRequestContextStorage
+    let device: AuthenticatedDevice
+    /// The request's nonce, on routes whose handler records it in its own transaction; nil where
+    /// the middleware recorded it already.
+    let nonceToRecord: SignedRequestRecord?
+
+    init(context: BackplaneRequestContext) throws {
+        guard case .device(let device, let nonceToRecord)? = context.identity else {
+            throw BackplaneError.invalidCredentials("This route needs a device credential.")
+        }
+        self.coreContext = context.coreContext
+        self.device = device
+        self.nonceToRecord = nonceToRecord
+    }
+}
+
+/// The admin, CMS and reporting routes: a bearer token of the group's scope, within its application.
+struct TokenRequestContext: ChildRequestContext, WireCodingContext {
+    var coreContext: CoreRequestContextStorage
+    let applicationId: String
+    let scope: TokenScope
+
+    init(context: BackplaneRequestContext) throws {
+        guard case .token(let applicationId, let scope)? = context.identity else {
+            throw BackplaneError.invalidCredentials("This route needs a bearer token.")
+        }
+        self.coreContext = context.coreContext
+        self.applicationId = applicationId
+        self.scope = scope
+    }
+}
+
+/// Route groups by kind of caller: the middleware that proves who is calling, then the context
+/// in which that caller is known. Built once per router.
+struct CallerGroups {
+    let router: Router<BackplaneRequestContext>
+    let store: any BackplaneStore
+    let devices: DeviceService
+    let now: @Sendable () -> Date
+
+    /// Requests signed with an app key only: registration.
+    func signedByAppKey(_ path: RouterPath) -> RouterGroup<RegistrationRequestContext> {
+        router.group(path)
+            .add(middleware: SignedRequestMiddleware(store: store, devices: devices, requireDevice: false, now: now))
+            .group(context: RegistrationRequestContext.self)
+    }
+
+    /// Requests signed by a device. With `handlerRecordsNonce`, the handler records the nonce in
+    /// the same transaction as its own write (`DeviceRequestContext.nonceToRecord`).
+    func signedByDevice(_ path: RouterPath, handlerRecordsNonce: Bool = false) -> RouterGroup<DeviceRequestContext> {
+        router.group(path)
+            .add(middleware: deviceSigning(handlerRecordsNonce: handlerRecordsNonce))
+            .group(context: DeviceRequestContext.self)
+    }
+
+    /// Requests with a bearer token of one scope.
+    func bearer(_ path: RouterPath, scope: TokenScope) -> RouterGroup<TokenRequestContext> {
+        router.group(path)
+            .add(middleware: BearerTokenMiddleware(store: store, scope: scope))
+            .group(context: TokenRequestContext.self)
+    }
+
+    /// The device-signing middleware alone, for the WebSocket router, whose routes stay in the
+    /// root context.
+    func deviceSigning(handlerRecordsNonce: Bool = false) -> SignedRequestMiddleware {
+        SignedRequestMiddleware(store: store, devices: devices, requireDevice: true, handlerRecordsNonce: handlerRecordsNonce, now: now)
+    }
+}
