@@ -146,6 +146,119 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         #expect(seen.map(\.seq) == Array(1...Int64(seen.count)), "numbers are the application's own, without gaps")
     }
 
+    private func registered(_ store: any BackplaneStore, _ applicationId: String, _ deviceId: String) async throws {
+        _ = try await store.registerDevice(applicationId: applicationId, deviceId: deviceId, userId: "ann") { _ in
+            (self.device(applicationId, deviceId, user: "ann", enabled: true), ())
+        }
+    }
+
+    /// Open commands are delivered in the order they were enqueued, and a command finishes once:
+    /// of many syncs acknowledging it at the same time, one is accepted and the rest are
+    /// duplicates, and a later ack changes nothing.
+    @Test(arguments: StoreKind.allCases)
+    func aCommandIsDeliveredInOrderAndFinishesOnce(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store)
+        try await registered(store, applicationId, "phone")
+        let commands = CommandService(store: store, wakeUps: WakeUpHub(), now: { Self.now })
+        var enqueued: [String] = []
+        for type in [CommandType.syncNow, .wipe, .syncNow] {
+            enqueued += try await commands.enqueue(applicationId: applicationId, EnqueueCommandRequest(type: type, deviceId: "phone"))
+                .commands.map(\.commandId)
+        }
+        let delivered = try await commands.sync(applicationId: applicationId, deviceId: "phone", acks: []).commands
+        #expect(delivered.map(\.commandId) == enqueued)
+        #expect(delivered.allSatisfy { $0.state == .delivered })
+
+        let first = enqueued[0]
+        let results = try await withThrowingTaskGroup(of: [CommandAckResult].self) { group in
+            for _ in 0..<12 {
+                group.addTask {
+                    try await commands.sync(
+                        applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: first, outcome: .succeeded)]).results
+                }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(results.count(where: { $0.status == .accepted }) == 1)
+        #expect(results.count(where: { $0.status == .duplicate }) == 11)
+        let late = try await commands.sync(
+            applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: first, outcome: .failed, reason: "late")])
+        #expect(late.results.map(\.status) == [.duplicate])
+        #expect(late.commands.map(\.commandId) == Array(enqueued.dropFirst()))
+        let finished = try #require(try await store.command(applicationId: applicationId, commandId: first))
+        #expect(finished.state == .succeeded)
+        #expect(finished.failureReason == nil)
+    }
+
+    /// Cancelling and delivering race on the same row: each command ends either cancelled (and no
+    /// sync ever handed it out) or delivered (and the cancel was refused), never both.
+    @Test(arguments: StoreKind.allCases)
+    func cancelAndDeliveryNeverBothWin(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store)
+        try await registered(store, applicationId, "phone")
+        let commands = CommandService(store: store, wakeUps: WakeUpHub(), now: { Self.now })
+        var ids: [String] = []
+        for _ in 0..<16 {
+            ids += try await commands.enqueue(applicationId: applicationId, EnqueueCommandRequest(type: .syncNow, deviceId: "phone"))
+                .commands.map(\.commandId)
+        }
+        enum Outcome: Sendable { case cancelled(String), refused(String), handedOut([String]) }
+        let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
+            for (index, id) in ids.enumerated() {
+                group.addTask {
+                    do {
+                        _ = try await commands.cancel(applicationId: applicationId, commandId: id)
+                        return .cancelled(id)
+                    } catch let error as BackplaneError where error.status == .conflict {
+                        return .refused(id)
+                    }
+                }
+                if index % 4 == 0 {
+                    group.addTask { .handedOut(try await commands.sync(applicationId: applicationId, deviceId: "phone", acks: []).commands.map(\.commandId)) }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        var cancelled = Set<String>(), refused = Set<String>(), handedOut = Set<String>()
+        for outcome in outcomes {
+            switch outcome {
+            case .cancelled(let id): cancelled.insert(id)
+            case .refused(let id): refused.insert(id)
+            case .handedOut(let page): handedOut.formUnion(page)
+            }
+        }
+        #expect(cancelled.union(refused) == Set(ids))
+        #expect(cancelled.isDisjoint(with: handedOut), "a cancelled command was handed to the device")
+        #expect(refused.isSubset(of: handedOut), "a cancel was refused for a command no sync delivered")
+        for id in ids {
+            let state = try #require(try await store.command(applicationId: applicationId, commandId: id)).state
+            #expect(state == (cancelled.contains(id) ? .cancelled : .delivered))
+        }
+    }
+
+    /// A succeeded kill takes the device out in the transaction that records the ack.
+    @Test(arguments: StoreKind.allCases)
+    func aSucceededKillDetachesTheDevice(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store)
+        try await registered(store, applicationId, "phone")
+        let commands = CommandService(store: store, wakeUps: WakeUpHub(), now: { Self.now })
+        let kill = try await commands.enqueue(applicationId: applicationId, EnqueueCommandRequest(type: .kill, deviceId: "phone"))
+            .commands[0].commandId
+        _ = try await commands.sync(applicationId: applicationId, deviceId: "phone", acks: [])
+        let deferred = try await commands.sync(
+            applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: kill, outcome: .deferred, reason: "playing")])
+        #expect(deferred.commands.map(\.commandId) == [kill], "a deferred command stays open")
+        #expect(try await store.device(applicationId: applicationId, deviceId: "phone")?.isRegistered == true)
+        _ = try await commands.sync(applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: kill, outcome: .succeeded)])
+        let device = try #require(try await store.device(applicationId: applicationId, deviceId: "phone"))
+        #expect(!device.isRegistered)
+        #expect(!device.downloadEnabled)
+        #expect(try await store.command(applicationId: applicationId, commandId: kill)?.deferrals == 1)
+    }
+
     /// Events are stored once per (device, sequence): a retry is a duplicate, a reused sequence
     /// with another event id is refused, and concurrent retries store one copy.
     @Test(arguments: StoreKind.allCases)

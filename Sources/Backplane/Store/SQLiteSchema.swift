@@ -2,8 +2,8 @@ import Foundation
 import GRDB
 import Shared
 
-// The SQLite store's schema: its migrations, the event table's SQL, and the GRDB conformances of
-// the records. Kept apart from the queries in `SQLiteStore.swift`, which only read and write it.
+// The SQLite store's schema: its migrations and the event table's SQL. The records' mapping to
+// the tables is in SQLiteRecords.swift; the queries are in the SQLiteStore+… files.
 
 extension SQLiteStore {
     /// Shipped migrations never change; a new schema step is a new migration.
@@ -238,55 +238,3 @@ enum EventsSchema {
         ON CONFLICT (application_id, device_id, sequence) DO NOTHING
         """
 }
-
-// GRDB conformances live with the SQLite store, so the records stay plain for other stores.
-
-public protocol SnakeCaseRecord: FetchableRecord, MutablePersistableRecord {}
-extension SnakeCaseRecord {
-    public static var databaseColumnDecodingStrategy: DatabaseColumnDecodingStrategy { .convertFromSnakeCase }
-    public static var databaseColumnEncodingStrategy: DatabaseColumnEncodingStrategy { .convertToSnakeCase }
-}
-
-extension ApplicationRecord: SnakeCaseRecord {
-    public static var databaseTableName: String { "applications" }
-}
-
-extension AppKeyRecord: SnakeCaseRecord {
-    public static var databaseTableName: String { "app_keys" }
-}
-
-extension TokenRecord: SnakeCaseRecord {
-    public static var databaseTableName: String { "tokens" }
-}
-
-extension DeviceRecord: SnakeCaseRecord {
-    public static var databaseTableName: String { "devices" }
-
-    public mutating func didInsert(_ inserted: InsertionSuccess) {
-        rowId = inserted.rowID
-    }
-}
-
-extension CommandRecord: SnakeCaseRecord {
-    public static var databaseTableName: String { "commands" }
-
-    public mutating func didInsert(_ inserted: InsertionSuccess) {
-        rowId = inserted.rowID
-    }
-}
-
-extension FeedRecord: SnakeCaseRecord {
-    public static var databaseTableName: String { "feeds" }
-}
-
-extension EpisodeRecord: SnakeCaseRecord {
-    public static var databaseTableName: String { "episodes" }
-}
-
-extension SubscriptionRecord: SnakeCaseRecord {
-    public static var databaseTableName: String { "subscriptions" }
-}
-
-extension TokenScope: DatabaseValueConvertible {}
-extension CommandType: DatabaseValueConvertible {}
-extension CommandState: DatabaseValueConvertible {}

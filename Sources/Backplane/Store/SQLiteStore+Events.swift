@@ -8,7 +8,7 @@ extension SQLiteStore {
     public func insertEvents(
         applicationId: String, deviceId: String, _ events: [EventRecord], signedRequest: SignedRequestRecord?
     ) async throws -> [EventInsertOutcome] {
-        try await writer.write { db in
+        try await write { db in
             if let signedRequest, try !Self.record(db, signedRequest) { throw NonceReusedError() }
             let floor = try Int64.fetchOne(
                 db, sql: "SELECT deleted_through FROM event_floors WHERE application_id = ? AND device_id = ?",
@@ -35,7 +35,7 @@ extension SQLiteStore {
     }
 
     public func events(applicationId: String, filter: EventFilter, after: EventKey?, limit: Int) async throws -> [EventRecord] {
-        try await writer.read { db in
+        try await read { db in
             var (conditions, arguments) = Self.conditions(applicationId: applicationId, filter)
             if let after {
                 conditions.append("(corrected_time, id) > (?, ?)")
@@ -48,7 +48,7 @@ extension SQLiteStore {
     }
 
     public func eventCounts(applicationId: String, filter: EventFilter) async throws -> [EventCounts.Row] {
-        try await writer.read { db in
+        try await read { db in
             let (conditions, arguments) = Self.conditions(applicationId: applicationId, filter)
             let sql = """
                 SELECT date(corrected_time / 1000, 'unixepoch') AS day, type, COUNT(*) AS count FROM events
@@ -64,7 +64,7 @@ extension SQLiteStore {
     }
 
     public func deleteEvents(correctedBefore date: Date, limit: Int) async throws -> Int {
-        try await writer.write { db in
+        try await write { db in
             let cutoff = date.millisecondsSince1970
             var removed = 0
             // Per application, through the (application_id, corrected_time) index.

@@ -6,7 +6,7 @@ import Shared
 extension SQLiteStore {
 
     public func upsertFeed(_ feed: FeedRecord) async throws -> (FeedRecord, created: Bool) {
-        try await writer.write { db in
+        try await write { db in
             var feed = feed
             if let existing = try Self.feed(db, applicationId: feed.applicationId, feedId: feed.feedId) {
                 feed.createdAt = existing.createdAt
@@ -19,23 +19,23 @@ extension SQLiteStore {
     }
 
     public func feed(applicationId: String, feedId: String) async throws -> FeedRecord? {
-        try await writer.read { db in try Self.feed(db, applicationId: applicationId, feedId: feedId) }
+        try await read { db in try Self.feed(db, applicationId: applicationId, feedId: feedId) }
     }
 
     public func feeds(applicationId: String) async throws -> [FeedRecord] {
-        try await writer.read { db in
-            try FeedRecord.filter(Column("application_id") == applicationId && Column("deleted_at") == nil).order(Column("feed_id")).fetchAll(db)
+        try await read { db in
+            try FeedRecord.filter { $0.applicationId == applicationId && $0.deletedAt == nil }.order(\.feedId).fetchAll(db)
         }
     }
 
     public func deleteFeed(applicationId: String, feedId: String, at date: Date) async throws -> Bool {
-        try await writer.write { db in
+        try await write { db in
             guard var feed = try Self.feed(db, applicationId: applicationId, feedId: feedId), feed.deletedAt == nil else { return false }
             feed.deletedAt = date
             feed.updatedAt = date
             try feed.update(db)
             let live = try EpisodeRecord
-                .filter(Column("application_id") == applicationId && Column("feed_id") == feedId && Column("retracted_at") == nil)
+                .filter { $0.applicationId == applicationId && $0.feedId == feedId && $0.retractedAt == nil }
                 .fetchAll(db)
             for var episode in live {
                 episode.retractedAt = date
@@ -51,9 +51,9 @@ extension SQLiteStore {
         applicationId: String, feedId: String, assetIds: [String],
         _ plan: @Sendable ([String: EpisodeRecord]) throws -> [EpisodeWrite]
     ) async throws -> [EpisodeWrite] {
-        try await writer.write { db in
+        try await write { db in
             let existing = try EpisodeRecord
-                .filter(Column("application_id") == applicationId && Column("feed_id") == feedId && assetIds.contains(Column("asset_id")))
+                .filter { $0.applicationId == applicationId && $0.feedId == feedId && assetIds.contains($0.assetId) }
                 .fetchAll(db)
             let writes = try plan(Dictionary(existing.map { ($0.assetId, $0) }, uniquingKeysWith: { first, _ in first }))
             for var write in writes {
@@ -65,7 +65,7 @@ extension SQLiteStore {
     }
 
     public func episode(applicationId: String, feedId: String, assetId: String) async throws -> EpisodeRecord? {
-        try await writer.read { db in
+        try await read { db in
             try EpisodeRecord.fetchOne(db, key: ["application_id": applicationId, "feed_id": feedId, "asset_id": assetId])
         }
     }
@@ -73,21 +73,20 @@ extension SQLiteStore {
     public func episodes(
         applicationId: String, updatedSince since: Date, feedIds: [String]?, after: EpisodeKey?, limit: Int
     ) async throws -> [EpisodeRecord] {
-        try await writer.read { db in
-            var request = EpisodeRecord.filter(
-                Column("application_id") == applicationId && Column("retracted_at") == nil && Column("updated_at") >= since)
-            if let feedIds { request = request.filter(feedIds.contains(Column("feed_id"))) }
+        try await read { db in
+            var request = EpisodeRecord.filter { $0.applicationId == applicationId && $0.retractedAt == nil && $0.updatedAt >= since }
+            if let feedIds { request = request.filter { feedIds.contains($0.feedId) } }
             if let after {
                 request = request.filter(sql: "(updated_at, feed_id, asset_id) > (?, ?, ?)", arguments: [after.updatedAt, after.feedId, after.assetId])
             }
-            return try request.order(Column("updated_at"), Column("feed_id"), Column("asset_id")).limit(limit).fetchAll(db)
+            return try request.order { [$0.updatedAt, $0.feedId, $0.assetId] }.limit(limit).fetchAll(db)
         }
     }
 
     public func subscribe(
         _ subscription: SubscriptionRecord, initialLimit: Int?
     ) async throws -> (SubscriptionRecord, created: Bool, episodes: [EpisodeRecord]) {
-        try await writer.write { db in
+        try await write { db in
             var subscription = subscription
             let existing = try SubscriptionRecord.fetchOne(db, key: [
                 "application_id": subscription.applicationId, "device_id": subscription.deviceId, "feed_id": subscription.feedId,
@@ -106,32 +105,32 @@ extension SQLiteStore {
     }
 
     public func unsubscribe(applicationId: String, deviceId: String, feedId: String) async throws -> Bool {
-        try await writer.write { db in
+        try await write { db in
             try SubscriptionRecord.deleteOne(db, key: ["application_id": applicationId, "device_id": deviceId, "feed_id": feedId])
         }
     }
 
     public func subscriptions(applicationId: String, deviceId: String) async throws -> [SubscriptionRecord] {
-        try await writer.read { db in
-            try SubscriptionRecord.filter(Column("application_id") == applicationId && Column("device_id") == deviceId)
-                .order(Column("feed_id")).fetchAll(db)
+        try await read { db in
+            try SubscriptionRecord.filter { $0.applicationId == applicationId && $0.deviceId == deviceId }
+                .order(\.feedId).fetchAll(db)
         }
     }
 
     public func subscriberIds(applicationId: String, feedId: String) async throws -> [String] {
-        try await writer.read { db in
+        try await read { db in
             try String.fetchAll(db, sql: "SELECT device_id FROM subscriptions WHERE application_id = ? AND feed_id = ?", arguments: [applicationId, feedId])
         }
     }
 
     public func changes(applicationId: String, deviceId: String, afterSeq: Int64, limit: Int) async throws -> [EpisodeChangeRecord] {
-        try await writer.read { db in
+        try await read { db in
             // One index seek per subscribed feed, each bounded by the page size, merged by sequence
             // number: the cost follows the subscriptions and what changed in them, never the size of
             // the catalogue (a join let SQLite walk every change of the application). One read
             // transaction, so every feed is read at the same snapshot.
             let subscriptions = try SubscriptionRecord
-                .filter(Column("application_id") == applicationId && Column("device_id") == deviceId)
+                .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }
                 .fetchAll(db)
             var rows: [Row] = []
             for subscription in subscriptions {
@@ -153,7 +152,7 @@ extension SQLiteStore {
     }
 
     public func changeSeq(applicationId: String, legacySeq: Int64) async throws -> Int64 {
-        try await writer.read { db in
+        try await read { db in
             try Int64.fetchOne(db, sql: """
                 SELECT seq FROM episode_changes
                 WHERE application_id = ? AND legacy_seq IS NOT NULL AND legacy_seq <= ?
@@ -168,8 +167,8 @@ extension SQLiteStore {
 
     private static func liveEpisodes(_ db: Database, applicationId: String, feedId: String, limit: Int?) throws -> [EpisodeRecord] {
         var request = EpisodeRecord
-            .filter(Column("application_id") == applicationId && Column("feed_id") == feedId && Column("retracted_at") == nil)
-            .order(Column("announced_at").desc, Column("asset_id").desc)
+            .filter { $0.applicationId == applicationId && $0.feedId == feedId && $0.retractedAt == nil }
+            .order { [$0.announcedAt.desc, $0.assetId.desc] }
         if let limit { request = request.limit(limit) }
         return try request.fetchAll(db)
     }

@@ -1,0 +1,111 @@
+import Foundation
+import GRDB
+import Shared
+
+// How the records map to the SQLite tables. Kept with the SQLite store so the records stay plain
+// for other stores. Column names are snake_case versions of the properties; `Columns` names the
+// ones queries filter and sort on, so a typo is a compile error rather than a runtime one.
+
+public protocol SnakeCaseRecord: FetchableRecord, MutablePersistableRecord {}
+extension SnakeCaseRecord {
+    public static var databaseColumnDecodingStrategy: DatabaseColumnDecodingStrategy { .convertFromSnakeCase }
+    public static var databaseColumnEncodingStrategy: DatabaseColumnEncodingStrategy { .convertToSnakeCase }
+}
+
+extension ApplicationRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "applications" }
+
+    public enum Columns {
+        public static let id = Column("id")
+        public static let createdAt = Column("created_at")
+    }
+}
+
+extension AppKeyRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "app_keys" }
+
+    public enum Columns {
+        public static let keyId = Column("key_id")
+        public static let applicationId = Column("application_id")
+        public static let createdAt = Column("created_at")
+        public static let revokedAt = Column("revoked_at")
+    }
+}
+
+extension TokenRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "tokens" }
+
+    public enum Columns {
+        public static let tokenHash = Column("token_hash")
+    }
+}
+
+extension DeviceRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "devices" }
+
+    public enum Columns {
+        public static let rowId = Column("row_id")
+        public static let applicationId = Column("application_id")
+        public static let deviceId = Column("device_id")
+        public static let userId = Column("user_id")
+        public static let externalDeviceId = Column("external_device_id")
+        public static let unregisteredAt = Column("unregistered_at")
+    }
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) {
+        rowId = inserted.rowID
+    }
+}
+
+extension CommandRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "commands" }
+
+    public enum Columns {
+        public static let rowId = Column("row_id")
+        public static let applicationId = Column("application_id")
+        public static let deviceId = Column("device_id")
+        public static let commandId = Column("command_id")
+        public static let state = Column("state")
+    }
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) {
+        rowId = inserted.rowID
+    }
+}
+
+extension FeedRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "feeds" }
+
+    public enum Columns {
+        public static let applicationId = Column("application_id")
+        public static let feedId = Column("feed_id")
+        public static let deletedAt = Column("deleted_at")
+    }
+}
+
+extension EpisodeRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "episodes" }
+
+    public enum Columns {
+        public static let applicationId = Column("application_id")
+        public static let feedId = Column("feed_id")
+        public static let assetId = Column("asset_id")
+        public static let announcedAt = Column("announced_at")
+        public static let updatedAt = Column("updated_at")
+        public static let retractedAt = Column("retracted_at")
+    }
+}
+
+extension SubscriptionRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "subscriptions" }
+
+    public enum Columns {
+        public static let applicationId = Column("application_id")
+        public static let deviceId = Column("device_id")
+        public static let feedId = Column("feed_id")
+    }
+}
+
+extension TokenScope: DatabaseValueConvertible {}
+extension CommandType: DatabaseValueConvertible {}
+extension CommandState: DatabaseValueConvertible {}

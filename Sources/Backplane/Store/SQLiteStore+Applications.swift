@@ -1,0 +1,77 @@
+import Foundation
+import GRDB
+import Shared
+
+/// Applications with their settings, app keys and bearer tokens.
+extension SQLiteStore {
+    public func createApplication(_ application: ApplicationRecord, key: AppKeyRecord) async throws {
+        try await write { db in
+            var application = application, key = key
+            try application.insert(db)
+            try key.insert(db)
+        }
+    }
+
+    public func application(id: String) async throws -> ApplicationRecord? {
+        try await read { db in try ApplicationRecord.fetchOne(db, key: id) }
+    }
+
+    public func applications() async throws -> [ApplicationRecord] {
+        try await read { db in try ApplicationRecord.order(\.createdAt).fetchAll(db) }
+    }
+
+    public func updateSettings(
+        applicationId: String, _ change: @Sendable (ApplicationSettings) throws -> ApplicationSettings
+    ) async throws -> ApplicationSettings? {
+        try await write { db in
+            guard var application = try ApplicationRecord.fetchOne(db, key: applicationId) else { return nil }
+            application.settings = try change(application.settings)
+            try application.update(db)
+            return application.settings
+        }
+    }
+
+    public func addAppKey(_ key: AppKeyRecord) async throws {
+        try await write { db in
+            var key = key
+            try key.insert(db)
+        }
+    }
+
+    public func appKey(id: String) async throws -> AppKeyRecord? {
+        try await read { db in try AppKeyRecord.fetchOne(db, key: id) }
+    }
+
+    public func appKeys(applicationId: String) async throws -> [AppKeyRecord] {
+        try await read { db in
+            try AppKeyRecord.filter { $0.applicationId == applicationId }.order(\.createdAt).fetchAll(db)
+        }
+    }
+
+    public func revokeAppKey(
+        applicationId: String, keyId: String, at date: Date, check: @Sendable ([AppKeyRecord]) throws -> Void
+    ) async throws -> AppKeyRecord? {
+        try await write { db in
+            guard var key = try AppKeyRecord.fetchOne(db, key: keyId), key.applicationId == applicationId else { return nil }
+            if key.revokedAt != nil { return key }
+            let active = try AppKeyRecord
+                .filter { $0.applicationId == applicationId && $0.revokedAt == nil }
+                .fetchAll(db)
+            try check(active)
+            key.revokedAt = date
+            try key.update(db)
+            return key
+        }
+    }
+
+    public func createToken(_ token: TokenRecord) async throws {
+        try await write { db in
+            var token = token
+            try token.insert(db)
+        }
+    }
+
+    public func token(hash: String) async throws -> TokenRecord? {
+        try await read { db in try TokenRecord.filter { $0.tokenHash == hash }.fetchOne(db) }
+    }
+}

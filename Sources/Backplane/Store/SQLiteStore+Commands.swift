@@ -1,0 +1,74 @@
+import Foundation
+import GRDB
+import Shared
+
+/// The command queue: commands by device in delivery order, and the sync that acknowledges and delivers them.
+extension SQLiteStore {
+    public func insertCommands(_ commands: [CommandRecord]) async throws -> [CommandRecord] {
+        try await write { db in
+            try commands.map { command in
+                var command = command
+                try command.insert(db)
+                return command
+            }
+        }
+    }
+
+    public func command(applicationId: String, commandId: String) async throws -> CommandRecord? {
+        try await read { db in try Self.command(db, applicationId: applicationId, commandId: commandId) }
+    }
+
+    public func commands(applicationId: String, deviceId: String) async throws -> [CommandRecord] {
+        try await read { db in
+            try CommandRecord
+                .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }
+                .order(\.rowId)
+                .fetchAll(db)
+        }
+    }
+
+    public func updateCommand(
+        applicationId: String, commandId: String, _ change: @Sendable (CommandRecord) throws -> CommandRecord
+    ) async throws -> CommandRecord? {
+        try await write { db in
+            guard let existing = try Self.command(db, applicationId: applicationId, commandId: commandId) else { return nil }
+            let updated = try change(existing)
+            if updated != existing { try updated.update(db) }
+            return updated
+        }
+    }
+
+    public func syncCommands(
+        applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules
+    ) async throws -> (results: [CommandAckResult], open: [CommandRecord]) {
+        try await write { db in
+            var results: [CommandAckResult] = []
+            for ack in acks {
+                let existing = try Self.command(db, applicationId: applicationId, commandId: ack.commandId)
+                let decision = rules.applyAck(ack, existing)
+                if let updated = decision.updated, updated != existing { try updated.update(db) }
+                if decision.detachesDevice, let device = try Self.device(db, applicationId: applicationId, deviceId: deviceId) {
+                    let detached = rules.detach(device)
+                    if detached != device { try detached.update(db) }
+                }
+                results.append(decision.result)
+            }
+            let open = try CommandRecord
+                .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }
+                .filter { [CommandState.pending, CommandState.delivered].contains($0.state) }
+                .order(\.rowId)
+                .fetchAll(db)
+            var stillOpen: [CommandRecord] = []
+            for command in open {
+                let delivered = rules.deliver(command)
+                if delivered != command { try delivered.update(db) }
+                if !delivered.state.isFinished { stillOpen.append(delivered) }
+            }
+            return (results, stillOpen)
+        }
+    }
+
+    private static func command(_ db: Database, applicationId: String, commandId: String) throws -> CommandRecord? {
+        try CommandRecord.filter { $0.applicationId == applicationId && $0.commandId == commandId }.fetchOne(db)
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import GRDB
+import Shared
+
+/// Devices, and the per-user limit on download-enabled devices checked in the transaction that changes them.
+extension SQLiteStore {
+    public func device(applicationId: String, deviceId: String) async throws -> DeviceRecord? {
+        try await read { db in try Self.device(db, applicationId: applicationId, deviceId: deviceId) }
+    }
+
+    public func devices(applicationId: String, userId: String) async throws -> [DeviceRecord] {
+        try await read { db in
+            try DeviceRecord
+                .filter { $0.applicationId == applicationId && $0.userId == userId && $0.unregisteredAt == nil }
+                .order(\.rowId)
+                .fetchAll(db)
+        }
+    }
+
+    public func devices(applicationId: String, filter: DeviceFilter, afterRowId: Int64?, limit: Int) async throws -> [DeviceRecord] {
+        try await read { db in
+            var request = DeviceRecord.filter { $0.applicationId == applicationId }
+            if let userId = filter.userId { request = request.filter { $0.userId == userId } }
+            if let external = filter.externalDeviceId { request = request.filter { $0.externalDeviceId == external } }
+            if !filter.includeUnregistered { request = request.filter { $0.unregisteredAt == nil } }
+            if let afterRowId { request = request.filter { $0.rowId > afterRowId } }
+            return try request.order(\.rowId).limit(limit).fetchAll(db)
+        }
+    }
+
+    public func registerDevice<Decision: Sendable>(
+        applicationId: String, deviceId: String, userId: String,
+        decide: @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
+    ) async throws -> (DeviceRecord, Decision) {
+        try await write { db in
+            let existing = try Self.device(db, applicationId: applicationId, deviceId: deviceId)
+            let limit = try Self.limitState(db, applicationId: applicationId, userId: userId, excluding: deviceId)
+            var (device, decision) = try decide(RegistrationState(existing: existing, limit: limit))
+            device.rowId = existing?.rowId
+            try device.save(db)
+            return (device, decision)
+        }
+    }
+
+    public func updateDevice(
+        applicationId: String, deviceId: String,
+        _ change: @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
+    ) async throws -> DeviceRecord? {
+        try await write { db in
+            guard let existing = try Self.device(db, applicationId: applicationId, deviceId: deviceId) else { return nil }
+            let limit = try Self.limitState(db, applicationId: applicationId, userId: existing.userId, excluding: deviceId)
+            var device = try change(existing, limit)
+            device.rowId = existing.rowId
+            if device != existing { try device.update(db) }
+            return device
+        }
+    }
+
+    static func device(_ db: Database, applicationId: String, deviceId: String) throws -> DeviceRecord? {
+        try DeviceRecord.filter { $0.applicationId == applicationId && $0.deviceId == deviceId }.fetchOne(db)
+    }
+
+    private static func limitState(_ db: Database, applicationId: String, userId: String, excluding deviceId: String) throws -> DeviceLimitState {
+        guard let application = try ApplicationRecord.fetchOne(db, key: applicationId) else {
+            throw StoreError.unknownApplication(applicationId)
+        }
+        let enabled = try Int.fetchOne(db, sql: """
+            SELECT COUNT(*) FROM devices
+            WHERE application_id = ? AND user_id = ? AND download_enabled AND unregistered_at IS NULL AND device_id <> ?
+            """, arguments: [applicationId, userId, deviceId]) ?? 0
+        return DeviceLimitState(settings: application.settings, otherEnabledDevices: enabled)
+    }
+}

@@ -1,0 +1,31 @@
+import Foundation
+import GRDB
+import Shared
+
+/// Signed requests' nonces: each accepted once per key until it expires.
+extension SQLiteStore {
+    public func recordSignedRequest(_ request: SignedRequestRecord) async throws -> Bool {
+        try await write { db in try Self.record(db, request) }
+    }
+
+    /// Records a signed request's nonce inside `db`'s transaction; false for a replay.
+    static func record(_ db: Database, _ request: SignedRequestRecord) throws -> Bool {
+        try db.execute(
+            sql: "INSERT INTO nonces (key_id, nonce, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            arguments: [request.keyId, request.nonce, request.expiresAt])
+        guard db.changesCount == 1 else { return false }
+        if let deviceId = request.deviceId {
+            try db.execute(
+                sql: "UPDATE devices SET last_seen_at = ? WHERE application_id = ? AND device_id = ?",
+                arguments: [request.now, request.applicationId, deviceId])
+        }
+        return true
+    }
+
+    public func pruneNonces(expiredBefore date: Date) async throws -> Int {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM nonces WHERE expires_at < ?", arguments: [date])
+            return db.changesCount
+        }
+    }
+}
