@@ -69,13 +69,13 @@ extension BackplaneEngine {
     /// Asks the uploader to send what is queued, whatever the count and age.
     func requestEventUpload() {
         uploadRequested = true
-        resumeUploader()
+        uploadWake.signal()
     }
 
     func eventQueued() {
         queuedSinceCheck += 1
         let queued = queuedAtCheck + queuedSinceCheck
-        if queued == 1 || queued >= configuration.eventUploadThreshold { resumeUploader() }
+        if queued == 1 || queued >= configuration.eventUploadThreshold { uploadWake.signal() }
     }
 
     func startUploader() {
@@ -91,7 +91,6 @@ extension BackplaneEngine {
         eventLogger.onQueued(nil)
         uploader?.cancel()
         uploader = nil
-        resumeUploader()
     }
 
     /// Uploads when enough events are queued, when the oldest is old enough, or when asked
@@ -125,26 +124,8 @@ extension BackplaneEngine {
                 uploadFailures += 1
                 wait = configuration.retry.delay(afterFailures: uploadFailures)
             }
-            await waitForUploadSignal(wait)
+            // Until an event is queued, an upload is asked for, or `wait` passes (no limit when nil).
+            _ = await uploadWake.wait(upTo: wait)
         }
-    }
-
-    /// Sleeps until an event is queued, an upload is requested, or `delay` passes (forever when nil).
-    func waitForUploadSignal(_ delay: Duration?) async {
-        let timer = delay.map { delay in
-            Task { [weak self] in
-                try? await Task.sleep(for: delay)
-                await self?.resumeUploader()
-            }
-        }
-        await withCheckedContinuation { continuation in
-            uploadWaiter = continuation
-        }
-        timer?.cancel()
-    }
-
-    func resumeUploader() {
-        uploadWaiter?.resume()
-        uploadWaiter = nil
     }
 }

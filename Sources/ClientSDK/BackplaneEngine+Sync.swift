@@ -20,7 +20,7 @@ extension BackplaneEngine {
 
     /// Asks the background loop to sync as soon as it can (e.g. on a push "sync now").
     public func syncNow() {
-        resumeWaiter(orRemember: true)
+        syncWake.signal()
     }
 
     func performSync() async throws -> SyncResult {
@@ -96,7 +96,7 @@ extension BackplaneEngine {
             let delay = consecutiveFailures == 0
                 ? configuration.syncInterval
                 : configuration.retry.delay(afterFailures: consecutiveFailures)
-            await sleepOrWake(delay)
+            _ = await syncWake.wait(upTo: delay)
             guard state == .running, !Task.isCancelled else { return }
             do {
                 _ = try await sync()
@@ -107,37 +107,6 @@ extension BackplaneEngine {
             } catch {
                 // Reported; the next pass backs off.
             }
-        }
-    }
-
-    func sleepOrWake(_ delay: Duration) async {
-        if wakePending {
-            wakePending = false
-            return
-        }
-        waitGeneration += 1
-        let generation = waitGeneration
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: delay)
-            await self?.timerFired(generation)
-        }
-        await withCheckedContinuation { continuation in
-            wakeWaiter = continuation
-        }
-        timer.cancel()
-    }
-
-    func timerFired(_ generation: Int) {
-        guard generation == waitGeneration else { return }
-        resumeWaiter()
-    }
-
-    func resumeWaiter(orRemember remember: Bool = false) {
-        if let waiter = wakeWaiter {
-            wakeWaiter = nil
-            waiter.resume()
-        } else if remember {
-            wakePending = true
         }
     }
 }

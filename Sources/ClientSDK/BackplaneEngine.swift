@@ -42,13 +42,13 @@ public actor BackplaneEngine {
     var loop: Task<Void, Never>?
     var channel: Task<Void, Never>?
     var channelConnected = false
-    var wakeWaiter: CheckedContinuation<Void, Never>?
-    var wakePending = false
-    var waitGeneration = 0
+    /// Wakes the sync loop early: `syncNow()` and the channel's wake-ups.
+    let syncWake = WakeSignal()
 
     var uploader: Task<Void, Never>?
     var inFlightUpload: Task<Int, any Error>?
-    var uploadWaiter: CheckedContinuation<Void, Never>?
+    /// Wakes the uploader early: an event queued, an upload asked for.
+    let uploadWake = WakeSignal()
     var uploadRequested = false
     var uploadFailures = 0
     var uploadRetryAt: Date?
@@ -111,7 +111,6 @@ public actor BackplaneEngine {
         loop = nil
         channel?.cancel()
         channel = nil
-        resumeWaiter()
         if let inFlight = inFlightSync { _ = try? await inFlight.value }
         broadcaster.finish()
     }
@@ -317,7 +316,6 @@ public actor BackplaneEngine {
         channel?.cancel()
         channel = nil
         stopUploader()
-        resumeWaiter()
         broadcaster.emit(.unregistered)
     }
 }
