@@ -5,7 +5,7 @@ let package = Package(
     name: "Backplane",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
-        .library(name: "Shared", targets: ["Shared"]),
+        .library(name: "BackplaneWire", targets: ["BackplaneWire"]),
         .library(name: "Backplane", targets: ["Backplane"]),
         .library(name: "ClientSDK", targets: ["ClientSDK"]),
         .executable(name: "backplane", targets: ["BackplaneCommand"]),
@@ -24,12 +24,14 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
     ],
     targets: [
-        // Wire models shared by the server and the SDK: Foundation only.
-        .target(name: "Shared"),
+        // Wire models shared by the server and the SDK: Foundation only. Named for what it holds
+        // rather than "Shared", a name apps often give a module of their own; ClientSDK and
+        // Backplane re-export it, so an app writes `import ClientSDK` and nothing else.
+        .target(name: "BackplaneWire", path: "Sources/Shared"),
         .target(
             name: "Backplane",
             dependencies: [
-                "Shared",
+                "BackplaneWire",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -53,7 +55,7 @@ let package = Package(
         .target(
             name: "ClientSDK",
             dependencies: [
-                "Shared",
+                "BackplaneWire",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -63,15 +65,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // What a real app would be: ClientSDK and Shared only.
+        // What a real app would be: ClientSDK only (it re-exports the wire types).
         .executableTarget(
             name: "BackplaneHarness",
             dependencies: [
                 "ClientSDK",
-                "Shared",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The SDK guide's code blocks, compiled so the guide cannot drift from the API. Never run.
+        .executableTarget(name: "SDKGuideExamples", dependencies: ["ClientSDK"], path: "Examples/SDKGuide"),
         // Helpers shared by the test targets (child processes, temporary directories).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(
@@ -80,7 +83,7 @@ let package = Package(
                 "TestSupport",
                 "ClientSDK",
                 "Backplane",
-                "Shared",
+                "BackplaneWire",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
@@ -90,7 +93,7 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "Backplane",
-                "Shared",
+                "BackplaneWire",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),

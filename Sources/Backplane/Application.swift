@@ -5,7 +5,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import ServiceLifecycle
-import Shared
+import BackplaneWire
 
 /// How to run a backplane: where to listen and where the data lives.
 public struct BackplaneConfiguration: Sendable {

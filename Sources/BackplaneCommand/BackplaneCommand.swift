@@ -2,7 +2,7 @@ import ArgumentParser
 import Backplane
 import Foundation
 import Logging
-import Shared
+import BackplaneWire
 
 @main
 struct BackplaneCommand: AsyncParsableCommand {

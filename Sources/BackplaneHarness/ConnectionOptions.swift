@@ -1,7 +1,6 @@
 import ArgumentParser
 import ClientSDK
 import Foundation
-import Shared
 
 // Where the harness finds the backplane and who it is, from flags or the environment.
 
@@ -32,10 +31,12 @@ struct ConnectionOptions: ParsableArguments {
             backplaneURL: backplaneURL, appKeyId: try value(key, "BACKPLANE_APP_KEY", "key"),
             appKeySecret: try value(secret, "BACKPLANE_APP_SECRET", "secret"),
             userId: try value(user, "BACKPLANE_USER", "user"),
-            dataDirectory: dataDirectory ?? URL(fileURLWithPath: dataDir), externalDeviceId: externalId, nickname: nickname,
-            model: "backplane-harness", appVersion: "harness", moveFromOtherUser: move,
-            retry: RetryPolicy(initial: .seconds(1), maximum: .seconds(30)), requestTimeout: .seconds(timeout),
-            // One-shot commands sync once; only `watch` keeps the wake-up channel open.
-            useWakeUpChannel: false)
+            dataDirectory: dataDirectory ?? URL(fileURLWithPath: dataDir),
+            device: DeviceDescription(
+                externalDeviceId: externalId, nickname: nickname, model: "backplane-harness", appVersion: "harness", moveFromOtherUser: move),
+            sync: SyncOptions(
+                retry: RetryPolicy(initial: .seconds(1), maximum: .seconds(30)), requestTimeout: .seconds(timeout),
+                // One-shot commands sync once; only `watch` keeps the wake-up channel open.
+                useWakeUpChannel: false))
     }
 }

@@ -1,7 +1,6 @@
 import ArgumentParser
 import ClientSDK
 import Foundation
-import Shared
 
 // The device commands: register, sync, status, the user's devices, download on/off, unregister.
 

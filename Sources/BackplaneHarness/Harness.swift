@@ -1,7 +1,6 @@
 import ArgumentParser
 import ClientSDK
 import Foundation
-import Shared
 
 /// Drives the ClientSDK from a terminal or a test, the way an app would.
 @main

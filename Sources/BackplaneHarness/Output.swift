@@ -1,7 +1,6 @@
 import ArgumentParser
 import ClientSDK
 import Foundation
-import Shared
 
 // What the harness prints: JSON on stdout, and the exit codes.
 

@@ -1,7 +1,6 @@
 import ArgumentParser
 import ClientSDK
 import Foundation
-import Shared
 
 enum Session {
     /// Starts an engine, runs `body`, shuts down, and prints the final status, the events seen and

@@ -1,7 +1,6 @@
 import ArgumentParser
 import ClientSDK
 import Foundation
-import Shared
 
 /// Calls `handler` once when one of `signals` arrives (instead of the default: dying).
 final class SignalWatcher: @unchecked Sendable {

@@ -1,7 +1,6 @@
 import ArgumentParser
 import ClientSDK
 import Foundation
-import Shared
 
 struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

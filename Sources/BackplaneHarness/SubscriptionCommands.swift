@@ -1,7 +1,6 @@
 import ArgumentParser
 import ClientSDK
 import Foundation
-import Shared
 
 // Subscriptions and feeds, and publishing as the CMS would.
 

@@ -1,7 +1,6 @@
 import ArgumentParser
 import ClientSDK
 import Foundation
-import Shared
 
 struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print SDK events as JSON lines until interrupted (SIGINT/SIGTERM).")
@@ -11,8 +10,8 @@ struct Watch: AsyncParsableCommand {
 
     func run() async throws {
         var configuration = try connection.configuration()
-        configuration.syncInterval = .seconds(interval)
-        configuration.useWakeUpChannel = !noChannel
+        configuration.sync.interval = .seconds(interval)
+        configuration.sync.useWakeUpChannel = !noChannel
         let engine = BackplaneEngine(configuration: configuration)
         let events = engine.events()
         let stop = SignalWatcher(signals: [SIGINT, SIGTERM]) {

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import Shared
+import BackplaneWire
 
 /// A 204 answer.
 struct EmptyAnswer: Decodable {}
@@ -28,7 +28,7 @@ struct BackplaneAPI: Sendable {
         self.keyId = configuration.appKeyId
         self.secret = SymmetricKey(data: Data(configuration.appKeySecret.utf8))
         self.transport = configuration.transport ?? HTTPClientTransport()
-        self.timeout = configuration.requestTimeout
+        self.timeout = configuration.sync.requestTimeout
         self.serverNow = serverNow
     }
 

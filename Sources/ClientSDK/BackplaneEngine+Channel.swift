@@ -1,12 +1,12 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 // The wake-up channel: a WebSocket kept open while running.
 extension BackplaneEngine {
     // MARK: the wake-up channel
 
     func startChannel() {
-        guard configuration.useWakeUpChannel, channel == nil else { return }
+        guard configuration.sync.useWakeUpChannel, channel == nil else { return }
         channel = Task { [weak self] in await self?.runChannel() }
     }
 
@@ -28,7 +28,7 @@ extension BackplaneEngine {
                 failures += 1
             }
             guard state == .running, !Task.isCancelled else { return }
-            try? await Task.sleep(for: configuration.retry.delay(afterFailures: failures))
+            try? await Task.sleep(for: configuration.sync.retry.delay(afterFailures: failures))
         }
     }
 

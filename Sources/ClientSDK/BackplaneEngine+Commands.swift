@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 // Remote commands (wipe, delete, kill, unregister) and the downloaded content they act on.
 extension BackplaneEngine {

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 // The device's own requests: download on/off, profile, the user's devices, unregister.
 extension BackplaneEngine {

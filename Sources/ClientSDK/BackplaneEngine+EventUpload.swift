@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 // Event upload: batches from the durable queue, by count, by age, after syncs and at shutdown.
 extension BackplaneEngine {
@@ -34,7 +34,7 @@ extension BackplaneEngine {
             if !rejected.isEmpty { broadcaster.emit(.logsRejected(rejected)) }
         }
         while state == .running {
-            let batch = try storage { try $0.queuedEvents(limit: configuration.eventBatchSize) }
+            let batch = try storage { try $0.queuedEvents(limit: configuration.eventLog.batchSize) }
             guard !batch.isEmpty else { break }
             let credentials = try await ensureRegistered()
             let response = try await withCredentialRecovery(credentials) { api, credentials in
@@ -75,7 +75,7 @@ extension BackplaneEngine {
     func eventQueued() {
         queuedSinceCheck += 1
         let queued = queuedAtCheck + queuedSinceCheck
-        if queued == 1 || queued >= configuration.eventUploadThreshold { uploadWake.signal() }
+        if queued == 1 || queued >= configuration.eventLog.uploadThreshold { uploadWake.signal() }
     }
 
     func startUploader() {
@@ -102,7 +102,7 @@ extension BackplaneEngine {
                 let (count, oldest) = try storage { try $0.eventQueueState() }
                 (queuedAtCheck, queuedSinceCheck) = (count, 0)
                 let age = oldest.map { Date().timeIntervalSince($0) } ?? 0
-                let due = count > 0 && (uploadRequested || count >= configuration.eventUploadThreshold || age >= configuration.maxEventAge.seconds)
+                let due = count > 0 && (uploadRequested || count >= configuration.eventLog.uploadThreshold || age >= configuration.eventLog.maxAge.seconds)
                 if let retryAt = uploadRetryAt, retryAt > Date() {
                     wait = .milliseconds(Int64(retryAt.timeIntervalSinceNow * 1000) + 1)
                 } else if due, registration != nil {
@@ -114,15 +114,15 @@ extension BackplaneEngine {
                     } catch {
                         uploadFailures += 1
                         uploadRequested = true
-                        uploadRetryAt = Date().addingTimeInterval(configuration.retry.delay(afterFailures: uploadFailures).seconds)
+                        uploadRetryAt = Date().addingTimeInterval(configuration.sync.retry.delay(afterFailures: uploadFailures).seconds)
                     }
                     continue
                 } else if count > 0 {
-                    wait = .milliseconds(Int64(max(configuration.maxEventAge.seconds - age, 0) * 1000) + 1)
+                    wait = .milliseconds(Int64(max(configuration.eventLog.maxAge.seconds - age, 0) * 1000) + 1)
                 }
             } catch {
                 uploadFailures += 1
-                wait = configuration.retry.delay(afterFailures: uploadFailures)
+                wait = configuration.sync.retry.delay(afterFailures: uploadFailures)
             }
             // Until an event is queued, an upload is asked for, or `wait` passes (no limit when nil).
             _ = await uploadWake.wait(upTo: wait)

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 // Sync: one sync on demand (joined when one is under way), and the background loop that syncs at
 // start, every interval and on wake-ups, backing off while the backplane cannot be reached.
@@ -56,7 +56,7 @@ extension BackplaneEngine {
         let credentials = try await ensureRegistered()
         let pending = try storage { try $0.unacknowledgedOutcomes(limit: WireLimits.maxAcksPerSync) }
         let report = SyncRequest(
-            appVersion: configuration.appVersion, osVersion: configuration.osVersion,
+            appVersion: configuration.device.appVersion, osVersion: configuration.device.osVersion,
             acks: pending.isEmpty ? nil : pending.map(\.ack))
         let sentAt = Date()
         let response = try await withCredentialRecovery(credentials) { api, credentials in
@@ -94,8 +94,8 @@ extension BackplaneEngine {
     func runLoop() async {
         while state == .running, !Task.isCancelled {
             let delay = consecutiveFailures == 0
-                ? configuration.syncInterval
-                : configuration.retry.delay(afterFailures: consecutiveFailures)
+                ? configuration.sync.interval
+                : configuration.sync.retry.delay(afterFailures: consecutiveFailures)
             _ = await syncWake.wait(upTo: delay)
             guard state == .running, !Task.isCancelled else { return }
             do {

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import Shared
+import BackplaneWire
 
 /// The SDK's engine: one per app (or per simulated device). Start it with the user, and it
 /// registers the device once, keeps it registered, and syncs at start, every `syncInterval`,
@@ -195,10 +195,10 @@ public actor BackplaneEngine {
             throw BackplaneClientError(kind: .notRunning, message: "The engine is not started.")
         }
         let request = RegisterDeviceRequest(
-            userId: configuration.userId, deviceId: deviceId, externalDeviceId: configuration.externalDeviceId,
-            nickname: configuration.nickname, platform: configuration.platform, model: configuration.model,
-            osVersion: configuration.osVersion, sdkVersion: BackplaneSDK.version, appVersion: configuration.appVersion,
-            moveFromOtherUser: configuration.moveFromOtherUser ? true : nil,
+            userId: configuration.userId, deviceId: deviceId, externalDeviceId: configuration.device.externalDeviceId,
+            nickname: configuration.device.nickname, platform: configuration.device.platform, model: configuration.device.model,
+            osVersion: configuration.device.osVersion, sdkVersion: BackplaneSDK.version, appVersion: configuration.device.appVersion,
+            moveFromOtherUser: configuration.device.moveFromOtherUser ? true : nil,
             devicePublicKey: Base64URL.encode(deviceKey.publicKey.x963Representation))
         // The credential still held (a user change) proves a device registered before it had a key.
         let held = registration?.credentials.credential

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// The one error type of the SDK: what went wrong, and the server's answer when there was one.
 public struct BackplaneClientError: Error, Sendable, CustomStringConvertible {

@@ -1,7 +1,9 @@
 import Foundation
-import Shared
+import BackplaneWire
 
-/// Everything an app gives the SDK at start-up. Only the first five fields are required.
+/// Everything an app gives the SDK at start-up. The five values of `init`'s first line are
+/// required; the groups have sane defaults. Every limit holds however a value is set: a value
+/// out of range is clamped to the nearest allowed one, in `init` and on assignment alike.
 public struct BackplaneClientConfiguration: Sendable {
     /// The backplane's base URL, e.g. `https://backplane.example.com` (a path prefix is allowed).
     public var backplaneURL: URL
@@ -10,66 +12,60 @@ public struct BackplaneClientConfiguration: Sendable {
     public var appKeySecret: String
     /// The app's user (a person or a household). The device limit counts devices per user.
     public var userId: String
-    /// Where the SDK keeps its state (device id, credential, last sync). One directory per engine.
+    /// Where the SDK keeps its state (device id, credential, queues). One directory per engine.
     public var dataDirectory: URL
 
-    /// An id the app keeps for this device, for support look-ups.
-    public var externalDeviceId: String?
-    public var nickname: String?
-    /// Sent at registration and sync; defaults describe the running system.
-    public var platform: String
-    public var model: String?
-    public var osVersion: String?
-    public var appVersion: String?
-    /// When the device is registered to another user (a different person signed in on it),
-    /// move it to `userId` instead of failing with `deviceAlreadyRegistered`.
-    public var moveFromOtherUser: Bool
-    /// How often the engine syncs on its own, besides at start and on `syncNow()`.
-    public var syncInterval: Duration
-    /// Backoff between failed syncs.
-    public var retry: RetryPolicy
-    /// Per-request timeout.
-    public var requestTimeout: Duration
+    /// What the device says about itself at registration and sync.
+    public var device: DeviceDescription
+    /// When the engine syncs, how it retries, how long a request may take.
+    public var sync: SyncOptions
+    /// What the event log records and when it uploads.
+    public var eventLog: EventLogOptions
+    /// Default rules of subscribed feeds and where episode metadata comes from.
+    public var subscriptions: SubscriptionOptions
+
     /// HTTP; defaults to async-http-client's shared client. Swap it in tests or to add a proxy.
     public var transport: (any Transport)?
-    /// Where the device id lives; defaults to a file in `dataDirectory`.
+    /// Where the device id and key live; defaults to files in `dataDirectory`.
     public var identityStore: (any DeviceIdentityStore)?
-    /// Keep a WebSocket open to the backplane while started, so remote commands and changes arrive
-    /// at once instead of at the next interval sync.
-    public var useWakeUpChannel: Bool
-    /// Completes episode metadata for subscriptions; nil uses the backplane's metadata.
-    public var subscriptionDataSource: (any SubscriptionDataSource)?
-    /// Default quota of items per subscribed feed (≤ 0: unlimited); a subscription may override it.
-    public var maxItemsPerFeed: Int
-    /// Default rule at the quota: true resets (deletes the files of) the oldest items to make room,
-    /// false creates the new item deferred. A subscription may override it.
-    public var autodeleteOldItems: Bool
-    /// Event types not logged (the mandatory ones are logged whatever this says). The logger's
-    /// `setLoggingEnabled` changes it at run time.
-    public var disabledEventTypes: Set<EventType>
-    /// Events per upload (at most `WireLimits.maxEventsPerBatch`).
-    public var eventBatchSize: Int
-    /// Upload as soon as this many events are queued...
-    public var eventUploadThreshold: Int
-    /// ...or when the oldest queued event is this old. Events also go up after every sync, at
-    /// start, and (best effort) at shutdown.
-    public var maxEventAge: Duration
 
     public init(
         backplaneURL: URL, appKeyId: String, appKeySecret: String, userId: String, dataDirectory: URL,
-        externalDeviceId: String? = nil, nickname: String? = nil, platform: String = ClientPlatform.name,
-        model: String? = nil, osVersion: String? = ClientPlatform.osVersion, appVersion: String? = nil,
-        moveFromOtherUser: Bool = false, syncInterval: Duration = .seconds(15 * 60), retry: RetryPolicy = RetryPolicy(),
-        requestTimeout: Duration = .seconds(30), transport: (any Transport)? = nil, identityStore: (any DeviceIdentityStore)? = nil,
-        useWakeUpChannel: Bool = true, subscriptionDataSource: (any SubscriptionDataSource)? = nil,
-        maxItemsPerFeed: Int = 0, autodeleteOldItems: Bool = true, disabledEventTypes: Set<EventType> = [],
-        eventBatchSize: Int = 100, eventUploadThreshold: Int = 50, maxEventAge: Duration = .seconds(60)
+        device: DeviceDescription = DeviceDescription(), sync: SyncOptions = SyncOptions(),
+        eventLog: EventLogOptions = EventLogOptions(), subscriptions: SubscriptionOptions = SubscriptionOptions(),
+        transport: (any Transport)? = nil, identityStore: (any DeviceIdentityStore)? = nil
     ) {
         self.backplaneURL = backplaneURL
         self.appKeyId = appKeyId
         self.appKeySecret = appKeySecret
         self.userId = userId
         self.dataDirectory = dataDirectory
+        self.device = device
+        self.sync = sync
+        self.eventLog = eventLog
+        self.subscriptions = subscriptions
+        self.transport = transport
+        self.identityStore = identityStore
+    }
+}
+
+/// What the device reports about itself; the defaults describe the running system.
+public struct DeviceDescription: Sendable {
+    /// An id the app keeps for this device, for support look-ups.
+    public var externalDeviceId: String?
+    public var nickname: String?
+    public var platform: String
+    public var model: String?
+    public var osVersion: String?
+    public var appVersion: String?
+    /// When the device is registered to another user (a different person signed in on it),
+    /// move it to the configured user instead of failing with `deviceAlreadyRegistered`.
+    public var moveFromOtherUser: Bool
+
+    public init(
+        externalDeviceId: String? = nil, nickname: String? = nil, platform: String = ClientPlatform.name, model: String? = nil,
+        osVersion: String? = ClientPlatform.osVersion, appVersion: String? = nil, moveFromOtherUser: Bool = false
+    ) {
         self.externalDeviceId = externalDeviceId
         self.nickname = nickname
         self.platform = platform
@@ -77,37 +73,120 @@ public struct BackplaneClientConfiguration: Sendable {
         self.osVersion = osVersion
         self.appVersion = appVersion
         self.moveFromOtherUser = moveFromOtherUser
-        self.syncInterval = syncInterval
+    }
+}
+
+public struct SyncOptions: Sendable {
+    /// The shortest interval: a smaller one would keep a device syncing without pause.
+    public static let minimumInterval: Duration = .seconds(1)
+
+    /// How often the engine syncs on its own, besides at start, on `syncNow()` and on wake-ups.
+    /// At least `minimumInterval`.
+    public var interval: Duration {
+        didSet { interval = max(interval, Self.minimumInterval) }
+    }
+    /// Backoff between failed syncs (and failed uploads, and channel reconnections).
+    public var retry: RetryPolicy
+    /// How long one request may take. At least one second.
+    public var requestTimeout: Duration {
+        didSet { requestTimeout = max(requestTimeout, .seconds(1)) }
+    }
+    /// Keep a WebSocket open to the backplane while started, so remote commands and changes
+    /// arrive at once instead of at the next interval sync.
+    public var useWakeUpChannel: Bool
+
+    public init(
+        interval: Duration = .seconds(15 * 60), retry: RetryPolicy = RetryPolicy(), requestTimeout: Duration = .seconds(30),
+        useWakeUpChannel: Bool = true
+    ) {
+        self.interval = max(interval, Self.minimumInterval)
         self.retry = retry
-        self.requestTimeout = requestTimeout
-        self.transport = transport
-        self.identityStore = identityStore
+        self.requestTimeout = max(requestTimeout, .seconds(1))
         self.useWakeUpChannel = useWakeUpChannel
-        self.subscriptionDataSource = subscriptionDataSource
+    }
+}
+
+public struct EventLogOptions: Sendable {
+    /// Event types not logged (the mandatory ones are logged whatever this says). The logger's
+    /// `setLoggingEnabled` changes it at run time.
+    public var disabledTypes: Set<EventType>
+    /// Events per upload: 1 to `WireLimits.maxEventsPerBatch`, the most the backplane takes in one.
+    public var batchSize: Int {
+        didSet { batchSize = Self.clampBatchSize(batchSize) }
+    }
+    /// Upload as soon as this many events are queued (at least 1)...
+    public var uploadThreshold: Int {
+        didSet { uploadThreshold = max(uploadThreshold, 1) }
+    }
+    /// ...or when the oldest queued event is this old (at least 0). Events also go up after every
+    /// sync, at start, and (best effort) at shutdown.
+    public var maxAge: Duration {
+        didSet { maxAge = max(maxAge, .zero) }
+    }
+
+    public init(disabledTypes: Set<EventType> = [], batchSize: Int = 100, uploadThreshold: Int = 50, maxAge: Duration = .seconds(60)) {
+        self.disabledTypes = disabledTypes
+        self.batchSize = Self.clampBatchSize(batchSize)
+        self.uploadThreshold = max(uploadThreshold, 1)
+        self.maxAge = max(maxAge, .zero)
+    }
+
+    private static func clampBatchSize(_ size: Int) -> Int {
+        min(max(size, 1), WireLimits.maxEventsPerBatch)
+    }
+}
+
+public struct SubscriptionOptions: Sendable {
+    /// Completes episode metadata for subscriptions; nil uses the backplane's metadata.
+    public var dataSource: (any SubscriptionDataSource)?
+    /// Default quota of items per subscribed feed (≤ 0: unlimited); a subscription may override it.
+    public var maxItemsPerFeed: Int
+    /// Default rule at the quota: true resets (deletes the files of) the oldest items to make room,
+    /// false creates the new item deferred. A subscription may override it.
+    public var autodeleteOldItems: Bool
+
+    public init(dataSource: (any SubscriptionDataSource)? = nil, maxItemsPerFeed: Int = 0, autodeleteOldItems: Bool = true) {
+        self.dataSource = dataSource
         self.maxItemsPerFeed = maxItemsPerFeed
         self.autodeleteOldItems = autodeleteOldItems
-        self.disabledEventTypes = disabledEventTypes
-        self.eventBatchSize = min(max(eventBatchSize, 1), WireLimits.maxEventsPerBatch)
-        self.eventUploadThreshold = max(eventUploadThreshold, 1)
-        self.maxEventAge = maxEventAge
     }
 }
 
 /// Exponential backoff with jitter: the n-th consecutive failure waits
 /// `min(maximum, initial * multiplier^(n-1))`, less a random part of up to `jitter` of it.
+/// Values out of range are clamped, in `init` and on assignment alike.
 public struct RetryPolicy: Sendable, Equatable {
-    public var initial: Duration
-    public var maximum: Duration
-    public var multiplier: Double
+    /// The first delay: at least 1 ms.
+    public var initial: Duration {
+        didSet { initial = max(initial, .milliseconds(1)) }
+    }
+    /// The longest delay: at least 1 ms.
+    public var maximum: Duration {
+        didSet { maximum = max(maximum, .milliseconds(1)) }
+    }
+    /// At least 1 (delays never shrink).
+    public var multiplier: Double {
+        didSet { multiplier = Self.clampMultiplier(multiplier) }
+    }
     /// 0...1: the fraction of each delay that is randomised, so that many devices coming back
     /// after an outage do not all retry at the same instant.
-    public var jitter: Double
+    public var jitter: Double {
+        didSet { jitter = Self.clampJitter(jitter) }
+    }
 
     public init(initial: Duration = .seconds(2), maximum: Duration = .seconds(300), multiplier: Double = 2, jitter: Double = 0.5) {
-        self.initial = initial
-        self.maximum = maximum
-        self.multiplier = multiplier
-        self.jitter = min(max(jitter, 0), 1)
+        self.initial = max(initial, .milliseconds(1))
+        self.maximum = max(maximum, .milliseconds(1))
+        self.multiplier = Self.clampMultiplier(multiplier)
+        self.jitter = Self.clampJitter(jitter)
+    }
+
+    private static func clampMultiplier(_ value: Double) -> Double {
+        value.isFinite ? max(value, 1) : 1
+    }
+
+    private static func clampJitter(_ value: Double) -> Double {
+        value.isFinite ? min(max(value, 0), 1) : 0
     }
 
     public func delay(afterFailures failures: Int, random: Double = Double.random(in: 0..<1)) -> Duration {

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// Downloaded content on the device: files under `<dataDirectory>/content` and their records in
 /// the SDK's database. The download engine writes here; remote wipe and delete remove from here.

@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdWSClient
 import Logging
-import Shared
+import BackplaneWire
 
 /// The device's wake-up channel: a WebSocket to `/v1/devices/{id}/channel` on which the
 /// backplane sends `sync` when something for this device changed.

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// The event log on the device (docs/reporting.md). `log(_:)` writes the event to the SDK's
 /// database before it returns, so a crash or a kill of the app right after loses nothing; the
@@ -28,7 +28,7 @@ public final class EventLogger: Sendable {
     init(configuration: BackplaneClientConfiguration, storage: LocalStoreHandle) {
         self.configuration = configuration
         self.storage = storage
-        self.state = Mutex(State(disabled: configuration.disabledEventTypes.subtracting(EventType.mandatory)))
+        self.state = Mutex(State(disabled: configuration.eventLog.disabledTypes.subtracting(EventType.mandatory)))
     }
 
     /// Queues an event durably. Returns it as it will be uploaded (with its sequence number), or
@@ -87,8 +87,8 @@ public final class EventLogger: Sendable {
         let configuration = configuration
         let draft = DeviceEvent(
             eventId: UUID().uuidString.lowercased(), sequence: 1, deviceTime: Date(), appState: appState,
-            platform: configuration.platform, sdkVersion: BackplaneSDK.version, appVersion: configuration.appVersion,
-            userId: configuration.userId, externalDeviceId: configuration.externalDeviceId, content: content)
+            platform: configuration.device.platform, sdkVersion: BackplaneSDK.version, appVersion: configuration.device.appVersion,
+            userId: configuration.userId, externalDeviceId: configuration.device.externalDeviceId, content: content)
         if let problem = draft.problem {
             throw BackplaneClientError(kind: .invalidInput, message: "Event not logged: \(problem.message)")
         }

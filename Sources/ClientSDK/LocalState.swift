@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Shared
+import BackplaneWire
 
 /// Where the device's identity lives: its id and its device key (a P-256 private key, which
 /// proves to the backplane that a later registration of the id comes from this install). Keep

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// What the SDK tells the app. Subscribe with `BackplaneEngine.events()`.
 public enum SDKEvent: Sendable {

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// The offset between the backplane's clock and the device's, from the server time in sync
 /// answers (taken at the midpoint of the request, as NTP does).

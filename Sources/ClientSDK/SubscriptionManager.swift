@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// Subscriptions of this device: `engine.subscriptions`. Changes in subscribed feeds are read at
 /// every sync of the engine (start, interval, `syncNow()`, wake-ups) and turned into queued
@@ -14,12 +14,6 @@ public struct SubscriptionManager: Sendable {
         try await engine.subscribe(feedId: feedId, request: SubscribeRequest(maxItems: maxItems, autodeleteOldItems: autodeleteOldItems))
     }
 
-    /// The same as `subscribe`: updates the rules of an existing subscription.
-    @discardableResult
-    public func update(feedId: String, maxItems: Int?, autodeleteOldItems: Bool?) async throws -> Subscription {
-        try await subscribe(feedId: feedId, maxItems: maxItems, autodeleteOldItems: autodeleteOldItems)
-    }
-
     /// Unsubscribes; items already queued or downloaded stay.
     public func unsubscribe(feedId: String) async throws {
         try await engine.unsubscribe(feedId: feedId)
@@ -29,16 +23,11 @@ public struct SubscriptionManager: Sendable {
         try await engine.listSubscriptions()
     }
 
-    /// Reads every change since the last sync now (it is part of `engine.sync()`).
-    @discardableResult
-    public func sync() async throws -> SyncResult {
-        try await engine.sync()
-    }
-
     /// Metadata of episodes updated since `date` (subscribed feeds only, or all), handed to the
-    /// data source's `didReceive` and returned. Queues nothing.
+    /// data source's `didReceive` and returned. Queues nothing: reading the subscribed feeds'
+    /// changes into the queue is part of every `engine.sync()`.
     @discardableResult
-    public func sync(since date: Date, onlySubscribed: Bool) async throws -> [Episode] {
+    public func episodesUpdated(since date: Date, onlySubscribed: Bool = true) async throws -> [Episode] {
         try await engine.episodes(since: date, onlySubscribed: onlySubscribed)
     }
 
@@ -49,7 +38,7 @@ public struct SubscriptionManager: Sendable {
 }
 
 extension BackplaneEngine {
-    var dataSource: any SubscriptionDataSource { configuration.subscriptionDataSource ?? BackplaneMetadataDataSource() }
+    var dataSource: any SubscriptionDataSource { configuration.subscriptions.dataSource ?? BackplaneMetadataDataSource() }
 
     func subscribe(feedId: String, request: SubscribeRequest) async throws -> Subscription {
         try requireRunning()
@@ -187,8 +176,8 @@ extension BackplaneEngine {
     /// Adds an item within the feed's quota: room → queued; full with autodelete → the oldest
     /// counted items are reset (files deleted) first; full without → deferred.
     private func add(_ metadata: EpisodeInput, feedId: String, rules: Subscription?, summary: inout SubscriptionSyncSummary) throws -> SubscriptionChangeResult {
-        let quota = rules?.maxItems ?? configuration.maxItemsPerFeed
-        let autodelete = rules?.autodeleteOldItems ?? configuration.autodeleteOldItems
+        let quota = rules?.maxItems ?? configuration.subscriptions.maxItemsPerFeed
+        let autodelete = rules?.autodeleteOldItems ?? configuration.subscriptions.autodeleteOldItems
         // Only a quota needs the feed's items (the unlimited case must not read them per addition).
         var counted = quota > 0
             ? try storage { try $0.items(feedId: feedId) }.filter { $0.viaSubscription && [.queued, .downloaded].contains($0.state) }

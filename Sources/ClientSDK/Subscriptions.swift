@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// An episode that came through a subscription (or was added to one's tracking), as the SDK's
 /// download queue holds it. The download engine consumes `queued` items.
@@ -35,7 +35,7 @@ public protocol SubscriptionDataSource: Sendable {
     func willAdd(_ metadata: EpisodeInput, feedId: String) async -> Bool
     /// After each change was handled.
     func didProcess(_ change: EpisodeChange, result: SubscriptionChangeResult) async
-    /// Metadata from `subscriptions.sync(since:onlySubscribed:)`, which queues nothing.
+    /// Metadata from `subscriptions.episodesUpdated(since:onlySubscribed:)`, which queues nothing.
     func didReceive(_ episodes: [Episode]) async
 }
 

@@ -1,6 +1,6 @@
 import Backplane
 import Foundation
-import Shared
+import BackplaneWire
 import Testing
 
 /// `docs/openapi.yaml` must describe exactly the routes the router serves and every error code.

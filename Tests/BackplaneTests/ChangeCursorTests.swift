@@ -1,7 +1,7 @@
 @testable import Backplane
 import Foundation
 import GRDB
-import Shared
+import BackplaneWire
 import Testing
 
 /// The subscription change log is numbered per application: one tenant's CMS activity never

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
-import Shared
+import BackplaneWire
 import Testing
 
 /// The device limit's check-and-set must hold under concurrent requests for one user.

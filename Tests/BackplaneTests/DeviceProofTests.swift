@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
-import Shared
+import BackplaneWire
 import Testing
 
 /// Re-registering a device id takes its credential away from whoever held it, so only the install

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
-import Shared
+import BackplaneWire
 import Testing
 
 @Suite struct DeviceRoutesTests {

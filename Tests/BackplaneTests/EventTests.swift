@@ -3,7 +3,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import Logging
-import Shared
+import BackplaneWire
 import Testing
 
 @Suite struct EventTests {

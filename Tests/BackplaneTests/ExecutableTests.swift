@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 import Testing
 import TestSupport
 #if canImport(FoundationNetworking)

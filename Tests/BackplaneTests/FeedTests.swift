@@ -2,7 +2,7 @@ import Backplane
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
-import Shared
+import BackplaneWire
 import Testing
 
 @Suite struct FeedTests {

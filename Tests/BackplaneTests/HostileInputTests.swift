@@ -2,7 +2,7 @@ import Backplane
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
-import Shared
+import BackplaneWire
 import Testing
 
 /// Regression tests for what a hostile-but-careful probe found: numbers and dates from outside

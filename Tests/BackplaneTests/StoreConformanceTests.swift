@@ -1,6 +1,6 @@
 @testable import Backplane
 import Foundation
-import Shared
+import BackplaneWire
 import Testing
 
 /// The store contract (docs/architecture.md), checked through the store protocols alone, so

@@ -4,7 +4,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
-import Shared
+import BackplaneWire
 import Testing
 
 /// A backplane on a fresh SQLite data directory with one application, its app key and an admin token.

@@ -3,7 +3,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Shared
+import BackplaneWire
 import Testing
 import TestSupport
 

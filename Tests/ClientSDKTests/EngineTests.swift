@@ -1,7 +1,7 @@
 import Backplane
 import ClientSDK
 import Foundation
-import Shared
+import BackplaneWire
 import Testing
 import TestSupport
 
@@ -144,7 +144,7 @@ import TestSupport
         await frank.shutdown()
 
         var moving = server.configuration(user: "frank", dataDirectory: dataDir)
-        moving.moveFromOtherUser = true
+        moving.device.moveFromOtherUser = true
         let moved = BackplaneEngine(configuration: moving)
         let movedEvents = EventRecorder(moved.events())
         try await moved.start()

@@ -1,7 +1,7 @@
 import Backplane
 import ClientSDK
 import Foundation
-import Shared
+import BackplaneWire
 import Testing
 import TestSupport
 
@@ -44,7 +44,7 @@ import TestSupport
         let server = try await InProcessBackplane.start()
         defer { Task { await server.stop() } }
         var configuration = server.configuration(user: "bea", dataDirectory: temporaryDirectory("sdk-events-disabled"))
-        configuration.disabledEventTypes = [.playStart, .downloadStart]
+        configuration.eventLog.disabledTypes = [.playStart, .downloadStart]
         let engine = BackplaneEngine(configuration: configuration)
         let logger = engine.eventLogger
         #expect(!logger.isLoggingEnabled(for: .playStart))
@@ -90,8 +90,8 @@ import TestSupport
         let server = try await InProcessBackplane.start()
         defer { Task { await server.stop() } }
         var configuration = server.configuration(user: "dan", dataDirectory: temporaryDirectory("sdk-events-batching"))
-        configuration.eventUploadThreshold = 10
-        configuration.maxEventAge = .seconds(3600)
+        configuration.eventLog.uploadThreshold = 10
+        configuration.eventLog.maxAge = .seconds(3600)
         let engine = BackplaneEngine(configuration: configuration)
         let events = EventRecorder(engine.events())
         try await engine.start()
@@ -111,8 +111,8 @@ import TestSupport
 
         // By age: one event, a short maximum age.
         var aged = configuration
-        aged.eventUploadThreshold = 1000
-        aged.maxEventAge = .milliseconds(300)
+        aged.eventLog.uploadThreshold = 1000
+        aged.eventLog.maxAge = .milliseconds(300)
         let again = BackplaneEngine(configuration: aged)
         let againEvents = EventRecorder(again.events())
         try await again.start()
@@ -133,8 +133,8 @@ import TestSupport
         let server = try await InProcessBackplane.start()
         let dataDir = temporaryDirectory("sdk-events-outage")
         var configuration = server.configuration(user: "eve", dataDirectory: dataDir)
-        configuration.eventUploadThreshold = 5
-        configuration.eventBatchSize = 5
+        configuration.eventLog.uploadThreshold = 5
+        configuration.eventLog.batchSize = 5
         let engine = BackplaneEngine(configuration: configuration)
         let events = EventRecorder(engine.events())
         try await engine.start()
@@ -154,5 +154,45 @@ import TestSupport
             .sorted { $0.event.sequence < $1.event.sequence }.compactMap(\.event.content.customNumber)
         #expect(numbers == (1...40).map(Double.init))
         await engine.shutdown()
+    }
+
+    /// A batch size set after `init` is held to the backplane's limit like one given to `init`:
+    /// before, 10,000 went through unclamped, the backplane refused every batch over 500 whole,
+    /// and the uploader asked again forever.
+    @Test func aBatchSizeSetAfterInitIsHeldToTheBackplanesLimit() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        var configuration = server.configuration(user: "bea", dataDirectory: temporaryDirectory("sdk-events-batch"))
+        configuration.eventLog.batchSize = 10_000
+        configuration.eventLog.uploadThreshold = 0
+        #expect(configuration.eventLog.batchSize == WireLimits.maxEventsPerBatch)
+        #expect(configuration.eventLog.uploadThreshold == 1)
+        configuration.eventLog.uploadThreshold = 1_000_000
+        let engine = BackplaneEngine(configuration: configuration)
+        try await engine.start()
+        for index in 1...(WireLimits.maxEventsPerBatch + 100) {
+            try engine.eventLogger.log(.custom(name: "bulk", number: Double(index)))
+        }
+        try await engine.uploadEvents()
+        #expect(try engine.eventLogger.queuedCount() == 0)
+        #expect(try await server.storedEvents(EventFilter(type: .custom)).count == WireLimits.maxEventsPerBatch + 100)
+        await engine.shutdown()
+    }
+
+    @Test func retryAndSyncValuesAreClampedHoweverTheyAreSet() {
+        var retry = RetryPolicy()
+        retry.jitter = 7
+        retry.multiplier = 0.1
+        retry.initial = .zero
+        #expect(retry.jitter == 1)
+        #expect(retry.multiplier == 1)
+        #expect(retry.initial == .milliseconds(1))
+        #expect(RetryPolicy(jitter: .nan).jitter == 0)
+        var sync = SyncOptions(interval: .zero)
+        #expect(sync.interval == SyncOptions.minimumInterval)
+        sync.interval = .milliseconds(-5)
+        #expect(sync.interval == SyncOptions.minimumInterval)
+        sync.requestTimeout = .zero
+        #expect(sync.requestTimeout == .seconds(1))
     }
 }

@@ -1,7 +1,7 @@
 import Backplane
 import ClientSDK
 import Foundation
-import Shared
+import BackplaneWire
 import Testing
 import TestSupport
 #if canImport(FoundationNetworking)
@@ -207,9 +207,11 @@ import FoundationNetworking
         let total = 1500
         let engine = BackplaneEngine(configuration: BackplaneClientConfiguration(
             backplaneURL: URL(string: backplane.baseURL)!, appKeyId: backplane.keyId, appKeySecret: backplane.secret,
-            userId: "loader", dataDirectory: root.appendingPathComponent("sdk"), syncInterval: .seconds(3600),
-            retry: RetryPolicy(initial: .milliseconds(100), maximum: .milliseconds(500)), requestTimeout: .seconds(3),
-            useWakeUpChannel: false, eventBatchSize: 20, eventUploadThreshold: 20))
+            userId: "loader", dataDirectory: root.appendingPathComponent("sdk"),
+            sync: SyncOptions(
+                interval: .seconds(3600), retry: RetryPolicy(initial: .milliseconds(100), maximum: .milliseconds(500)),
+                requestTimeout: .seconds(3), useWakeUpChannel: false),
+            eventLog: EventLogOptions(batchSize: 20, uploadThreshold: 20)))
         for index in 1...total { try engine.eventLogger.log(.custom(name: "load", number: Double(index))) }
         try await engine.start()
 

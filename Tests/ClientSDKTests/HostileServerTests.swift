@@ -1,6 +1,6 @@
 import ClientSDK
 import Foundation
-import Shared
+import BackplaneWire
 import Testing
 import TestSupport
 
@@ -19,8 +19,8 @@ struct ScriptedTransport: Transport {
     private func engine(_ transport: ScriptedTransport) -> BackplaneEngine {
         BackplaneEngine(configuration: BackplaneClientConfiguration(
             backplaneURL: URL(string: "http://127.0.0.1:9")!, appKeyId: "ak", appKeySecret: "secret", userId: "u",
-            dataDirectory: temporaryDirectory("sdk-hostile"), syncInterval: .seconds(3600), transport: transport,
-            useWakeUpChannel: false))
+            dataDirectory: temporaryDirectory("sdk-hostile"), sync: SyncOptions(interval: .seconds(3600), useWakeUpChannel: false),
+            transport: transport))
     }
 
     @Test func absurdServerTimesDoNotMoveTheClockOrCrashSigning() async throws {

@@ -1,7 +1,7 @@
 import Backplane
 import ClientSDK
 import Foundation
-import Shared
+import BackplaneWire
 import Testing
 import TestSupport
 
@@ -116,9 +116,11 @@ import TestSupport
     private static func startedEngine(_ transport: ReplayingTransport, registering: Bool = true) async throws -> BackplaneEngine {
         let engine = BackplaneEngine(configuration: BackplaneClientConfiguration(
             backplaneURL: URL(string: "http://127.0.0.1:9")!, appKeyId: "ak_replayed", appKeySecret: "secret", userId: "recorded",
-            dataDirectory: temporaryDirectory("sdk-mutated"), syncInterval: .seconds(3600),
+            dataDirectory: temporaryDirectory("sdk-mutated"),
             // Retries come quickly, so background work that would loop on a bad answer does so here.
-            retry: RetryPolicy(initial: .milliseconds(10), maximum: .milliseconds(20)), transport: transport, useWakeUpChannel: false))
+            sync: SyncOptions(
+                interval: .seconds(3600), retry: RetryPolicy(initial: .milliseconds(10), maximum: .milliseconds(20)), useWakeUpChannel: false),
+            transport: transport))
         if registering {
             try await engine.start()
         }
@@ -185,9 +187,9 @@ enum Route {
         },
         "PUT /v1/subscriptions/*": Operation { _ = try await $0.subscriptions.subscribe(feedId: "show", maxItems: 2) },
         "GET /v1/subscriptions": Operation { _ = try await $0.subscriptions.list() },
-        "GET /v1/subscriptions/changes": Operation { _ = try await $0.subscriptions.sync() },
+        "GET /v1/subscriptions/changes": Operation { _ = try await $0.sync() },
         "GET /v1/feeds/episodes": Operation {
-            _ = try await $0.subscriptions.sync(since: Date(timeIntervalSince1970: 0), onlySubscribed: false)
+            _ = try await $0.subscriptions.episodesUpdated(since: Date(timeIntervalSince1970: 0), onlySubscribed: false)
         },
     ]
 

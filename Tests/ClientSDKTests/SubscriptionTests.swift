@@ -1,7 +1,7 @@
 import Backplane
 import ClientSDK
 import Foundation
-import Shared
+import BackplaneWire
 import Testing
 import TestSupport
 
@@ -80,7 +80,7 @@ struct CatalogueDataSource: SubscriptionDataSource {
         #expect(try await plain.subscriptions.items().isEmpty)
         await plain.shutdown()
 
-        let (engine, _) = try await start(server, user: "cat") { $0.subscriptionDataSource = CatalogueDataSource() }
+        let (engine, _) = try await start(server, user: "cat") { $0.subscriptions.dataSource = CatalogueDataSource() }
         try await engine.subscriptions.subscribe(feedId: "ids")
         let items = try await engine.subscriptions.items()
         #expect(items.map(\.assetId).sorted() == ["a1", "a2"])
@@ -127,7 +127,7 @@ struct CatalogueDataSource: SubscriptionDataSource {
         let server = try await InProcessBackplane.start()
         defer { Task { await server.stop() } }
         try await makeFeed(server, "weekly")
-        let (engine, events) = try await start(server, user: "eve") { $0.maxItemsPerFeed = 2; $0.autodeleteOldItems = false }
+        let (engine, events) = try await start(server, user: "eve") { $0.subscriptions.maxItemsPerFeed = 2; $0.subscriptions.autodeleteOldItems = false }
         try await engine.subscriptions.subscribe(feedId: "weekly")
         try await publish(server, feed: "weekly", [full("w1"), full("w2"), full("w3")])
         try await engine.sync()
@@ -142,7 +142,7 @@ struct CatalogueDataSource: SubscriptionDataSource {
         let server = try await InProcessBackplane.start()
         defer { Task { await server.stop() } }
         try await makeFeed(server, "breaking")
-        let (engine, events) = try await start(server, user: "hal") { $0.useWakeUpChannel = true }
+        let (engine, events) = try await start(server, user: "hal") { $0.sync.useWakeUpChannel = true }
         try await events.wait(for: "channelStateChanged")
         try await engine.subscriptions.subscribe(feedId: "breaking")
         try await publish(server, feed: "breaking", [full("b1")])
@@ -211,9 +211,9 @@ struct CatalogueDataSource: SubscriptionDataSource {
         try await publish(server, feed: "other", [full("o1")])
         let (engine, _) = try await start(server, user: "fay")
         try await engine.subscriptions.subscribe(feedId: "mine")
-        let all = try await engine.subscriptions.sync(since: Date(timeIntervalSince1970: 0), onlySubscribed: false)
+        let all = try await engine.subscriptions.episodesUpdated(since: Date(timeIntervalSince1970: 0), onlySubscribed: false)
         #expect(all.map(\.episode.assetId) == ["o1"])
-        #expect(try await engine.subscriptions.sync(since: Date(timeIntervalSince1970: 0), onlySubscribed: true).isEmpty)
+        #expect(try await engine.subscriptions.episodesUpdated(since: Date(timeIntervalSince1970: 0), onlySubscribed: true).isEmpty)
         #expect(try await engine.subscriptions.items().isEmpty)
         await engine.shutdown()
     }

@@ -2,7 +2,7 @@ import Backplane
 import ClientSDK
 import Foundation
 import Hummingbird
-import Shared
+import BackplaneWire
 import Testing
 import TestSupport
 
@@ -70,8 +70,9 @@ final class InProcessBackplane: Sendable {
     func configuration(user: String, dataDirectory: URL, secret: String? = nil, channel: Bool = false) -> BackplaneClientConfiguration {
         BackplaneClientConfiguration(
             backplaneURL: url, appKeyId: keyId, appKeySecret: secret ?? self.secret, userId: user, dataDirectory: dataDirectory,
-            syncInterval: .seconds(3600), retry: RetryPolicy(initial: .milliseconds(100), maximum: .milliseconds(400)),
-            requestTimeout: .seconds(5), useWakeUpChannel: channel)
+            sync: SyncOptions(
+                interval: .seconds(3600), retry: RetryPolicy(initial: .milliseconds(100), maximum: .milliseconds(400)),
+                requestTimeout: .seconds(5), useWakeUpChannel: channel))
     }
 
     func enqueue(_ type: CommandType, device: String, assetIds: [String]? = nil) async throws -> Command {

@@ -1,7 +1,7 @@
 import Backplane
 import ClientSDK
 import Foundation
-import Shared
+import BackplaneWire
 import Testing
 import TestSupport
 

@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import Shared
+import BackplaneWire
 
 /// The admin API (bearer token with scope `admin`), always within the token's application.
 struct AdminController {

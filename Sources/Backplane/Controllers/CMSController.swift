@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import Shared
+import BackplaneWire
 
 /// The CMS API (bearer token with scope `cms`): feeds and episodes.
 struct CMSController {

@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdWebSocket
-import Shared
+import BackplaneWire
 
 /// `GET /v1/devices/{deviceId}/channel` upgraded to a WebSocket, authenticated like every device
 /// request. The server sends the text frame `sync` once the channel is registered for wake-ups

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Shared
+import BackplaneWire
 
 /// The device API: every route is signed with an app key; all but registration also need the
 /// device credential, and a device may act only on itself.

@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
-import Shared
+import BackplaneWire
 
 /// `POST /v1/events`: a device uploads a batch of its events (signed, with the device credential).
 struct EventsController {

@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import Shared
+import BackplaneWire
 
 /// Liveness (`/healthz`: the process answers) and readiness (`/readyz`: the database answers too).
 struct HealthController {

@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
-import Shared
+import BackplaneWire
 
 /// The reporting API (bearer token with scope `reporting`): list, count and export events.
 struct ReportsController {

@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import Shared
+import BackplaneWire
 
 /// The device's subscriptions (signed, with the device credential).
 struct SubscriptionsController {

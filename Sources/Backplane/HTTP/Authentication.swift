@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Shared
+import BackplaneWire
 
 /// Verifies signed device requests (`RequestSigning` in Shared, documented in docs/openapi.yaml): the app key's
 /// HMAC over method, path and query, timestamp, nonce, body hash and device id; a timestamp

@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import Shared
+import BackplaneWire
 
 /// Every error the backplane answers on purpose. It renders the error body (`ErrorBody` in Shared);
 /// anything else that escapes a handler is a bug and becomes `internal_error` (500).

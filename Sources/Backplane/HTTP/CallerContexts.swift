@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import Shared
+import BackplaneWire
 
 /// Body limit and JSON coding, the same in every context.
 protocol WireCodingContext: RequestContext {}

@@ -6,7 +6,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
-import Shared
+import BackplaneWire
 
 /// Limits of the HTTP transport, applied to every connection before any route sees it.
 public struct TransportLimits: Sendable, Equatable {

@@ -2,7 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import Shared
+import BackplaneWire
 
 /// Outermost middleware: gives every response an `X-Request-Id`, renders every error with the
 /// error body (`ErrorBody` in Shared), and logs anything unexpected as the bug it is.

@@ -2,7 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
-import Shared
+import BackplaneWire
 
 /// What an authentication middleware proved about a request. The route group's own context
 /// (`CallerContexts.swift`) turns it into a caller that is not optional.

@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-import Shared
+import BackplaneWire
 
 /// Query parameter parsing with the API's error body.
 enum QueryValue {

@@ -1,5 +1,5 @@
 import Hummingbird
-import Shared
+import BackplaneWire
 
 // The Shared wire types are what the routes return.
 extension AppKey: ResponseEncodable {}

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// Applications (tenants), their app keys, bearer tokens and settings.
 public struct ApplicationService: Sendable {

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// The remote command queue: admins enqueue, devices receive commands in syncs and acknowledge
 /// them. The transitions (pending → delivered → succeeded | failed | expired; pending →

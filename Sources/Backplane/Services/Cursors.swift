@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 // Every opaque cursor the API hands out, in one place. A cursor is base64url of "<kind>:<fields>";
 // clients send it back unchanged, and every number or date read from one is range-checked like

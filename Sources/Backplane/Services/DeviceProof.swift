@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import Shared
+import BackplaneWire
 
 /// What a registration request offers as proof that it comes from the install that holds the
 /// device id (see `RequestSigning`): a signature by the device key over the request's string to

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// The per-user limit on download-enabled devices. `-1` is unlimited.
 struct DeviceLimitPolicy: Sendable {

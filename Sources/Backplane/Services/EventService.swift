@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// The event log: batch ingestion from devices (exactly once per device and sequence number,
 /// with the device clock corrected) and the reporting queries.

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// The CMS side of subscriptions: feeds and their episodes. Every episode write is appended to
 /// the change log (in the same transaction) and wakes the feed's subscribers.

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import Shared
+import BackplaneWire
 
 /// Random identifiers and secrets, and the one-way hashes the store keeps of secrets.
 enum Secrets {

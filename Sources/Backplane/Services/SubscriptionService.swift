@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// The device side of subscriptions: subscribe, and read what changed by cursor.
 public struct SubscriptionService: Sendable {

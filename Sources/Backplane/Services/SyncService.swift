@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// `POST /v1/sync`: the command section first (acks may take the device out), then the device
 /// section, so the answer shows the device as it is after the acks.

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// Input checks shared by the services. Each throws `validation_failed` naming the field.
 enum Validate {

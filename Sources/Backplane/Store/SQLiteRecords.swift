@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Shared
+import BackplaneWire
 
 // How the records map to the SQLite tables. Kept with the SQLite store so the records stay plain
 // for other stores. Column names are snake_case versions of the properties; `Columns` names the

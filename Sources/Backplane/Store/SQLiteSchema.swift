@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Shared
+import BackplaneWire
 
 // The SQLite store's schema: its migrations and the event table's SQL. The records' mapping to
 // the tables is in SQLiteRecords.swift; the queries are in the SQLiteStore+… files.

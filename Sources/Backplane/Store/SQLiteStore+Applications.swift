@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Shared
+import BackplaneWire
 
 /// Applications with their settings, app keys and bearer tokens.
 extension SQLiteStore {

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Shared
+import BackplaneWire
 
 /// The command queue: commands by device in delivery order, and the sync that acknowledges and delivers them.
 extension SQLiteStore {

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Shared
+import BackplaneWire
 
 /// Devices, and the per-user limit on download-enabled devices checked in the transaction that changes them.
 extension SQLiteStore {

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Shared
+import BackplaneWire
 
 /// The event log's queries: batch ingestion, the reporting reads, retention.
 extension SQLiteStore {

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Shared
+import BackplaneWire
 
 /// Feeds, episodes, their change log and the subscriptions that read it.
 extension SQLiteStore {

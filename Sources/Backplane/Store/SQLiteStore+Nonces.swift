@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Shared
+import BackplaneWire
 
 /// Signed requests' nonces: each accepted once per key until it expires.
 extension SQLiteStore {

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Shared
+import BackplaneWire
 
 /// The embedded default store: one SQLite file in WAL mode through a GRDB `DatabasePool`.
 ///
@@ -58,7 +58,7 @@ public final class SQLiteStore: BackplaneStore {
     private static func restrictToOwner(_ path: String) throws {
         let files = FileManager.default
         if !files.fileExists(atPath: path) {
-            files.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+            _ = files.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
         }
         for file in [path, path + "-wal", path + "-shm"] where files.fileExists(atPath: file) {
             try files.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)

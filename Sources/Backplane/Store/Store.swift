@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 /// Persistence of the backplane: one protocol per aggregate, composed into `BackplaneStore`,
 /// which the services use. Implementations own the SQL and the transactions; the rules (the

@@ -1,5 +1,5 @@
 import Foundation
-import Shared
+import BackplaneWire
 
 // The plain values the store protocols take and return. Records are what the store keeps, not
 // wire types (services map them to Shared types), and hold no database types: the GRDB

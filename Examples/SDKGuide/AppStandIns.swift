@@ -1,0 +1,43 @@
+import ClientSDK
+import Foundation
+
+// What the guide's examples take from the app around them: its user, its directories, its
+// views and its own services. Stand-ins so the examples compile; this target is never run.
+
+struct AppUser {
+    let id: String
+}
+
+let currentUser = AppUser(id: "alice")
+let applicationSupport = FileManager.default.temporaryDirectory
+let myDeviceIdForSupport: String? = "support-1234"
+let backplaneURL = URL(string: "https://backplane.example.com")!
+let appKeyId = "ak_example"
+let appKeySecret = "example-secret"
+let dataDirectory = applicationSupport.appendingPathComponent("backplane")
+let tokenString = "push-token"
+
+final class Toggle: @unchecked Sendable {
+    var isEnabled = false
+}
+
+let downloadsToggle = Toggle()
+
+struct AppLogger: Sendable {
+    func error(_ message: String) {}
+}
+
+let logger = AppLogger()
+
+func showBanner(_ text: String) {}
+
+func showDevicePicker(_ devices: UserDevicesResponse) {}
+
+/// The app's own catalogue service.
+struct Catalogue: Sendable {
+    func lookUp(_ assetId: String) async throws -> EpisodeInput? {
+        EpisodeInput(assetId: assetId, title: "Episode \(assetId)")
+    }
+}
+
+let cms = Catalogue()
