@@ -45,8 +45,17 @@ public actor BackplaneEngine {
     /// Wakes the sync loop early: `syncNow()` and the channel's wake-ups.
     let syncWake = WakeSignal()
 
-    /// Sends the event log's queue while running.
-    var uploader: EventUploader?
+    var uploader: Task<Void, Never>?
+    var inFlightUpload: Task<Int, any Error>?
+    /// Wakes the uploader early: an event queued, an upload asked for.
+    let uploadWake = WakeSignal()
+    var uploadRequested = false
+    var uploadFailures = 0
+    var uploadRetryAt: Date?
+    /// The queue's size when the uploader last read it, and events logged since: the uploader is
+    /// woken for the first event (to time its age) and at the threshold, not for every event.
+    var queuedAtCheck = 0
+    var queuedSinceCheck = 0
 
     public init(configuration: BackplaneClientConfiguration) {
         self.configuration = configuration
@@ -95,7 +104,7 @@ public actor BackplaneEngine {
     /// Stops syncing and ends every event stream. The engine cannot be started again.
     public func shutdown() async {
         guard state != .shutDown else { return }
-        if state == .running, registration != nil { await uploader?.uploadBeforeShutdown(within: .seconds(2)) }
+        if state == .running, registration != nil { await uploadEventsBeforeShutdown(within: .seconds(2)) }
         state = .shutDown
         stopUploader()
         loop?.cancel()
