@@ -3,7 +3,7 @@ import Foundation
 import BackplaneWire
 
 /// The SDK's engine: one per app (or per simulated device). Start it with the user, and it
-/// registers the device once, keeps it registered, and syncs at start, every `syncInterval`,
+/// registers the device once, keeps it registered, and syncs at start, every `sync.interval`,
 /// and on `syncNow()`, backing off with jitter while the backplane cannot be reached.
 ///
 /// ```swift

@@ -4,7 +4,7 @@ import HTTPTypes
 import Hummingbird
 import BackplaneWire
 
-/// Verifies signed device requests (`RequestSigning` in Shared, documented in docs/openapi.yaml): the app key's
+/// Verifies signed device requests (`RequestSigning` in BackplaneWire, documented in docs/openapi.yaml): the app key's
 /// HMAC over method, path and query, timestamp, nonce, body hash and device id; a timestamp
 /// within ±5 minutes; a nonce never seen before with that key. With `requireDevice`, the request
 /// must also carry a valid device credential, and then the caller is that device and no other.

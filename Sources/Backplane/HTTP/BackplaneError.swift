@@ -2,7 +2,7 @@ import Foundation
 import Hummingbird
 import BackplaneWire
 
-/// Every error the backplane answers on purpose. It renders the error body (`ErrorBody` in Shared);
+/// Every error the backplane answers on purpose. It renders the error body (`ErrorBody` in BackplaneWire);
 /// anything else that escapes a handler is a bug and becomes `internal_error` (500).
 public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringConvertible {
     public var status: HTTPResponse.Status

@@ -5,7 +5,7 @@ import NIOCore
 import BackplaneWire
 
 /// Outermost middleware: gives every response an `X-Request-Id`, renders every error with the
-/// error body (`ErrorBody` in Shared), and logs anything unexpected as the bug it is.
+/// error body (`ErrorBody` in BackplaneWire), and logs anything unexpected as the bug it is.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     static var requestIdHeader: HTTPField.Name { HTTPField.Name("X-Request-Id")! }
 

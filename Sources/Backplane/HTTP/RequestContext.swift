@@ -24,8 +24,9 @@ struct AuthenticatedDevice: Sendable, Equatable {
 }
 
 /// The context every request starts in, built by Hummingbird from the connection. Routes with a
-/// caller run in a child context instead (`CallerContexts.swift`); only the WebSocket channel
-/// stays here, because hummingbird-websocket builds its context from the connection itself.
+/// caller run in a child context instead (`CallerContexts.swift`). Here stay the health checks
+/// (no caller) and the WebSocket channel, whose context hummingbird-websocket builds from the
+/// connection itself.
 public struct BackplaneRequestContext: RequestContext, WebSocketRequestContext {
     public var coreContext: CoreRequestContextStorage
     /// Set by the authentication middleware of the route's group.
@@ -60,7 +61,7 @@ extension Request {
     }
 }
 
-/// Decodes JSON bodies into Shared types and turns every decoding failure into a 400 that says
+/// Decodes JSON bodies into BackplaneWire types and turns every decoding failure into a 400 that says
 /// which field was wrong, instead of Hummingbird's generic message.
 public struct BackplaneRequestDecoder: RequestDecoder {
     public func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext) async throws -> T {

@@ -1,7 +1,7 @@
 import Hummingbird
 import BackplaneWire
 
-// The Shared wire types are what the routes return.
+// The BackplaneWire types are what the routes return.
 extension AppKey: ResponseEncodable {}
 extension AppKeyList: ResponseEncodable {}
 extension Command: ResponseEncodable {}

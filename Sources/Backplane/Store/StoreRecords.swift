@@ -2,7 +2,7 @@ import Foundation
 import BackplaneWire
 
 // The plain values the store protocols take and return. Records are what the store keeps, not
-// wire types (services map them to Shared types), and hold no database types: the GRDB
+// wire types (services map them to BackplaneWire types), and hold no database types: the GRDB
 // conformances live in SQLiteSchema.swift.
 
 public struct ApplicationRecord: Sendable, Equatable, Codable {
