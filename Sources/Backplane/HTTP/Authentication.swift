@@ -82,7 +82,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
             throw BackplaneError.invalidSignature("The request signature does not match.")
         }
 
-        var identity = Identity.appKey(applicationId: key.applicationId, keyId: keyId, stringToSign: stringToSign)
+        var identity = Identity.appKey(applicationId: key.applicationId, stringToSign: stringToSign)
         if requireDevice {
             guard let deviceId, let credential = header(RequestSigning.Header.deviceCredential) else {
                 throw BackplaneError.invalidCredentials(
@@ -125,7 +125,7 @@ struct BearerTokenMiddleware: RouterMiddleware {
                 details: ["requiredScope": .string(scope.rawValue)])
         }
         var context = context
-        context.identity = .token(applicationId: record.applicationId, scope: record.scope)
+        context.identity = .token(applicationId: record.applicationId)
         return try await next(request, context)
     }
 }

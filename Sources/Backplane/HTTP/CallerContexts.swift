@@ -19,7 +19,7 @@ struct RegistrationRequestContext: ChildRequestContext, WireCodingContext {
     let stringToSign: String
 
     init(context: BackplaneRequestContext) throws {
-        guard case .appKey(let applicationId, _, let stringToSign)? = context.identity else {
+        guard case .appKey(let applicationId, let stringToSign)? = context.identity else {
             throw BackplaneError.invalidCredentials("This route needs a request signed with an app key.")
         }
         self.coreContext = context.coreContext
@@ -46,19 +46,18 @@ struct DeviceRequestContext: ChildRequestContext, WireCodingContext {
     }
 }
 
-/// The admin, CMS and reporting routes: a bearer token of the group's scope, within its application.
+/// The admin, CMS and reporting routes: a bearer token of the group's scope (checked by its
+/// middleware), within the token's application.
 struct TokenRequestContext: ChildRequestContext, WireCodingContext {
     var coreContext: CoreRequestContextStorage
     let applicationId: String
-    let scope: TokenScope
 
     init(context: BackplaneRequestContext) throws {
-        guard case .token(let applicationId, let scope)? = context.identity else {
+        guard case .token(let applicationId)? = context.identity else {
             throw BackplaneError.invalidCredentials("This route needs a bearer token.")
         }
         self.coreContext = context.coreContext
         self.applicationId = applicationId
-        self.scope = scope
     }
 }
 

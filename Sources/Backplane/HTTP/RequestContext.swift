@@ -9,12 +9,12 @@ import BackplaneWire
 enum Identity: Sendable {
     /// Signed with an app key, before the device has a credential (registration).
     /// `stringToSign` is the verified string, which a device proof signs too.
-    case appKey(applicationId: String, keyId: String, stringToSign: String)
+    case appKey(applicationId: String, stringToSign: String)
     /// Signed with an app key and carrying a valid device credential. `nonceToRecord` is set when
     /// the route's handler records the nonce in its own transaction.
     case device(AuthenticatedDevice, nonceToRecord: SignedRequestRecord?)
-    /// A bearer token with one scope.
-    case token(applicationId: String, scope: TokenScope)
+    /// A bearer token of the scope the route's group requires.
+    case token(applicationId: String)
 }
 
 /// The device that signed a request with its credential; it may act only on itself.
