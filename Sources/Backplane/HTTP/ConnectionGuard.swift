@@ -67,6 +67,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
+    /// Sent by `UpgradeRequestFilter`, in front of the upgrade handler, when the first request's
+    /// head arrives: the guard only sees that head once the upgrade handler lets it through,
+    /// which for an upgrade request is after the router's decision (signature and store checks).
+    struct RequestHeadArrived {}
+
     /// A refused upgrade's answer, recorded by `UpgradeRefusalMiddleware`.
     struct Refusal: Sendable {
         var status: HTTPResponse.Status
@@ -163,6 +168,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is RequestHeadArrived {
+            // From now on the request is late only if its body is.
+            return arm(context, limits.requestBodyTimeout)
+        }
         if event is HTTPServerUpgradeEvents {
             // A WebSocket from now on: leave before its first frame arrives.
             disarm()

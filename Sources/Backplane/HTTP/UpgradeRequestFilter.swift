@@ -20,6 +20,9 @@ final class UpgradeRequestFilter: ChannelInboundHandler, RemovableChannelHandler
         guard case .head(var head) = unwrapInboundIn(data) else {
             return context.fireChannelRead(data)
         }
+        // The upgrade handler holds an upgrade request back from `ConnectionGuard` until the
+        // router has decided on it; the head has arrived all the same, so its timer must stop.
+        context.fireUserInboundEventTriggered(ConnectionGuard.RequestHeadArrived())
         if head.headers.contains(name: "upgrade"), !Self.isWebSocketHandshake(head.headers) {
             head.headers.remove(name: "upgrade")
             if head.headers[canonicalForm: "connection"].contains(where: { $0.lowercased() == "upgrade" }) {
