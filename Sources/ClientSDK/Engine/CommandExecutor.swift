@@ -1,0 +1,50 @@
+import Foundation
+import BackplaneWire
+
+/// Runs remote commands (wipe, delete assets, kill; unregister and syncNow take effect elsewhere)
+/// on the downloaded content and stores each outcome for the next sync to acknowledge.
+struct CommandExecutor: Sendable {
+    let local: LocalStore
+    let content: ContentStore
+    let eventLogger: EventLogger
+    let broadcaster: EventBroadcaster
+    let lifecycle: EngineLifecycle
+
+    /// Runs each command not run before, while the engine runs. The outcome is stored after the
+    /// effect: a crash in between runs the command again on the next start, which is harmless
+    /// because every effect is idempotent (deleting what is gone).
+    func execute(_ commands: [Command]) throws {
+        for command in commands where lifecycle.isRunning {
+            guard try local.access({ try !$0.hasOutcome(commandId: command.commandId) }) else { continue }
+            var outcome = CommandAck(commandId: command.commandId, outcome: .succeeded)
+            do {
+                switch command.type {
+                case .wipe:
+                    try wipe()
+                case .deleteAssets:
+                    let deleted = try content.delete(command.assetIds ?? [])
+                    for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .remote)) }
+                    broadcaster.emit(.assetsDeleted(assetIds: deleted, reason: .remote))
+                case .kill:
+                    broadcaster.emit(.startingRemoteKill)
+                    try wipe()
+                case .unregister, .syncNow:
+                    // Unregistering takes effect when the backplane has the acknowledgement; a
+                    // syncNow is done by the sync that acknowledges it.
+                    break
+                }
+            } catch {
+                outcome = CommandAck(commandId: command.commandId, outcome: .failed, reason: "\(error)".prefix(utf8Bytes: WireLimits.maxReasonLength))
+            }
+            try local.access { try $0.recordOutcome(LocalStore.Outcome(ack: outcome, type: command.type)) }
+        }
+    }
+
+    /// Deletes every download and logs it: each asset deleted (reason deleteAll), then the reset.
+    private func wipe() throws {
+        let deleted = try content.delete(nil)
+        for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .deleteAll)) }
+        _ = try? eventLogger.log(.reset(.remoteWipe))
+        broadcaster.emit(.remoteWipe(deletedAssetIds: deleted))
+    }
+}

@@ -1,0 +1,112 @@
+import Crypto
+import Foundation
+import BackplaneWire
+
+/// Registration and credential recovery: holds the device's credentials, registers when there
+/// are none or the user changed (one registration at a time, joined by every caller), and runs
+/// device requests so that a refused credential (another install re-registered this device id)
+/// registers again and a device clock off by more than the signing window is corrected, each
+/// retried once.
+actor DeviceSession {
+    nonisolated let deviceId: String
+    /// The backplane's device API, signing with the clock as corrected by the last syncs.
+    nonisolated let api: BackplaneAPI
+    /// Proves to the backplane that a registration of `deviceId` comes from this install.
+    private let deviceKey: P256.Signing.PrivateKey
+    private let configuration: BackplaneClientConfiguration
+    private let local: LocalStore
+    private let clock: ServerClock
+    private let broadcaster: EventBroadcaster
+    private let snapshot: DeviceSnapshot
+    private var registration: StoredRegistration?
+    private var registering: Task<DeviceCredentials, any Error>?
+
+    init(
+        deviceId: String, deviceKey: P256.Signing.PrivateKey, configuration: BackplaneClientConfiguration, local: LocalStore,
+        clock: ServerClock, broadcaster: EventBroadcaster, snapshot: DeviceSnapshot
+    ) throws {
+        self.deviceId = deviceId
+        self.deviceKey = deviceKey
+        self.configuration = configuration
+        self.local = local
+        self.clock = clock
+        self.broadcaster = broadcaster
+        self.snapshot = snapshot
+        self.api = BackplaneAPI(configuration: configuration, serverNow: { [clock] in clock.now() })
+        self.registration = try local.load(StoredRegistration.self, .registration)
+    }
+
+    var isRegistered: Bool { registration != nil }
+
+    /// The credentials held now, for the current user; nil rather than registering.
+    var heldCredentials: DeviceCredentials? {
+        guard let registration, registration.userId == configuration.userId else { return nil }
+        return registration.credentials
+    }
+
+    /// The stored credentials, registering first when there are none or the user changed.
+    func credentials() async throws -> DeviceCredentials {
+        if let heldCredentials { return heldCredentials }
+        if let registering { return try await registering.value }
+        let task = Task { try await self.register() }
+        registering = task
+        defer { registering = nil }
+        return try await task.value
+    }
+
+    /// Runs a device request with the credentials, recovering once from a refused credential or
+    /// a stale timestamp.
+    func request<Answer: Sendable>(_ call: @Sendable (BackplaneAPI, DeviceCredentials) async throws -> Answer) async throws -> Answer {
+        let credentials = try await credentials()
+        do {
+            return try await call(api, credentials)
+        } catch let error as BackplaneClientError where error.code == .invalidCredentials {
+            // Unless a caller already registered again while this request was out.
+            if registration?.credentials == credentials { registration = nil }
+            return try await call(api, try await self.credentials())
+        } catch let error as BackplaneClientError where error.code == .staleTimestamp {
+            clock.learn(fromStaleTimestamp: error)
+            return try await call(api, credentials)
+        }
+    }
+
+    /// The device is out (unregistered or killed): the credentials are dropped for good.
+    func forget() {
+        registration = nil
+        try? local.save(StoredRegistration?.none, .registration)
+    }
+
+    private func register() async throws -> DeviceCredentials {
+        let request = RegisterDeviceRequest(
+            userId: configuration.userId, deviceId: deviceId, externalDeviceId: configuration.device.externalDeviceId,
+            nickname: configuration.device.nickname, platform: configuration.device.platform, model: configuration.device.model,
+            osVersion: configuration.device.osVersion, sdkVersion: BackplaneSDK.version, appVersion: configuration.device.appVersion,
+            moveFromOtherUser: configuration.device.moveFromOtherUser ? true : nil,
+            devicePublicKey: Base64URL.encode(deviceKey.publicKey.x963Representation))
+        // The credential still held (a user change) proves a device registered before it had a key.
+        let held = registration?.credentials.credential
+        let response: RegisterDeviceResponse
+        do {
+            response = try await api.register(request, deviceKey: deviceKey, credential: held)
+        } catch let error as BackplaneClientError where error.code == .staleTimestamp {
+            // The device clock is off by more than the signing window: learn the offset, try once more.
+            clock.learn(fromStaleTimestamp: error)
+            response = try await api.register(request, deviceKey: deviceKey, credential: held)
+        }
+        let stored = StoredRegistration(
+            credentials: DeviceCredentials(deviceId: response.device.deviceId, credential: response.deviceCredential),
+            userId: configuration.userId, registeredAt: Date())
+        do {
+            try local.save(stored, .registration)
+        } catch {
+            throw BackplaneClientError(kind: .localStorage, message: "Could not store the device credential.", underlying: error)
+        }
+        registration = stored
+        broadcaster.emit(.registered(response.device, outcome: response.outcome))
+        try snapshot.record(device: response.device, settings: response.settings, serverTime: response.serverTime, syncedAt: nil)
+        if response.deviceLimitReached {
+            broadcaster.emit(.deviceLimitReached(limit: response.settings.deviceLimit, enabledCount: nil))
+        }
+        return stored.credentials
+    }
+}

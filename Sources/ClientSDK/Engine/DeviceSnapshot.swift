@@ -1,0 +1,49 @@
+import Foundation
+import BackplaneWire
+
+/// What the backplane last said about this device and its application (device record,
+/// settings, server time), kept in the SDK database so that status shows it offline. Recording
+/// a newer answer emits what changed: download enabled, settings.
+final class DeviceSnapshot: Sendable {
+    private let local: LocalStore
+    private let clock: ServerClock
+    private let broadcaster: EventBroadcaster
+    private let stored: Mutex<StoredSync?>
+
+    /// Loads the stored snapshot and sets the clock to the offset learnt with it.
+    init(local: LocalStore, clock: ServerClock, broadcaster: EventBroadcaster) throws {
+        let stored = try local.load(StoredSync.self, .lastSync)
+        if let offset = stored?.clockOffset { clock.update(offset: offset) }
+        self.local = local
+        self.clock = clock
+        self.broadcaster = broadcaster
+        self.stored = Mutex(stored)
+    }
+
+    var current: StoredSync? {
+        stored.withLock { $0 }
+    }
+
+    /// Stores an answer of the backplane; `syncedAt` is nil for answers other than a sync's.
+    func record(device: Device, settings: ApplicationSettings, serverTime: Date, syncedAt: Date?) throws {
+        try stored.withLock { stored in
+            let previous = stored
+            let next = StoredSync(
+                device: device, settings: settings, serverTime: serverTime,
+                syncedAt: syncedAt ?? previous?.syncedAt ?? Date(), clockOffset: clock.offset)
+            do {
+                try local.save(next, .lastSync)
+            } catch {
+                throw BackplaneClientError(kind: .localStorage, message: "Could not store the sync state.", underlying: error)
+            }
+            stored = next
+            guard let previous else { return }
+            if previous.device.downloadEnabled != device.downloadEnabled {
+                broadcaster.emit(.downloadEnabledChanged(device.downloadEnabled))
+            }
+            if previous.settings != settings {
+                broadcaster.emit(.settingsChanged(settings))
+            }
+        }
+    }
+}

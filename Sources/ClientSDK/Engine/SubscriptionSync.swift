@@ -1,0 +1,187 @@
+import Foundation
+import BackplaneWire
+
+/// Subscription sync: subscribing and unsubscribing, the episodes of feeds, and the changes in
+/// subscribed feeds applied to the local queue of subscription items under each feed's rules
+/// (quota, autodelete) and the app's data source.
+struct SubscriptionSync: Sendable {
+    let configuration: BackplaneClientConfiguration
+    let session: DeviceSession
+    let local: LocalStore
+    let content: ContentStore
+    let eventLogger: EventLogger
+    let broadcaster: EventBroadcaster
+    let lifecycle: EngineLifecycle
+
+    var dataSource: any SubscriptionDataSource { configuration.subscriptions.dataSource ?? BackplaneMetadataDataSource() }
+
+    func subscribe(feedId: String, request: SubscribeRequest) async throws -> Subscription {
+        let response = try await session.request { api, credentials in
+            try await api.subscribe(feedId: feedId, request, as: credentials)
+        }
+        var summary = SubscriptionSyncSummary()
+        // The server picked the newest within the quota; apply them oldest first, so the local
+        // order (which autodelete goes by) follows publication.
+        for episode in response.episodes.reversed() {
+            let change = EpisodeChange(kind: .added, feedId: feedId, assetId: episode.episode.assetId, episode: episode)
+            try await apply(change, rules: response.subscription, summary: &summary)
+        }
+        return response.subscription
+    }
+
+    func unsubscribe(feedId: String) async throws {
+        try await session.request { api, credentials in try await api.unsubscribe(feedId: feedId, as: credentials) }
+    }
+
+    func list() async throws -> [Subscription] {
+        try await session.request { api, credentials in try await api.subscriptions(as: credentials) }.subscriptions
+    }
+
+    func episodes(since date: Date, onlySubscribed: Bool) async throws -> [Episode] {
+        var all: [Episode] = []
+        var cursor: String?
+        var trail = CursorTrail(route: "episodes")
+        repeat {
+            let pageCursor = cursor
+            let page = try await session.request { api, credentials in
+                try await api.episodes(since: date, onlySubscribed: onlySubscribed, cursor: pageCursor, as: credentials)
+            }
+            all += page.episodes
+            cursor = page.nextCursor
+            if let cursor { try trail.follow(cursor) }
+        } while cursor != nil
+        await dataSource.didReceive(all)
+        return all
+    }
+
+    /// The subscription part of a sync: every page of changes after the stored cursor. The cursor
+    /// is stored after each page, and applying a change twice is harmless, so a crash loses nothing.
+    func syncChanges() async throws {
+        var cursor: String? = try local.access { try $0.load(String.self, .feedCursor) }
+        var summary = SubscriptionSyncSummary()
+        var rules: [String: Subscription]?
+        var trail = CursorTrail(route: "subscription changes", startingAt: cursor)
+        // Status events only when something arrives (or fails): a quiet sync stays quiet.
+        do {
+            while lifecycle.isRunning {
+                let pageCursor = cursor
+                let page = try await session.request { api, credentials in
+                    try await api.changes(cursor: pageCursor, as: credentials)
+                }
+                if !page.changes.isEmpty, rules == nil {
+                    broadcaster.emit(.subscriptionStatusChanged(.receiving))
+                    rules = Dictionary(try await list().map { ($0.feedId, $0) }, uniquingKeysWith: { first, _ in first })
+                }
+                for change in page.changes {
+                    summary.changes += 1
+                    try await apply(change, rules: rules?[change.feedId], summary: &summary)
+                }
+                cursor = page.cursor
+                try local.access { try $0.save(page.cursor, .feedCursor) }
+                if !page.hasMore { break }
+                try trail.follow(page.cursor)
+            }
+        } catch let error as BackplaneClientError {
+            broadcaster.emit(.subscriptionStatusChanged(error.isTransient ? .offline : .errors))
+            throw error
+        }
+        guard summary.changes > 0 else { return }
+        broadcaster.emit(.subscriptionStatusChanged(.started))
+        broadcaster.emit(.subscriptionSyncFinished(summary))
+    }
+
+    /// One change under the feed's rules (the subscription's, else the configuration's).
+    func apply(_ change: EpisodeChange, rules: Subscription?, summary: inout SubscriptionSyncSummary) async throws {
+        let result: SubscriptionChangeResult
+        let existing = try local.access { try $0.item(assetId: change.assetId) }
+        switch change.kind {
+        case .retracted:
+            if let existing, existing.state != .downloaded {
+                try local.access { try $0.deleteItem(assetId: change.assetId) }
+                _ = try? eventLogger.log(.removedFromQueue(assetId: change.assetId))
+                broadcaster.emit(.subscriptionAssetDeleted(assetId: change.assetId, feedId: change.feedId, reason: .remote))
+                summary.removed += 1
+                result = .removed
+            } else {
+                result = .skipped(reason: existing == nil ? "not held" : "already downloaded")
+            }
+        case .added, .updated:
+            guard let episode = change.episode else { result = .skipped(reason: "no episode"); break }
+            let metadata: EpisodeInput?
+            do {
+                metadata = try await dataSource.metadata(for: episode)
+            } catch {
+                metadata = nil
+            }
+            guard let metadata, !metadata.isAssetIdOnly else { result = .skipped(reason: "no download metadata"); break }
+            if var existing {
+                existing.metadata = metadata
+                try local.access { try $0.saveItem(existing) }
+                result = .updated
+                break
+            }
+            guard await dataSource.willAdd(metadata, feedId: change.feedId) else { result = .skipped(reason: "refused by the data source"); break }
+            result = try add(metadata, feedId: change.feedId, rules: rules, summary: &summary)
+        }
+        await dataSource.didProcess(change, result: result)
+    }
+
+    /// Adds an item within the feed's quota: room → queued; full with autodelete → the oldest
+    /// counted items are reset (files deleted) first; full without → deferred.
+    private func add(_ metadata: EpisodeInput, feedId: String, rules: Subscription?, summary: inout SubscriptionSyncSummary) throws -> SubscriptionChangeResult {
+        let quota = rules?.maxItems ?? configuration.subscriptions.maxItemsPerFeed
+        let autodelete = rules?.autodeleteOldItems ?? configuration.subscriptions.autodeleteOldItems
+        // Only a quota needs the feed's items (the unlimited case must not read them per addition).
+        var counted = quota > 0
+            ? try local.access { try $0.items(feedId: feedId) }.filter { $0.viaSubscription && [.queued, .downloaded].contains($0.state) }
+            : []
+        var item = SubscriptionItem(assetId: metadata.assetId, feedId: feedId, metadata: metadata, state: .queued, viaSubscription: true, addedAt: Date())
+        if quota > 0, counted.count >= quota {
+            guard autodelete else {
+                item.state = .deferred
+                try local.access { try $0.saveItem(item) }
+                broadcaster.emit(.assetDeferred(item))
+                summary.deferred += 1
+                return .deferred
+            }
+            while counted.count >= quota, !counted.isEmpty {
+                var oldest = counted.removeFirst()
+                let deleted = (try? content.delete([oldest.assetId])) ?? []
+                for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .internal)) }
+                oldest.state = .reset
+                try local.access { try $0.saveItem(oldest) }
+                broadcaster.emit(.subscriptionAssetDeleted(assetId: oldest.assetId, feedId: feedId, reason: .internal))
+                summary.reset += 1
+            }
+        }
+        try local.access { try $0.saveItem(item) }
+        _ = try? eventLogger.log(.queuedForDownload(assetId: item.assetId))
+        broadcaster.emit(.assetAdded(item))
+        summary.added += 1
+        return .added
+    }
+}
+
+/// The cursors of one paging run. A server that hands back the cursor of an earlier page with
+/// more to come would have the SDK page forever; so would one whose pages never end.
+struct CursorTrail {
+    /// Far more than any real run: 1,000 pages of changes or episodes.
+    static let maxPages = 1_000
+    let route: String
+    private var seen: Set<String> = []
+
+    init(route: String, startingAt cursor: String? = nil) {
+        self.route = route
+        if let cursor { seen.insert(cursor) }
+    }
+
+    /// Records the cursor of the next page to ask for.
+    mutating func follow(_ cursor: String) throws {
+        guard seen.insert(cursor).inserted else {
+            throw BackplaneClientError(kind: .invalidResponse, message: "The backplane sent an earlier \(route) cursor again; paging stopped.")
+        }
+        guard seen.count <= Self.maxPages else {
+            throw BackplaneClientError(kind: .invalidResponse, message: "The backplane sent more than \(Self.maxPages) pages of \(route); paging stopped.")
+        }
+    }
+}
