@@ -99,6 +99,14 @@ final class InProcessBackplane: Sendable {
         try await ClientSDKTests.storedEvents(services, applicationId: applicationId, filter)
     }
 
+    /// Whether the backplane has what a remote wipe (or kill) of `device` logged: each asset
+    /// deleted, then the reset.
+    func hasWipeLog(device: String, assets: [String]) async throws -> Bool {
+        let logged = try await storedEvents(EventFilter(deviceId: device))
+        return logged.filter { $0.event.content.type == .assetDeleted }.compactMap(\.event.content.assetId).sorted() == assets.sorted()
+            && logged.contains { $0.event.content.type == .reset && $0.event.content.resetType == .remoteWipe }
+    }
+
     /// All devices of a user, as an admin sees them.
     func devices(user: String) async throws -> [Device] {
         try await services.devices.listDevices(
