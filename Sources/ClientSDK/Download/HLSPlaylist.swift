@@ -1,0 +1,370 @@
+import Foundation
+
+/// An HLS playlist (RFC 8216) as the download engine needs it: a master playlist's variants and
+/// renditions, or a media playlist's segments with their byte ranges, init sections and keys.
+/// URIs are resolved against the playlist's own URL. Tags the engine has no use for are skipped,
+/// as the RFC asks of clients; what it cannot download correctly is refused with a clear error.
+enum HLSPlaylist: Equatable, Sendable {
+    case master(HLSMasterPlaylist)
+    case media(HLSMediaPlaylist)
+
+    /// Largest playlist read, in bytes: a VOD playlist of many hours is a few megabytes.
+    static let maxBytes = 16 << 20
+
+    /// Parses `data` fetched from `url`.
+    static func parse(_ data: Data, url: URL) throws(HLSPlaylistError) -> HLSPlaylist {
+        guard data.count <= maxBytes else { throw .tooLarge(maxBytes) }
+        guard let text = String(data: data, encoding: .utf8) else { throw .notAPlaylist("it is not UTF-8 text") }
+        var lines = text.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }[...]
+        guard lines.first.map({ $0.hasPrefix("\u{FEFF}") ? String($0.dropFirst()) : $0 }) == "#EXTM3U" else {
+            throw .notAPlaylist("it does not begin with #EXTM3U")
+        }
+        lines = lines.dropFirst()
+        // Tags that appear only in master playlists.
+        let isMaster = lines.contains { $0.hasPrefix("#EXT-X-STREAM-INF:") || $0.hasPrefix("#EXT-X-MEDIA:") }
+        let isMedia = lines.contains { $0.hasPrefix("#EXTINF") }
+        switch (isMaster, isMedia) {
+        case (true, true): throw .malformed(line: nil, "it has both variant streams and media segments")
+        case (true, false): return .master(try HLSMasterPlaylist(lines: lines, url: url))
+        case (false, _): return .media(try HLSMediaPlaylist(lines: lines, url: url))
+        }
+    }
+}
+
+/// Why a playlist cannot be used. Each case is fatal for the asset: fetching it again would
+/// give the same playlist.
+enum HLSPlaylistError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// Not a playlist at all, e.g. an HTML page from a captive portal.
+    case notAPlaylist(String)
+    case malformed(line: String?, String)
+    case tooLarge(Int)
+
+    var description: String {
+        switch self {
+        case .notAPlaylist(let why): "Not an HLS playlist: \(why)."
+        case .malformed(let line?, let why): "Malformed HLS playlist: \(why) (at \"\(line.prefix(120))\")."
+        case .malformed(nil, let why): "Malformed HLS playlist: \(why)."
+        case .tooLarge(let limit): "The HLS playlist is larger than \(limit) bytes."
+        }
+    }
+}
+
+/// A master playlist: the variant streams and the alternative renditions they refer to.
+struct HLSMasterPlaylist: Equatable, Sendable {
+    struct Variant: Equatable, Sendable {
+        var url: URL
+        /// Peak bits per second (`BANDWIDTH`, required).
+        var bandwidth: Int
+        var averageBandwidth: Int?
+        var codecs: String?
+        var resolution: String?
+        /// The `GROUP-ID`s of its audio and subtitle renditions.
+        var audioGroup: String?
+        var subtitlesGroup: String?
+    }
+
+    struct Rendition: Equatable, Sendable {
+        enum Kind: String, Sendable { case audio = "AUDIO", video = "VIDEO", subtitles = "SUBTITLES", closedCaptions = "CLOSED-CAPTIONS" }
+        var kind: Kind
+        var groupId: String
+        var name: String
+        var language: String?
+        /// Nil when the rendition is carried in the variant's own stream.
+        var url: URL?
+        var isDefault: Bool
+    }
+
+    var variants: [Variant]
+    var renditions: [Rendition]
+
+    init(variants: [Variant], renditions: [Rendition]) {
+        self.variants = variants
+        self.renditions = renditions
+    }
+
+    fileprivate init(lines: ArraySlice<String>, url: URL) throws(HLSPlaylistError) {
+        var variants: [Variant] = []
+        var renditions: [Rendition] = []
+        var pending: (line: String, attributes: HLSAttributes)?
+        for line in lines {
+            if line.hasPrefix("#EXT-X-STREAM-INF:") {
+                guard pending == nil else { throw .malformed(line: line, "a variant stream has no URI") }
+                pending = (line, try HLSAttributes(line, after: "#EXT-X-STREAM-INF:"))
+            } else if line.hasPrefix("#EXT-X-MEDIA:") {
+                let attributes = try HLSAttributes(line, after: "#EXT-X-MEDIA:")
+                guard let kind = attributes.string("TYPE").flatMap(Rendition.Kind.init(rawValue:)) else {
+                    throw .malformed(line: line, "a rendition has no valid TYPE")
+                }
+                guard let groupId = attributes.string("GROUP-ID"), let name = attributes.string("NAME") else {
+                    throw .malformed(line: line, "a rendition needs GROUP-ID and NAME")
+                }
+                renditions.append(Rendition(
+                    kind: kind, groupId: groupId, name: name, language: attributes.string("LANGUAGE"),
+                    url: try attributes.string("URI").map { uri throws(HLSPlaylistError) in try resolve(uri, against: url, line: line) },
+                    isDefault: attributes.string("DEFAULT") == "YES"))
+            } else if line.hasPrefix("#") {
+                continue
+            } else if let (streamLine, attributes) = pending.map({ ($0.line, $0.attributes) }) {
+                guard let bandwidth = try attributes.integer("BANDWIDTH", line: streamLine) else {
+                    throw .malformed(line: streamLine, "a variant stream has no BANDWIDTH")
+                }
+                variants.append(Variant(
+                    url: try resolve(line, against: url, line: line), bandwidth: bandwidth,
+                    averageBandwidth: try attributes.integer("AVERAGE-BANDWIDTH", line: streamLine),
+                    codecs: attributes.string("CODECS"), resolution: attributes.string("RESOLUTION"),
+                    audioGroup: attributes.string("AUDIO"), subtitlesGroup: attributes.string("SUBTITLES")))
+                pending = nil
+            } else {
+                throw .malformed(line: line, "a URI that no tag describes")
+            }
+        }
+        if let pending { throw .malformed(line: pending.line, "a variant stream has no URI") }
+        guard !variants.isEmpty else { throw .malformed(line: nil, "a master playlist without variants") }
+        self.variants = variants
+        self.renditions = renditions
+    }
+
+    /// The variant to download under a bit-rate limit: the highest `BANDWIDTH` not above
+    /// `maxBitrate`, or the lowest when none is (so 0 picks the lowest); nil means no limit.
+    func variant(maxBitrate: Int?) -> Variant {
+        let byBandwidth = variants.sorted { $0.bandwidth < $1.bandwidth }
+        guard let maxBitrate else { return byBandwidth.last! }
+        return byBandwidth.last { $0.bandwidth <= maxBitrate } ?? byBandwidth.first!
+    }
+
+    /// The renditions of `kind` in `group` with one of `languages` (nil: every language; empty:
+    /// none), in playlist order. Languages match case-insensitively, on the primary tag as well
+    /// (`en` takes `en-US`).
+    func renditions(_ kind: Rendition.Kind, group: String?, languages: [String]?) -> [Rendition] {
+        guard let group else { return [] }
+        return renditions.filter { rendition in
+            guard rendition.kind == kind, rendition.groupId == group else { return false }
+            guard let languages else { return true }
+            guard let language = rendition.language?.lowercased() else { return false }
+            return languages.contains { wanted in
+                let wanted = wanted.lowercased()
+                return language == wanted || language.hasPrefix(wanted + "-")
+            }
+        }
+    }
+}
+
+/// A media playlist: the segments of one rendition, in order.
+struct HLSMediaPlaylist: Equatable, Sendable {
+    struct ByteRange: Equatable, Sendable {
+        var length: Int
+        var offset: Int
+        /// As an HTTP `Range` header value.
+        var httpRange: String { "bytes=\(offset)-\(offset + length - 1)" }
+    }
+
+    struct Key: Equatable, Sendable {
+        enum Method: Equatable, Sendable {
+            case none, aes128, sampleAES, other(String)
+        }
+        var method: Method
+        /// Where the key is: an http(s) URL for the identity format, any URI for others.
+        var url: URL?
+        var iv: String?
+        /// `KEYFORMAT`; nil is "identity", the key file itself.
+        var format: String?
+        /// A key the SDK downloads with the segments: AES-128 (or SAMPLE-AES) in the identity
+        /// format. Any other format belongs to the app's license provider.
+        var isDownloadable: Bool {
+            method != .none && (format == nil || format == "identity") && url != nil
+        }
+    }
+
+    /// `EXT-X-MAP`: the media initialization section of the segments after it.
+    struct InitSection: Equatable, Sendable {
+        var url: URL
+        var byteRange: ByteRange?
+    }
+
+    struct Segment: Equatable, Sendable {
+        var url: URL
+        var duration: Double
+        var byteRange: ByteRange?
+        var key: Key?
+        var initSection: InitSection?
+        /// Media sequence number.
+        var sequence: Int
+    }
+
+    var targetDuration: Int
+    var mediaSequence: Int
+    var segments: [Segment]
+    /// `#EXT-X-ENDLIST` was present: no segment will be added (VOD, or a finished event).
+    var isComplete: Bool
+
+    /// The playlist's total duration, in seconds.
+    var duration: Double { segments.reduce(0) { $0 + $1.duration } }
+
+    fileprivate init(lines: ArraySlice<String>, url: URL) throws(HLSPlaylistError) {
+        var targetDuration: Int?
+        var mediaSequence = 0
+        var segments: [Segment] = []
+        var isComplete = false
+        var duration: Double?
+        var byteRange: (length: Int, offset: Int?)?
+        var key: Key?
+        var initSection: InitSection?
+        // Where the previous segment's sub-range ended, in which resource: an implicit offset
+        // continues from there and is malformed anywhere else.
+        var previousRangeEnd: (url: URL, end: Int)?
+        for line in lines {
+            if line.hasPrefix("#EXTINF:") {
+                let value = line.dropFirst("#EXTINF:".count).split(separator: ",", maxSplits: 1).first.map(String.init) ?? ""
+                guard let seconds = Double(value.trimmingCharacters(in: .whitespaces)), seconds.isFinite, seconds >= 0, seconds <= 86_400 else {
+                    throw .malformed(line: line, "a segment duration that is not a number of seconds")
+                }
+                duration = seconds
+            } else if line.hasPrefix("#EXT-X-TARGETDURATION:") {
+                targetDuration = try Self.integer(line, after: "#EXT-X-TARGETDURATION:")
+            } else if line.hasPrefix("#EXT-X-MEDIA-SEQUENCE:") {
+                mediaSequence = try Self.integer(line, after: "#EXT-X-MEDIA-SEQUENCE:")
+            } else if line.hasPrefix("#EXT-X-BYTERANGE:") {
+                byteRange = try Self.byteRange(String(line.dropFirst("#EXT-X-BYTERANGE:".count)), line: line)
+            } else if line.hasPrefix("#EXT-X-KEY:") {
+                key = try Self.key(line, url: url)
+            } else if line.hasPrefix("#EXT-X-MAP:") {
+                let attributes = try HLSAttributes(line, after: "#EXT-X-MAP:")
+                guard let uri = attributes.string("URI") else { throw .malformed(line: line, "EXT-X-MAP without URI") }
+                let range = try attributes.string("BYTERANGE").map { value throws(HLSPlaylistError) in try Self.byteRange(value, line: line) }
+                initSection = InitSection(
+                    url: try resolve(uri, against: url, line: line),
+                    byteRange: range.map { ByteRange(length: $0.length, offset: $0.offset ?? 0) })
+            } else if line == "#EXT-X-ENDLIST" {
+                isComplete = true
+            } else if line.hasPrefix("#") {
+                continue
+            } else {
+                guard let segmentDuration = duration else { throw .malformed(line: line, "a URI without #EXTINF") }
+                let segmentURL = try resolve(line, against: url, line: line)
+                var range: ByteRange?
+                if let byteRange {
+                    let offset: Int
+                    if let explicit = byteRange.offset {
+                        offset = explicit
+                    } else if let previous = previousRangeEnd, previous.url == segmentURL {
+                        offset = previous.end
+                    } else {
+                        throw .malformed(line: line, "a byte range without offset that does not follow one in the same file")
+                    }
+                    range = ByteRange(length: byteRange.length, offset: offset)
+                    previousRangeEnd = (segmentURL, offset + byteRange.length)
+                } else {
+                    previousRangeEnd = nil
+                }
+                segments.append(Segment(
+                    url: segmentURL, duration: segmentDuration, byteRange: range, key: key, initSection: initSection,
+                    sequence: mediaSequence + segments.count))
+                duration = nil
+                byteRange = nil
+            }
+        }
+        guard let targetDuration else { throw .malformed(line: nil, "a media playlist without #EXT-X-TARGETDURATION") }
+        guard duration == nil else { throw .malformed(line: nil, "the last #EXTINF has no URI") }
+        self.targetDuration = targetDuration
+        self.mediaSequence = mediaSequence
+        self.segments = segments
+        self.isComplete = isComplete
+    }
+
+    private static func integer(_ line: String, after tag: String) throws(HLSPlaylistError) -> Int {
+        guard let value = Int(line.dropFirst(tag.count)), value >= 0 else {
+            throw .malformed(line: line, "\(tag.dropLast()) is not a non-negative integer")
+        }
+        return value
+    }
+
+    /// `n[@o]`, both decimal integers, the range inside what a 64-bit offset can address.
+    private static func byteRange(_ value: String, line: String) throws(HLSPlaylistError) -> (length: Int, offset: Int?) {
+        let parts = value.split(separator: "@", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let length = Int(parts[0]), length > 0 else {
+            throw .malformed(line: line, "a byte range that is not length[@offset]")
+        }
+        guard parts.count == 2 else { return (length, nil) }
+        guard let offset = Int(parts[1]), offset >= 0, offset <= Int.max - length else {
+            throw .malformed(line: line, "a byte range offset that is not a non-negative integer")
+        }
+        return (length, offset)
+    }
+
+    private static func key(_ line: String, url: URL) throws(HLSPlaylistError) -> Key? {
+        let attributes = try HLSAttributes(line, after: "#EXT-X-KEY:")
+        let method: Key.Method = switch attributes.string("METHOD") {
+        case "NONE": .none
+        case "AES-128": .aes128
+        case "SAMPLE-AES": .sampleAES
+        case let other?: .other(other)
+        case nil: throw .malformed(line: line, "EXT-X-KEY without METHOD")
+        }
+        if method == .none { return nil }
+        guard let uri = attributes.string("URI") else { throw .malformed(line: line, "an encryption key without URI") }
+        let format = attributes.string("KEYFORMAT")
+        // A key in the identity format is a file the SDK downloads; any other format (FairPlay's
+        // skd://, Widevine, …) is the license provider's, whatever its URI scheme.
+        let keyURL = format == nil || format == "identity"
+            ? try resolve(uri, against: url, line: line)
+            : URL(string: uri, relativeTo: url)?.absoluteURL
+        return Key(method: method, url: keyURL, iv: attributes.string("IV"), format: format)
+    }
+}
+
+/// An attribute list (RFC 8216 §4.2): `NAME=value` pairs separated by commas, where a value is
+/// a quoted string (which may hold commas), or an unquoted token.
+struct HLSAttributes: Equatable, Sendable {
+    private var values: [String: String] = [:]
+
+    init(_ line: String, after tag: String) throws(HLSPlaylistError) {
+        var rest = Substring(line.dropFirst(tag.count))
+        while !rest.isEmpty {
+            guard let equals = rest.firstIndex(of: "=") else { throw .malformed(line: line, "an attribute without a value") }
+            let name = rest[..<equals].trimmingCharacters(in: .whitespaces)
+            guard !name.isEmpty, name.allSatisfy({ $0.isUppercase || $0.isNumber || $0 == "-" }) else {
+                throw .malformed(line: line, "an attribute name that is not A-Z, 0-9 and -")
+            }
+            rest = rest[rest.index(after: equals)...]
+            let value: Substring
+            if rest.first == "\"" {
+                let opened = rest.index(after: rest.startIndex)
+                guard let closing = rest[opened...].firstIndex(of: "\"") else {
+                    throw .malformed(line: line, "a quoted attribute value that is not closed")
+                }
+                value = rest[opened..<closing]
+                rest = rest[rest.index(after: closing)...]
+            } else {
+                let end = rest.firstIndex(of: ",") ?? rest.endIndex
+                value = rest[..<end]
+                rest = rest[end...]
+            }
+            values[name] = String(value).trimmingCharacters(in: .whitespaces)
+            if rest.first == "," {
+                rest = rest.dropFirst()
+            } else if !rest.isEmpty {
+                throw .malformed(line: line, "attributes not separated by commas")
+            }
+        }
+    }
+
+    func string(_ name: String) -> String? { values[name] }
+
+    func integer(_ name: String, line: String) throws(HLSPlaylistError) -> Int? {
+        guard let value = values[name] else { return nil }
+        guard let number = Int(value), number >= 0 else { throw .malformed(line: line, "\(name) is not a non-negative integer") }
+        return number
+    }
+}
+
+/// A playlist URI, relative to the playlist or absolute; only http(s) is downloaded.
+private func resolve(_ uri: String, against base: URL, line: String) throws(HLSPlaylistError) -> URL {
+    guard let url = URL(string: uri, relativeTo: base)?.absoluteURL, let scheme = url.scheme?.lowercased(),
+        scheme == "http" || scheme == "https", url.host != nil
+    else {
+        throw .malformed(line: line, "a URI that is not http(s)")
+    }
+    return url
+}
