@@ -41,6 +41,8 @@ final class WakeSignal: Sendable {
 
     /// Waits for a signal, for at most `delay` (nil: no limit). One waiter at a time.
     func wait(upTo delay: Duration?) async -> Outcome {
+        // A cancelled waiter (a loop being stopped) must not use up a signal meant for the next.
+        if Task.isCancelled { return .cancelled }
         let id: UInt64? = state.withLock { state in
             if state.pending {
                 state.pending = false
@@ -50,7 +52,6 @@ final class WakeSignal: Sendable {
             return state.nextId
         }
         guard let id else { return .signalled }
-        if Task.isCancelled { return .cancelled }
         let timer = delay.map { delay in
             Task { [weak self] in
                 // A cancelled sleep throws: only a timer that really slept ends the wait.

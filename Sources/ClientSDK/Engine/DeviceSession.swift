@@ -48,9 +48,13 @@ actor DeviceSession {
     func credentials() async throws -> DeviceCredentials {
         if let heldCredentials { return heldCredentials }
         if let registering { return try await registering.value }
-        let task = Task { try await self.register() }
+        let task = Task {
+            // Cleared as soon as it ends, so that a caller refused afterwards registers anew
+            // rather than joining a registration that is over.
+            defer { registering = nil }
+            return try await register()
+        }
         registering = task
-        defer { registering = nil }
         return try await task.value
     }
 

@@ -55,18 +55,19 @@ actor EventUploader {
         do {
             return try await task.value
         } catch let error as BackplaneClientError {
-            if reportingErrors { await engine?.report(error) }
+            // Reported once, by the caller that started the upload.
+            if started, reportingErrors { await engine?.report(error) }
             throw error
         }
     }
 
-    /// Uploads what is queued, giving up (and cancelling the request under way) after `limit`.
+    /// Uploads what is queued, waiting for it at most `limit`. An upload under way is left to
+    /// finish: it may be a kill's log that must reach the backplane before its acknowledgement.
     func uploadBeforeShutdown(within limit: Duration) async {
         let upload = Task { try await self.upload(reportingErrors: false) }
         let timer = Task {
             try await Task.sleep(for: limit)
             upload.cancel()
-            self.cancelInFlight()
         }
         _ = try? await upload.value
         timer.cancel()
@@ -104,10 +105,6 @@ actor EventUploader {
             return queued == 1 || queued >= threshold
         }
         if wakeNow { wake.signal() }
-    }
-
-    private func cancelInFlight() {
-        inFlight?.cancel()
     }
 
     private func perform() async throws -> Int {

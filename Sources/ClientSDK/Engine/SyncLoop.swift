@@ -88,6 +88,7 @@ actor SyncLoop {
                 // What the commands logged goes up before their acknowledgements: a kill's
                 // acknowledgement takes the device out, and with it the right to upload.
                 _ = try? await uploader.upload(reportingErrors: false)
+                guard lifecycle.isRunning else { break }
                 result = try await round()
                 rounds += 1
             }
