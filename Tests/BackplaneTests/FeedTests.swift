@@ -118,8 +118,13 @@ import Testing
                 group.addTask {
                     for chunk in stride(from: 0, to: published.count, by: 10) {
                         _ = try await publish(client, cms, feed: "live", published[chunk..<chunk + 10].map { episode($0) })
-                        // Paced, so that readers really run between batches.
+                        // Paced, so that readers really run between batches; after the first, until a
+                        // reader has seen part of the set (a loaded machine may not schedule one sooner).
                         try await Task.sleep(for: .milliseconds(10))
+                        let overlap = ContinuousClock.now + .seconds(10)
+                        while chunk == 0, partialReads.value == 0, ContinuousClock.now < overlap {
+                            try await Task.sleep(for: .milliseconds(5))
+                        }
                     }
                     return (-1, [], nil)
                 }
