@@ -79,11 +79,6 @@ struct HLSMasterPlaylist: Equatable, Sendable {
     var variants: [Variant]
     var renditions: [Rendition]
 
-    init(variants: [Variant], renditions: [Rendition]) {
-        self.variants = variants
-        self.renditions = renditions
-    }
-
     fileprivate init(lines: ArraySlice<String>, url: URL) throws(HLSPlaylistError) {
         var variants: [Variant] = []
         var renditions: [Rendition] = []
@@ -316,7 +311,7 @@ struct HLSMediaPlaylist: Equatable, Sendable {
 
 /// An attribute list (RFC 8216 §4.2): `NAME=value` pairs separated by commas, where a value is
 /// a quoted string (which may hold commas), or an unquoted token.
-struct HLSAttributes: Equatable, Sendable {
+struct HLSAttributes: Sendable {
     private var values: [String: String] = [:]
 
     init(_ line: String, after tag: String) throws(HLSPlaylistError) {
