@@ -147,7 +147,7 @@ struct CatalogueDataSource: SubscriptionDataSource {
         try await engine.subscriptions.subscribe(feedId: "breaking")
         try await publish(server, feed: "breaking", [full("b1")])
         // The interval sync is an hour away: only the wake-up can bring it.
-        try await events.wait(for: "assetAdded", timeout: .seconds(2)) { if case .assetAdded(let item) = $0 { item.assetId == "b1" } else { false } }
+        try await events.wait(for: "assetAdded", timeout: .seconds(30)) { if case .assetAdded(let item) = $0 { item.assetId == "b1" } else { false } }
         await engine.shutdown()
     }
 
