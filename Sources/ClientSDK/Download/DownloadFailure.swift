@@ -1,0 +1,39 @@
+import Foundation
+
+/// Why a file of a download could not be fetched. `isFatal` failures are not retried: fetching
+/// again would give the same answer (a captive portal's HTML instead of video, a file that
+/// changed size under a resumed download, a playlist the SDK cannot use).
+public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Codable {
+        /// The connection failed, timed out or ended early.
+        case network
+        /// The origin answered with an error status (`status`).
+        case http
+        /// The answer's `Content-Type` is not one the asset allows.
+        case mimeType
+        /// The file's size on the origin changed under a resumed download.
+        case sizeChanged
+        /// The origin's answer breaks HTTP's rules for what was asked (a wrong `Content-Range`).
+        case protocolViolation
+        /// An HLS playlist that cannot be downloaded (see the message).
+        case playlist
+        /// The device's storage refused the write (full, read-only, …).
+        case storage
+    }
+
+    public var kind: Kind
+    public var status: Int?
+    public var message: String
+
+    public init(_ kind: Kind, status: Int? = nil, _ message: String) {
+        self.kind = kind
+        self.status = status
+        self.message = message
+    }
+
+    public var isFatal: Bool {
+        [.mimeType, .sizeChanged, .playlist].contains(kind)
+    }
+
+    public var description: String { message }
+}

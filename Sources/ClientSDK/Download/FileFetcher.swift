@@ -1,0 +1,184 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// Fetches one remote file of a download (a flat file, an HLS segment, init section or key) to a
+/// local path: into `<path>.partial` first, renamed once complete and flushed to disk, so a file
+/// at its final path is always whole and is never fetched again. A partial file left by an
+/// interrupted fetch (or a killed app) is resumed with a `Range` request guarded by `If-Range`
+/// with the validator (`ETag`, else `Last-Modified`) its first answer carried; an origin that
+/// ignores the range or whose file changed answers in full, and the fetch starts over cleanly.
+struct FileFetcher: Sendable {
+    /// One file to fetch.
+    struct Request: Sendable {
+        var url: URL
+        /// Only these bytes of the remote file (an HLS `EXT-X-BYTERANGE`).
+        var byteRange: HLSMediaPlaylist.ByteRange?
+        /// `Content-Type`s accepted (without parameters, lowercase); nil accepts any.
+        var allowedMIMETypes: Set<String>?
+    }
+
+    /// What a partial file's first answer said, kept beside it for resuming.
+    private struct PartialInfo: Codable {
+        var validator: String?
+        /// The whole remote file's length, when the origin said it.
+        var totalLength: Int64?
+    }
+
+    let client: HTTPClient
+
+    /// Fetches `request` to `destination` unless a complete file is there; `progress` gets the
+    /// number of bytes written by this call so far. Returns the file's size.
+    @discardableResult
+    func fetch(
+        _ request: Request, to destination: URL, progress: @Sendable (Int64) -> Void = { _ in }
+    ) async throws(DownloadFailure) -> Int64 {
+        let files = FileManager.default
+        if let size = Self.size(of: destination) { return size }
+        let partial = destination.appendingPathExtension("partial")
+        let infoURL = destination.appendingPathExtension("partial-info")
+        do {
+            try files.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+        } catch {
+            throw Self.storageFailure(error, destination)
+        }
+        var info = (try? Data(contentsOf: infoURL)).flatMap { try? JSONDecoder().decode(PartialInfo.self, from: $0) }
+        var have = info == nil ? 0 : Self.size(of: partial) ?? 0
+        if have == 0 { info = nil }
+
+        var outgoing = HTTPClientRequest(url: request.url.absoluteString)
+        let wanted = Self.range(for: request.byteRange, have: have)
+        if let wanted { outgoing.headers.add(name: "Range", value: "bytes=\(wanted.start)-\(wanted.end.map(String.init) ?? "")") }
+        if have > 0, let validator = info?.validator { outgoing.headers.add(name: "If-Range", value: validator) }
+
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(outgoing, deadline: .distantFuture)
+        } catch {
+            throw DownloadFailure(.network, "Could not fetch \(request.url.absoluteString): \(error).")
+        }
+        let status = Int(response.status.code)
+        guard status == 200 || status == 206 else {
+            throw DownloadFailure(.http, status: status, "\(request.url.absoluteString) answered \(status).")
+        }
+        if let allowed = request.allowedMIMETypes {
+            let type = response.headers.first(name: "content-type")?.split(separator: ";").first
+                .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            guard allowed.contains(type) else {
+                throw DownloadFailure(.mimeType, status: status, "\(request.url.absoluteString) is \(type.isEmpty ? "untyped" : type), not one of \(allowed.sorted()).")
+            }
+        }
+
+        // Where the answer's first byte falls in the remote file, and how many bytes to keep.
+        var skip: Int64 = 0
+        var expected: Int64?
+        if status == 206 {
+            guard let wanted, let contentRange = Self.contentRange(response.headers), contentRange.start == wanted.start else {
+                throw DownloadFailure(.protocolViolation, status: status, "\(request.url.absoluteString) answered a range that was not asked for.")
+            }
+            if let known = info?.totalLength, let total = contentRange.total, known != total {
+                throw DownloadFailure(.sizeChanged, status: status, "\(request.url.absoluteString) changed size from \(known) to \(total) bytes during the download.")
+            }
+            if info == nil { info = PartialInfo(validator: Self.validator(response.headers), totalLength: contentRange.total) }
+            expected = request.byteRange.map { Int64($0.length) - have } ?? contentRange.total.map { $0 - have }
+        } else {
+            // The whole file: the origin ignored the range or the file changed. Start over.
+            have = 0
+            let length = response.headers.first(name: "content-length").flatMap(Int64.init)
+            info = PartialInfo(validator: Self.validator(response.headers), totalLength: length)
+            if let byteRange = request.byteRange {
+                skip = Int64(byteRange.offset)
+                expected = Int64(byteRange.length)
+            } else {
+                expected = length
+            }
+        }
+
+        let handle: FileHandle
+        do {
+            if have == 0 {
+                try? files.removeItem(at: partial)
+                guard files.createFile(atPath: partial.path, contents: nil) else {
+                    throw CocoaError(.fileWriteUnknown)
+                }
+            }
+            try JSONEncoder().encode(info).write(to: infoURL)
+            handle = try FileHandle(forWritingTo: partial)
+            try handle.seekToEnd()
+        } catch {
+            throw Self.storageFailure(error, destination)
+        }
+        defer { try? handle.close() }
+
+        var written: Int64 = 0
+        do {
+            for try await buffer in response.body {
+                var bytes = buffer
+                if skip > 0 {
+                    let dropped = min(Int64(bytes.readableBytes), skip)
+                    bytes.moveReaderIndex(forwardBy: Int(dropped))
+                    skip -= dropped
+                }
+                if let expected, written + Int64(bytes.readableBytes) > expected {
+                    bytes = bytes.getSlice(at: bytes.readerIndex, length: Int(expected - written)) ?? ByteBuffer()
+                }
+                guard bytes.readableBytes > 0 else {
+                    if let expected, written >= expected { break } else { continue }
+                }
+                do {
+                    try bytes.withUnsafeReadableBytes { try handle.write(contentsOf: $0) }
+                } catch {
+                    throw Self.storageFailure(error, destination)
+                }
+                written += Int64(bytes.readableBytes)
+                progress(written)
+            }
+        } catch let failure as DownloadFailure {
+            throw failure
+        } catch {
+            throw DownloadFailure(.network, "The download of \(request.url.absoluteString) broke off after \(have + written) bytes: \(error).")
+        }
+        if let expected, written < expected {
+            throw DownloadFailure(.network, "The download of \(request.url.absoluteString) ended after \(have + written) of \(have + expected) bytes.")
+        }
+        do {
+            try handle.synchronize()
+            try files.moveItem(at: partial, to: destination)
+            try? files.removeItem(at: infoURL)
+        } catch {
+            throw Self.storageFailure(error, destination)
+        }
+        return have + written
+    }
+
+    /// The range to ask for: the rest of the sub-range, or of the file after what is held.
+    private static func range(for byteRange: HLSMediaPlaylist.ByteRange?, have: Int64) -> (start: Int64, end: Int64?)? {
+        if let byteRange {
+            return (Int64(byteRange.offset) + have, Int64(byteRange.offset) + Int64(byteRange.length) - 1)
+        }
+        return have > 0 ? (have, nil) : nil
+    }
+
+    /// `Content-Range: bytes a-b/total` (total may be `*`).
+    private static func contentRange(_ headers: HTTPHeaders) -> (start: Int64, total: Int64?)? {
+        guard let value = headers.first(name: "content-range"), value.hasPrefix("bytes ") else { return nil }
+        let parts = value.dropFirst("bytes ".count).split(separator: "/")
+        guard parts.count == 2, let start = parts[0].split(separator: "-").first.flatMap({ Int64($0) }) else { return nil }
+        return (start, Int64(parts[1]))
+    }
+
+    /// A strong `ETag`, else `Last-Modified`: what `If-Range` may carry (RFC 9110 §13.1.5).
+    private static func validator(_ headers: HTTPHeaders) -> String? {
+        if let etag = headers.first(name: "etag"), !etag.hasPrefix("W/") { return etag }
+        return headers.first(name: "last-modified")
+    }
+
+    private static func size(of url: URL) -> Int64? {
+        (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size].flatMap { ($0 as? NSNumber)?.int64Value }
+    }
+
+    private static func storageFailure(_ error: any Error, _ destination: URL) -> DownloadFailure {
+        DownloadFailure(.storage, "Could not write \(destination.lastPathComponent): \(error).")
+    }
+}

@@ -1,0 +1,141 @@
+import AsyncHTTPClient
+import Foundation
+import Testing
+import TestSupport
+@testable import ClientSDK
+
+/// Fetching one file of a download from a real HTTP origin: whole files, resumes, origins that
+/// ignore ranges or change files, and the answers that must never be stored.
+@Suite struct FileFetcherTests {
+    let fetcher = FileFetcher(client: .shared)
+
+    func destination(_ name: String) -> URL {
+        temporaryDirectory("fetch").appendingPathComponent(name)
+    }
+
+    func partials(beside file: URL) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: file.deletingLastPathComponent().path)) ?? []
+        return names.filter { $0.hasSuffix(".partial") || $0.hasSuffix(".partial-info") }
+    }
+
+    @Test func aFileIsFetchedWholeAndNeverAgain() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { await origin.stop() } }
+        let bytes = TestOrigin.content(300_000)
+        origin.serve("/movie.mp4", bytes)
+        let file = destination("movie.mp4")
+        let size = try await fetcher.fetch(.init(url: origin.url("/movie.mp4"), allowedMIMETypes: ["video/mp4"]), to: file)
+        #expect(size == 300_000)
+        #expect(try Data(contentsOf: file) == bytes)
+        #expect(partials(beside: file).isEmpty)
+        try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file)
+        #expect(origin.requests("/movie.mp4") == 1)
+    }
+
+    @Test func aDroppedConnectionIsResumedFromWhereItStopped() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { await origin.stop() } }
+        let bytes = TestOrigin.content(500_000)
+        origin.serve("/movie.mp4", bytes)
+        origin.inject(.dropAfter(bytes: 200_000, times: 1), at: "/movie.mp4")
+        let file = destination("movie.mp4")
+        let failure = await #expect(throws: DownloadFailure.self) { try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file) }
+        #expect(failure?.kind == .network)
+        #expect(failure?.isFatal == false)
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+        let kept = try Data(contentsOf: file.appendingPathExtension("partial")).count
+        #expect(kept > 0 && kept <= 200_000)
+        let servedBefore = origin.bytesServed("/movie.mp4")
+
+        try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file)
+        #expect(try Data(contentsOf: file) == bytes)
+        // The second request asked only for what was missing.
+        #expect(origin.bytesServed("/movie.mp4") - servedBefore == 500_000 - kept)
+        #expect(partials(beside: file).isEmpty)
+    }
+
+    @Test func anOriginThatIgnoresRangesIsFetchedAgainFromTheStart() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { await origin.stop() } }
+        let bytes = TestOrigin.content(400_000)
+        origin.serve("/movie.mp4", bytes)
+        origin.inject(.dropAfter(bytes: 150_000, times: 1), at: "/movie.mp4")
+        let file = destination("movie.mp4")
+        _ = try? await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file)
+        origin.inject(.ignoreRange, at: "/movie.mp4")
+        try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file)
+        #expect(try Data(contentsOf: file) == bytes)
+    }
+
+    @Test func aFileReplacedOnTheOriginStartsOverAndAChangedSizeWithoutValidatorIsFatal() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { await origin.stop() } }
+        origin.serve("/movie.mp4", TestOrigin.content(400_000))
+        origin.inject(.dropAfter(bytes: 150_000, times: 1), at: "/movie.mp4")
+        let file = destination("movie.mp4")
+        _ = try? await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file)
+        // A new version: If-Range no longer matches, the origin sends it whole.
+        let replaced = TestOrigin.content(420_000, seed: 9)
+        origin.serve("/movie.mp4", replaced)
+        try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file)
+        #expect(try Data(contentsOf: file) == replaced)
+
+        // An origin that ignores If-Range would splice two versions: the size change is fatal.
+        let other = destination("other.mp4")
+        origin.serve("/other.mp4", TestOrigin.content(400_000))
+        origin.inject(.dropAfter(bytes: 150_000, times: 1), at: "/other.mp4")
+        _ = try? await fetcher.fetch(.init(url: origin.url("/other.mp4")), to: other)
+        origin.serve("/other.mp4", TestOrigin.content(410_000, seed: 5))
+        origin.inject(.ignoreIfRange, at: "/other.mp4")
+        let failure = await #expect(throws: DownloadFailure.self) { try await fetcher.fetch(.init(url: origin.url("/other.mp4")), to: other) }
+        #expect(failure?.kind == .sizeChanged)
+        #expect(failure?.isFatal == true)
+    }
+
+    @Test func anAnswerOfTheWrongTypeIsFatalAndNothingIsStored() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { await origin.stop() } }
+        origin.serve("/segment.ts", Data("<html>Sign in to the hotel Wi-Fi</html>".utf8), contentType: "text/html; charset=utf-8")
+        let file = destination("segment.ts")
+        let failure = await #expect(throws: DownloadFailure.self) {
+            try await fetcher.fetch(.init(url: origin.url("/segment.ts"), allowedMIMETypes: ["video/mp2t"]), to: file)
+        }
+        #expect(failure?.kind == .mimeType)
+        #expect(failure?.isFatal == true)
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+        #expect(partials(beside: file).isEmpty)
+    }
+
+    @Test func anErrorStatusIsReportedWithTheStatus() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { await origin.stop() } }
+        origin.serve("/movie.mp4", TestOrigin.content(1000))
+        origin.inject(.failFirst(1, status: 503), at: "/movie.mp4")
+        let file = destination("movie.mp4")
+        let failure = await #expect(throws: DownloadFailure.self) { try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file) }
+        #expect(failure?.kind == .http)
+        #expect(failure?.status == 503)
+        #expect(failure?.isFatal == false)
+        try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file)
+        #expect(try Data(contentsOf: file) == TestOrigin.content(1000))
+        let missing = await #expect(throws: DownloadFailure.self) { try await fetcher.fetch(.init(url: origin.url("/nothing")), to: destination("x")) }
+        #expect(missing?.status == 404)
+    }
+
+    @Test func aByteRangeSegmentIsCutFromItsFileEvenWhenTheOriginSendsItAll() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { await origin.stop() } }
+        let bytes = TestOrigin.content(200_000)
+        origin.serve("/main.mp4", bytes)
+        let range = HLSMediaPlaylist.ByteRange(length: 70_000, offset: 100_000)
+        let ranged = destination("seg1.mp4")
+        try await fetcher.fetch(.init(url: origin.url("/main.mp4"), byteRange: range), to: ranged)
+        #expect(try Data(contentsOf: ranged) == bytes[100_000..<170_000])
+        #expect(origin.bytesServed("/main.mp4") == 70_000)
+
+        origin.inject(.ignoreRange, at: "/main.mp4")
+        let whole = destination("seg1.mp4")
+        try await fetcher.fetch(.init(url: origin.url("/main.mp4"), byteRange: range), to: whole)
+        #expect(try Data(contentsOf: whole) == bytes[100_000..<170_000])
+    }
+}

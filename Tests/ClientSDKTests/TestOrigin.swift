@@ -1,0 +1,125 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// A real HTTP origin for download tests: serves generated files with `Range`, `If-Range`,
+/// `ETag` and `Content-Type` as a CDN does, injects faults per path, and counts what it served.
+final class TestOrigin: Sendable {
+    enum Fault: Sendable {
+        /// Answer `status` to the first `times` requests.
+        case failFirst(Int, status: Int)
+        /// Send only `bytes` bytes of the body, then drop the connection, the first `times` times.
+        case dropAfter(bytes: Int, times: Int)
+        /// Answer every request in full, as an origin without range support does.
+        case ignoreRange
+        /// Honour `Range` but not `If-Range`, as an origin that keeps no validators does.
+        case ignoreIfRange
+    }
+
+    private struct File {
+        var bytes: Data
+        var contentType: String
+        var version = 1
+        var etag: String { "\"v\(version)-\(bytes.count)\"" }
+    }
+
+    private struct State {
+        var files: [String: File] = [:]
+        var faults: [String: Fault] = [:]
+        var requests: [String: Int] = [:]
+        var bytesServed: [String: Int] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let task = Mutex<Task<Void, any Error>?>(nil)
+    private let boundPort = Mutex(0)
+
+    var port: Int { boundPort.withLock { $0 } }
+
+    static func start() async throws -> TestOrigin {
+        let origin = TestOrigin()
+        let router = Router()
+        router.get("**") { request, _ in origin.answer(request) }
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { continuation.yield($0.localAddress?.port ?? 0) }, logger: Logger(label: "test-origin", factory: { _ in SwiftLogNoOpLogHandler() }))
+        origin.task.withLock { $0 = Task { try await app.runService(gracefulShutdownSignals: []) } }
+        var iterator = ports.makeAsyncIterator()
+        let port = await iterator.next() ?? 0
+        origin.boundPort.withLock { $0 = port }
+        return origin
+    }
+
+    func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+    func stop() async {
+        let running = task.withLock { $0 }
+        running?.cancel()
+        _ = try? await running?.value
+    }
+
+    /// Serves `bytes` at `path` from now on; a file served before becomes a new version (new ETag).
+    func serve(_ path: String, _ bytes: Data, contentType: String = "video/mp4") {
+        state.withLock { state in
+            let version = (state.files[path]?.version ?? 0) + 1
+            state.files[path] = File(bytes: bytes, contentType: contentType, version: version)
+        }
+    }
+
+    func inject(_ fault: Fault?, at path: String) {
+        state.withLock { $0.faults[path] = fault }
+    }
+
+    func requests(_ path: String) -> Int { state.withLock { $0.requests[path] ?? 0 } }
+    func bytesServed(_ path: String) -> Int { state.withLock { $0.bytesServed[path] ?? 0 } }
+
+    /// Deterministic bytes that differ at every offset a test may resume from.
+    static func content(_ count: Int, seed: UInt8 = 1) -> Data {
+        Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &+ $0 >> 8) })
+    }
+
+    private func answer(_ request: Request) -> Response {
+        let path = request.uri.path
+        let (file, fault, attempt) = state.withLock { state -> (File?, Fault?, Int) in
+            state.requests[path, default: 0] += 1
+            return (state.files[path], state.faults[path], state.requests[path]!)
+        }
+        guard let file else { return Response(status: .notFound) }
+        if case .failFirst(let times, let status) = fault, attempt <= times {
+            return Response(status: .init(code: status))
+        }
+        var headers: HTTPFields = [.contentType: file.contentType, .eTag: file.etag, .acceptRanges: "bytes"]
+        var status = HTTPResponse.Status.ok
+        var body = file.bytes[...]
+        let ignoresRange: Bool = if case .ignoreRange = fault { true } else { false }
+        let ignoresValidator: Bool = if case .ignoreIfRange = fault { true } else { false }
+        if !ignoresRange, let range = request.headers[.range].flatMap({ Self.range($0, count: file.bytes.count) }),
+            ignoresValidator || request.headers[.ifRange].map({ $0 == file.etag }) ?? true
+        {
+            status = .partialContent
+            body = file.bytes[range]
+            headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(file.bytes.count)"
+        }
+        headers[.contentLength] = String(body.count)
+        let sent: Data = if case .dropAfter(let bytes, let times) = fault, attempt <= times { Data(body.prefix(bytes)) } else { Data(body) }
+        let dropped = sent.count < body.count
+        state.withLock { $0.bytesServed[path, default: 0] += sent.count }
+        return Response(status: status, headers: headers, body: ResponseBody { writer in
+            try await writer.write(ByteBuffer(bytes: sent))
+            if dropped { throw CancellationError() }
+            try await writer.finish(nil)
+        })
+    }
+
+    /// One `bytes=a-b` or `bytes=a-` range inside a file of `count` bytes.
+    private static func range(_ value: String, count: Int) -> Range<Int>? {
+        guard value.hasPrefix("bytes=") else { return nil }
+        let bounds = value.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
+        guard bounds.count == 2, let start = Int(bounds[0]), start < count else { return nil }
+        let end = bounds[1].isEmpty ? count - 1 : min(Int(bounds[1]) ?? count - 1, count - 1)
+        return end >= start ? start..<(end + 1) : nil
+    }
+}
