@@ -101,6 +101,12 @@ struct EventOutput: Encodable {
     var summary: [String: Int]?
     var count: Int?
     var rejected: [EventResult]?
+    var bytes: Int64?
+    var expectedBytes: Int64?
+    var fraction: Double?
+    var failure: DownloadFailure?
+    var willRetry: Bool?
+    var message: String?
 
     init(_ event: SDKEvent) {
         self.event = event.name
@@ -148,7 +154,34 @@ struct EventOutput: Encodable {
             self.count = count
         case .logsRejected(let results):
             rejected = results
-        case .unregistered, .startingRemoteKill, .remoteKill:
+        case .downloadQueued(let asset), .downloadCompleted(let asset):
+            assetIds = [asset.assetId]
+            bytes = asset.bytesDownloaded
+            expectedBytes = asset.expectedBytes
+        case .downloadStarted(let assetId):
+            assetIds = [assetId]
+        case .downloadProgress(let assetId, let bytes, let expectedBytes, let fraction):
+            assetIds = [assetId]
+            self.bytes = bytes
+            self.expectedBytes = expectedBytes
+            self.fraction = fraction
+        case .downloadError(let assetId, let failure, let willRetry):
+            assetIds = [assetId]
+            self.failure = failure
+            self.willRetry = willRetry
+        case .downloadWarning(let assetId, let message):
+            assetIds = [assetId]
+            self.message = message
+        case .downloadsBlocked(let block):
+            reason = block.rawValue
+        case .downloadRemoved(let assetId, let reason):
+            assetIds = [assetId]
+            self.reason = reason.rawValue
+        case .downloadEngineStatusChanged(let status):
+            self.status = status.name
+            if case .downloading(let assetId) = status { assetIds = [assetId] }
+            if case .blocked(let block) = status { reason = block.rawValue }
+        case .unregistered, .startingRemoteKill, .remoteKill, .downloadsUnblocked:
             break
         }
     }

@@ -22,6 +22,8 @@ public actor BackplaneEngine {
     public nonisolated var subscriptions: SubscriptionManager { SubscriptionManager(engine: self) }
     /// The event log: `log(_:)` queues durably; the engine uploads.
     public nonisolated let eventLogger: EventLogger
+    /// The download queue and its rules.
+    public nonisolated var downloads: DownloadManager { DownloadManager(engine: self) }
 
     /// Lifecycle: a stopped engine (shut down) stays stopped; an unregistered one can `start()` again.
     public enum State: String, Sendable {
@@ -50,6 +52,7 @@ public actor BackplaneEngine {
         /// Syncs, runs the commands they bring, keeps the background loop.
         let syncLoop: SyncLoop
         let channel: WakeUpChannel
+        let downloads: DownloadRunner
     }
 
     public init(configuration: BackplaneClientConfiguration) {
@@ -93,6 +96,7 @@ public actor BackplaneEngine {
         parts.syncLoop.start()
         if configuration.sync.useWakeUpChannel { parts.channel.start() }
         parts.uploader.start()
+        parts.downloads.start()
     }
 
     /// Stops syncing and ends every event stream. The engine cannot be started again.
@@ -103,6 +107,7 @@ public actor BackplaneEngine {
         }
         stop(becoming: .shutDown)
         await components?.syncLoop.finishInFlight()
+        await components?.downloads.finishInFlight()
         broadcaster.finish()
     }
 
@@ -118,6 +123,7 @@ public actor BackplaneEngine {
         components?.syncLoop.stop()
         components?.channel.stop()
         components?.uploader.stop()
+        components?.downloads.stop()
     }
 
     // MARK: state
@@ -158,11 +164,15 @@ public actor BackplaneEngine {
         do {
             let local = try eventLogger.openStore()
             let (deviceId, deviceKey) = try loadIdentity()
-            let snapshot = try DeviceSnapshot(local: local, clock: clock, broadcaster: broadcaster)
+            let downloadSignal = WakeSignal()
+            let snapshot = try DeviceSnapshot(local: local, clock: clock, broadcaster: broadcaster, onChange: downloadSignal)
             let session = try DeviceSession(
                 deviceId: deviceId, deviceKey: deviceKey, configuration: configuration, local: local, clock: clock,
                 broadcaster: broadcaster, snapshot: snapshot)
             let content = ContentStore(dataDirectory: configuration.dataDirectory, local: local)
+            let downloads = DownloadRunner(
+                local: local, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
+                broadcaster: broadcaster, eventLogger: eventLogger, signal: downloadSignal)
             let subscriptions = SubscriptionSync(
                 configuration: configuration, session: session, local: local, content: content, eventLogger: eventLogger,
                 broadcaster: broadcaster, lifecycle: lifecycle)
@@ -170,7 +180,8 @@ public actor BackplaneEngine {
                 configuration: configuration, session: session, local: local, eventLogger: eventLogger,
                 broadcaster: broadcaster, lifecycle: lifecycle, engine: self)
             let commands = CommandExecutor(
-                local: local, content: content, eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle)
+                local: local, content: content, downloads: downloads, eventLogger: eventLogger, broadcaster: broadcaster,
+                lifecycle: lifecycle)
             let syncLoop = SyncLoop(
                 configuration: configuration, session: session, local: local, snapshot: snapshot, clock: clock,
                 broadcaster: broadcaster, lifecycle: lifecycle, commands: commands, uploader: uploader,
@@ -180,7 +191,7 @@ public actor BackplaneEngine {
                 onWakeUp: { [weak syncLoop] in syncLoop?.wakeUp() })
             let loaded = Components(
                 local: local, content: content, snapshot: snapshot, session: session, subscriptions: subscriptions,
-                uploader: uploader, syncLoop: syncLoop, channel: channel)
+                uploader: uploader, syncLoop: syncLoop, channel: channel, downloads: downloads)
             components = loaded
             return loaded
         } catch let error as BackplaneClientError {
@@ -206,6 +217,15 @@ public actor BackplaneEngine {
             try identity.saveDeviceId(id!)
         }
         return (id!, key!)
+    }
+
+    /// The download engine, usable whenever the engine is not shut down (the queue can be
+    /// changed offline; downloads run while the engine runs).
+    func downloadRunner() throws -> DownloadRunner {
+        guard state != .shutDown else {
+            throw BackplaneClientError(kind: .notRunning, message: "The engine was shut down; create a new one.")
+        }
+        return try loadComponents().downloads
     }
 
     /// The collaborators of a running engine.

@@ -17,6 +17,9 @@ public struct BackplaneClientError: Error, Sendable, CustomStringConvertible {
         /// The app passed something the backplane would refuse (an event missing a field, a
         /// text over its limit); `message` says what. Nothing was stored.
         case invalidInput
+        /// An asset could not be queued for download: its origin failed or its playlist cannot be
+        /// downloaded (HTML, malformed, live); `downloadFailure` says why. Nothing was queued.
+        case download
     }
 
     public var kind: Kind
@@ -56,7 +59,13 @@ public struct BackplaneClientError: Error, Sendable, CustomStringConvertible {
         case .communicationsFailure, .invalidResponse: true
         case .server: (status ?? 0) >= 500
         case .localStorage, .notRunning, .invalidInput: false
+        case .download: downloadFailure.map { !$0.isFatal } ?? false
         }
+    }
+
+    /// Why a download could not be queued, for `.download`.
+    public var downloadFailure: DownloadFailure? {
+        underlying as? DownloadFailure
     }
 
     /// The app key is wrong or revoked: nothing will work until the app ships a valid one.

@@ -23,6 +23,8 @@ public struct BackplaneClientConfiguration: Sendable {
     public var eventLog: EventLogOptions
     /// Default rules of subscribed feeds and where episode metadata comes from.
     public var subscriptions: SubscriptionOptions
+    /// How downloads run and the storage and network rules that stop them.
+    public var downloads: DownloadOptions
 
     /// HTTP; defaults to async-http-client's shared client. Swap it in tests or to add a proxy.
     public var transport: (any Transport)?
@@ -33,7 +35,8 @@ public struct BackplaneClientConfiguration: Sendable {
         backplaneURL: URL, appKeyId: String, appKeySecret: String, userId: String, dataDirectory: URL,
         device: DeviceDescription = DeviceDescription(), sync: SyncOptions = SyncOptions(),
         eventLog: EventLogOptions = EventLogOptions(), subscriptions: SubscriptionOptions = SubscriptionOptions(),
-        transport: (any Transport)? = nil, identityStore: (any DeviceIdentityStore)? = nil
+        downloads: DownloadOptions = DownloadOptions(), transport: (any Transport)? = nil,
+        identityStore: (any DeviceIdentityStore)? = nil
     ) {
         self.backplaneURL = backplaneURL
         self.appKeyId = appKeyId
@@ -44,6 +47,7 @@ public struct BackplaneClientConfiguration: Sendable {
         self.sync = sync
         self.eventLog = eventLog
         self.subscriptions = subscriptions
+        self.downloads = downloads
         self.transport = transport
         self.identityStore = identityStore
     }

@@ -45,6 +45,17 @@ struct ContentStore: Sendable {
         return try local.deleteAssets(assetIds).map(\.assetId)
     }
 
+    /// Where an asset's files go, whether it is downloading or complete.
+    func directory(for assetId: String) -> URL {
+        root.appendingPathComponent(Self.directoryName(for: assetId), isDirectory: true)
+    }
+
+    /// Deletes the files of an asset that has no record (a queued download).
+    func removeFiles(of assetId: String) throws {
+        let directory = directory(for: assetId)
+        if FileManager.default.fileExists(atPath: directory.path) { try FileManager.default.removeItem(at: directory) }
+    }
+
     func url(of asset: LocalAsset) -> URL {
         root.appendingPathComponent(asset.relativePath)
     }

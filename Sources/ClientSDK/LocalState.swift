@@ -59,15 +59,6 @@ public struct FileDeviceIdentityStore: DeviceIdentityStore {
     }
 }
 
-/// A downloaded asset the SDK holds: its record and its file under the content directory.
-public struct LocalAsset: Sendable, Equatable, Codable {
-    public var assetId: String
-    /// Relative to `<dataDirectory>/content`.
-    public var relativePath: String
-    public var size: Int64
-    public var addedAt: Date
-}
-
 /// What the SDK remembers of its registration.
 struct StoredRegistration: Codable, Sendable, Equatable {
     var credentials: DeviceCredentials
@@ -88,7 +79,7 @@ struct StoredSync: Codable, Sendable, Equatable {
 /// The SDK's on-device database (`backplane-sdk.sqlite` in the data directory): small named
 /// records, each written in its own transaction so a crash never leaves half of one.
 final class LocalStore: Sendable {
-    private let queue: DatabaseQueue
+    let queue: DatabaseQueue
 
     init(directory: URL) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -157,6 +148,24 @@ final class LocalStore: Sendable {
                 t.primaryKey("id", .integer).check { $0 == 1 }
                 t.column("next", .integer).notNull()
             }
+        }
+        migrator.registerMigration("v5: download queue") { db in
+            try db.create(table: "downloads") { t in
+                t.primaryKey("asset_id", .text)
+                t.column("position", .integer).notNull()
+                t.column("request", .blob).notNull()
+                t.column("paused", .boolean).notNull().defaults(to: false)
+                t.column("failed", .boolean).notNull().defaults(to: false)
+                t.column("error_count", .integer).notNull().defaults(to: 0)
+                t.column("last_failure", .blob)
+                t.column("bytes_downloaded", .integer).notNull().defaults(to: 0)
+                t.column("expected_bytes", .integer)
+                t.column("expected_is_estimate", .boolean).notNull().defaults(to: false)
+                t.column("added_at", .datetime).notNull()
+            }
+            try db.create(index: "downloads_by_position", on: "downloads", columns: ["position"])
+            // What a completed download came from; null for files the app copied in.
+            try db.alter(table: "assets") { t in t.add(column: "request", .blob) }
         }
         return migrator
     }
@@ -252,38 +261,6 @@ final class LocalStore: Sendable {
             viaSubscription: row["via_subscription"], addedAt: row["added_at"])
     }
 
-    // MARK: assets
-
-    func insertAsset(_ asset: LocalAsset) throws {
-        try queue.write { db in
-            try db.execute(
-                sql: "INSERT INTO assets (asset_id, relative_path, size, added_at) VALUES (?, ?, ?, ?) ON CONFLICT(asset_id) DO UPDATE SET relative_path = excluded.relative_path, size = excluded.size, added_at = excluded.added_at",
-                arguments: [asset.assetId, asset.relativePath, asset.size, asset.addedAt])
-        }
-    }
-
-    func assets() throws -> [LocalAsset] {
-        try queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT asset_id, relative_path, size, added_at FROM assets ORDER BY added_at, asset_id").map {
-                LocalAsset(assetId: $0["asset_id"], relativePath: $0["relative_path"], size: $0["size"], addedAt: $0["added_at"])
-            }
-        }
-    }
-
-    /// Deletes the records of these assets (all of them when nil); returns the ones that existed.
-    func deleteAssets(_ assetIds: [String]?) throws -> [LocalAsset] {
-        try queue.write { db in
-            let all = try Row.fetchAll(db, sql: "SELECT asset_id, relative_path, size, added_at FROM assets").map {
-                LocalAsset(assetId: $0["asset_id"], relativePath: $0["relative_path"], size: $0["size"], addedAt: $0["added_at"])
-            }
-            let doomed = assetIds.map { ids in all.filter { ids.contains($0.assetId) } } ?? all
-            for asset in doomed {
-                try db.execute(sql: "DELETE FROM assets WHERE asset_id = ?", arguments: [asset.assetId])
-            }
-            return doomed
-        }
-    }
-
     // MARK: command outcomes
 
     struct Outcome: Sendable {
@@ -331,6 +308,7 @@ final class LocalStore: Sendable {
         case registration
         case lastSync = "last-sync"
         case feedCursor = "feed-cursor"
+        case downloadsSwitchedOff = "downloads-switched-off"
     }
 
     func load<Value: Decodable>(_ type: Value.Type, _ key: Key) throws -> Value? {
@@ -355,13 +333,13 @@ final class LocalStore: Sendable {
         }
     }
 
-    private static var encoder: JSONEncoder {
+    static var encoder: JSONEncoder {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .millisecondsSince1970
         return encoder
     }
 
-    private static var decoder: JSONDecoder {
+    static var decoder: JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .millisecondsSince1970
         return decoder

@@ -43,6 +43,24 @@ public enum SDKEvent: Sendable {
     /// The backplane refused these events for good (each result says why); they left the queue.
     /// The SDK checks events before queueing them, so this means a server with stricter rules.
     case logsRejected([EventResult])
+    /// An asset joined the download queue.
+    case downloadQueued(DownloadAsset)
+    /// The engine began (or went on with) downloading an asset.
+    case downloadStarted(assetId: String)
+    /// Bytes arrived; at most once per percent or per second of each asset.
+    case downloadProgress(assetId: String, bytes: Int64, expectedBytes: Int64?, fraction: Double?)
+    case downloadCompleted(DownloadAsset)
+    /// A try failed; `willRetry` is false once the asset is `failed` (fatal, or its third pass).
+    case downloadError(assetId: String, failure: DownloadFailure, willRetry: Bool)
+    /// Something about a download the app may want to know that did not stop it.
+    case downloadWarning(assetId: String, message: String)
+    /// A rule stops the queue (storage, network, the device not download-enabled, …).
+    case downloadsBlocked(DownloadBlock)
+    /// The rule that stopped the queue no longer does.
+    case downloadsUnblocked
+    /// An asset left the queue or the device (`reason` says who asked).
+    case downloadRemoved(assetId: String, reason: AssetDeletionReason)
+    case downloadEngineStatusChanged(DownloadEngineStatus)
 
     /// A stable name, e.g. for logs and the harness's JSON lines.
     public var name: String {
@@ -68,6 +86,16 @@ public enum SDKEvent: Sendable {
         case .subscriptionSyncFinished: "subscriptionSyncFinished"
         case .logsSent: "logsSent"
         case .logsRejected: "logsRejected"
+        case .downloadQueued: "downloadQueued"
+        case .downloadStarted: "downloadStarted"
+        case .downloadProgress: "downloadProgress"
+        case .downloadCompleted: "downloadCompleted"
+        case .downloadError: "downloadError"
+        case .downloadWarning: "downloadWarning"
+        case .downloadsBlocked: "downloadsBlocked"
+        case .downloadsUnblocked: "downloadsUnblocked"
+        case .downloadRemoved: "downloadRemoved"
+        case .downloadEngineStatusChanged: "downloadEngineStatusChanged"
         }
     }
 }

@@ -16,6 +16,8 @@ final class TestOrigin: Sendable {
         case ignoreRange
         /// Honour `Range` but not `If-Range`, as an origin that keeps no validators does.
         case ignoreIfRange
+        /// Wait this long before answering, every time (a slow origin).
+        case delay(Duration)
     }
 
     private struct File {
@@ -41,7 +43,7 @@ final class TestOrigin: Sendable {
     static func start() async throws -> TestOrigin {
         let origin = TestOrigin()
         let router = Router()
-        router.get("**") { request, _ in origin.answer(request) }
+        router.get("**") { request, _ in await origin.answer(request) }
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = Application(
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
@@ -74,6 +76,11 @@ final class TestOrigin: Sendable {
     }
 
     func requests(_ path: String) -> Int { state.withLock { $0.requests[path] ?? 0 } }
+    /// Requests per path, for every path under `prefix`.
+    func requests(under prefix: String) -> [String: Int] { state.withLock { $0.requests.filter { $0.key.hasPrefix(prefix) } } }
+    func bytesServed(under prefix: String) -> Int {
+        state.withLock { $0.bytesServed.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) }
+    }
     func bytesServed(_ path: String) -> Int { state.withLock { $0.bytesServed[path] ?? 0 } }
 
     /// Deterministic bytes that differ at every offset a test may resume from.
@@ -81,7 +88,14 @@ final class TestOrigin: Sendable {
         Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &+ $0 >> 8) })
     }
 
-    private func answer(_ request: Request) -> Response {
+    private func answer(_ request: Request) async -> Response {
+        if case .delay(let duration) = state.withLock({ $0.faults[request.uri.path] }) {
+            try? await Task.sleep(for: duration)
+        }
+        return respond(request)
+    }
+
+    private func respond(_ request: Request) -> Response {
         let path = request.uri.path
         let (file, fault, attempt) = state.withLock { state -> (File?, Fault?, Int) in
             state.requests[path, default: 0] += 1

@@ -19,6 +19,9 @@ public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomString
         case playlist
         /// The device's storage refused the write (full, read-only, …).
         case storage
+        /// A storage rule (`maxStorage`, `headroom`) leaves no room: the asset is blocked, not
+        /// failed, and goes on when there is room.
+        case noSpace
     }
 
     public var kind: Kind

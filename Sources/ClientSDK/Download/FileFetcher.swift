@@ -28,11 +28,21 @@ struct FileFetcher: Sendable {
 
     let client: HTTPClient
 
-    /// Fetches `request` to `destination` unless a complete file is there; `progress` gets the
-    /// number of bytes written by this call so far. Returns the file's size.
+    /// How far one file is.
+    struct Progress: Sendable, Equatable {
+        /// Bytes of the file on the device, partial file included.
+        var bytes: Int64
+        /// The file's size, once the answer says it.
+        var total: Int64?
+    }
+
+    /// Fetches `request` to `destination` unless a complete file is there; `progress` hears when
+    /// the answer arrives and after every write. Each write is first taken from `budget`: when
+    /// the budget cannot cover it (or the whole file, if its size is known) the fetch stops
+    /// with `.noSpace`, keeping what it wrote for later. Returns the file's size.
     @discardableResult
     func fetch(
-        _ request: Request, to destination: URL, progress: @Sendable (Int64) -> Void = { _ in }
+        _ request: Request, to destination: URL, budget: StorageBudget? = nil, progress: @Sendable (Progress) -> Void = { _ in }
     ) async throws(DownloadFailure) -> Int64 {
         let files = FileManager.default
         if let size = Self.size(of: destination) { return size }
@@ -95,6 +105,11 @@ struct FileFetcher: Sendable {
             }
         }
 
+        if let expected, let budget, !budget.canCover(expected) {
+            throw Self.noSpace(request, expected)
+        }
+        progress(Progress(bytes: have, total: expected.map { have + $0 }))
+
         let handle: FileHandle
         do {
             if have == 0 {
@@ -126,13 +141,16 @@ struct FileFetcher: Sendable {
                 guard bytes.readableBytes > 0 else {
                     if let expected, written >= expected { break } else { continue }
                 }
+                if let budget, !budget.take(Int64(bytes.readableBytes)) {
+                    throw Self.noSpace(request, Int64(bytes.readableBytes))
+                }
                 do {
                     try bytes.withUnsafeReadableBytes { try handle.write(contentsOf: $0) }
                 } catch {
                     throw Self.storageFailure(error, destination)
                 }
                 written += Int64(bytes.readableBytes)
-                progress(written)
+                progress(Progress(bytes: have + written, total: expected.map { have + $0 }))
             }
         } catch let failure as DownloadFailure {
             throw failure
@@ -178,7 +196,41 @@ struct FileFetcher: Sendable {
         (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size].flatMap { ($0 as? NSNumber)?.int64Value }
     }
 
+    private static func noSpace(_ request: Request, _ bytes: Int64) -> DownloadFailure {
+        DownloadFailure(.noSpace, "No room for \(bytes) more bytes of \(request.url.absoluteString) under the storage rules.")
+    }
+
     private static func storageFailure(_ error: any Error, _ destination: URL) -> DownloadFailure {
         DownloadFailure(.storage, "Could not write \(destination.lastPathComponent): \(error).")
+    }
+}
+
+/// Bytes downloads may still write under the storage rules (`maxStorage`, `headroom`), shared
+/// by the files of an asset fetched at the same time. The engine sets it before each file from
+/// what is on disk and the volume's free space; every write takes from it first.
+final class StorageBudget: Sendable {
+    private let remaining: Mutex<Int64>
+
+    init(_ bytes: Int64) {
+        remaining = Mutex(bytes)
+    }
+
+    var available: Int64 { remaining.withLock { $0 } }
+
+    func reset(to bytes: Int64) {
+        remaining.withLock { $0 = bytes }
+    }
+
+    func canCover(_ bytes: Int64) -> Bool {
+        remaining.withLock { $0 >= bytes }
+    }
+
+    /// Takes `bytes` if they are there.
+    func take(_ bytes: Int64) -> Bool {
+        remaining.withLock { remaining in
+            guard remaining >= bytes else { return false }
+            remaining -= bytes
+            return true
+        }
     }
 }

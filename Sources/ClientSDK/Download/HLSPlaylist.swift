@@ -148,7 +148,7 @@ struct HLSMasterPlaylist: Equatable, Sendable {
 
 /// A media playlist: the segments of one rendition, in order.
 struct HLSMediaPlaylist: Equatable, Sendable {
-    struct ByteRange: Equatable, Sendable {
+    struct ByteRange: Hashable, Sendable {
         var length: Int
         var offset: Int
         /// As an HTTP `Range` header value.
@@ -173,7 +173,7 @@ struct HLSMediaPlaylist: Equatable, Sendable {
     }
 
     /// `EXT-X-MAP`: the media initialization section of the segments after it.
-    struct InitSection: Equatable, Sendable {
+    struct InitSection: Hashable, Sendable {
         var url: URL
         var byteRange: ByteRange?
     }

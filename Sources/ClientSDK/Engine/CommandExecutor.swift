@@ -6,6 +6,7 @@ import BackplaneWire
 struct CommandExecutor: Sendable {
     let local: LocalStore
     let content: ContentStore
+    let downloads: DownloadRunner
     let eventLogger: EventLogger
     let broadcaster: EventBroadcaster
     let lifecycle: EngineLifecycle
@@ -13,21 +14,24 @@ struct CommandExecutor: Sendable {
     /// Runs each command not run before, while the engine runs. The outcome is stored after the
     /// effect: a crash in between runs the command again on the next start, which is harmless
     /// because every effect is idempotent (deleting what is gone).
-    func execute(_ commands: [Command]) throws {
+    func execute(_ commands: [Command]) async throws {
         for command in commands where lifecycle.isRunning {
             guard try local.access({ try !$0.hasOutcome(commandId: command.commandId) }) else { continue }
             var outcome = CommandAck(commandId: command.commandId, outcome: .succeeded)
             do {
                 switch command.type {
                 case .wipe:
-                    try wipe()
+                    try await wipe()
                 case .deleteAssets:
+                    // A download of a listed asset stops and leaves the queue with its files.
+                    let dequeued = try await downloads.remove(command.assetIds ?? [], reason: .remote)
                     let deleted = try content.delete(command.assetIds ?? [])
+                    downloads.signal.signal()
                     for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .remote)) }
-                    broadcaster.emit(.assetsDeleted(assetIds: deleted, reason: .remote))
+                    broadcaster.emit(.assetsDeleted(assetIds: deleted + dequeued, reason: .remote))
                 case .kill:
                     broadcaster.emit(.startingRemoteKill)
-                    try wipe()
+                    try await wipe()
                 case .unregister, .syncNow:
                     // Unregistering takes effect when the backplane has the acknowledgement; a
                     // syncNow is done by the sync that acknowledges it.
@@ -40,9 +44,12 @@ struct CommandExecutor: Sendable {
         }
     }
 
-    /// Deletes every download and logs it: each asset deleted (reason deleteAll), then the reset.
-    private func wipe() throws {
+    /// Stops the download under way, empties the queue, deletes every downloaded asset and
+    /// logs it: each asset deleted (reason deleteAll), then the reset.
+    private func wipe() async throws {
+        try await downloads.remove(nil, reason: .deleteAll)
         let deleted = try content.delete(nil)
+        downloads.signal.signal()
         for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .deleteAll)) }
         _ = try? eventLogger.log(.reset(.remoteWipe))
         broadcaster.emit(.remoteWipe(deletedAssetIds: deleted))

@@ -9,15 +9,18 @@ final class DeviceSnapshot: Sendable {
     private let clock: ServerClock
     private let broadcaster: EventBroadcaster
     private let stored: Mutex<StoredSync?>
+    /// Signalled when the device's download flag or the settings change (the download rules).
+    private let onChange: WakeSignal?
 
     /// Loads the stored snapshot and sets the clock to the offset learnt with it.
-    init(local: LocalStore, clock: ServerClock, broadcaster: EventBroadcaster) throws {
+    init(local: LocalStore, clock: ServerClock, broadcaster: EventBroadcaster, onChange: WakeSignal? = nil) throws {
         let stored = try local.load(StoredSync.self, .lastSync)
         if let offset = stored?.clockOffset { clock.update(offset: offset) }
         self.local = local
         self.clock = clock
         self.broadcaster = broadcaster
         self.stored = Mutex(stored)
+        self.onChange = onChange
     }
 
     var current: StoredSync? {
@@ -37,6 +40,7 @@ final class DeviceSnapshot: Sendable {
                 throw BackplaneClientError(kind: .localStorage, message: "Could not store the sync state.", underlying: error)
             }
             stored = next
+            if previous?.device.downloadEnabled != device.downloadEnabled || previous?.settings != settings { onChange?.signal() }
             guard let previous else { return }
             if previous.device.downloadEnabled != device.downloadEnabled {
                 broadcaster.emit(.downloadEnabledChanged(device.downloadEnabled))

@@ -133,7 +133,7 @@ actor SyncLoop {
         if let finishing {
             await engine?.deviceLeft(after: finishing.type)
         } else {
-            try commands.execute(response.commands)
+            try await commands.execute(response.commands)
         }
         return SyncResult(
             device: response.device, settings: response.settings, serverTime: response.serverTime,

@@ -1,0 +1,217 @@
+import AsyncHTTPClient
+import Foundation
+
+/// Downloads one asset into its directory: a flat file, or an HLS asset's files `parallelFiles`
+/// at a time, each file tried up to three times in a row (the rule of threes' inner part: the
+/// engine counts the passes). What is complete on disk is never fetched again, and partial
+/// files resume, so calling `download` again after any failure, a cancellation or a kill of the
+/// app goes on where it stopped.
+struct AssetDownloader: Sendable {
+    let fetcher: FileFetcher
+    let parallelFiles: Int
+
+    /// A file is tried this many times in a row before the asset's pass counts as failed;
+    /// bytes gained by a try start the count again.
+    static let triesPerFile = 3
+
+    /// Where a flat file goes in its asset's directory: the URL's file name when it is a safe
+    /// one, else `download`.
+    static func flatFileName(_ url: URL) -> String {
+        let name = url.lastPathComponent
+        let safe = !name.isEmpty && name.count <= 120 && !name.hasPrefix(".")
+            && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }
+        return safe && name != HLSDownloadPlan.originalDirectory ? name : "download"
+    }
+
+    /// Fetches what must be known before an asset is queued: an HLS asset's playlists, which are
+    /// kept under `original/` and checked (an HTML page, a malformed or a live playlist fails here).
+    func prepare(_ request: DownloadRequest, in directory: URL) async throws(DownloadFailure) {
+        guard request.kind == .hls else { return }
+        let originals = directory.appendingPathComponent(HLSDownloadPlan.originalDirectory)
+        try? FileManager.default.removeItem(at: originals)
+        try await fetchPlaylist(request.url, to: directory.appendingPathComponent(HLSDownloadPlan.originalAsset))
+        let assetPlaylist: HLSPlaylist
+        do {
+            assetPlaylist = try HLSPlaylist.parse(
+                Data(contentsOf: directory.appendingPathComponent(HLSDownloadPlan.originalAsset)), url: request.url)
+        } catch {
+            throw DownloadFailure(.playlist, "\(request.url.absoluteString): \(error)")
+        }
+        let (master, streams) = HLSDownloadPlan.streams(of: assetPlaylist, request: request)
+        if master != nil {
+            for stream in streams {
+                try await fetchPlaylist(stream.url, to: directory.appendingPathComponent(stream.original))
+            }
+        }
+        // Reads back everything fetched: what cannot be planned now would fail later.
+        _ = try HLSDownloadPlan.make(request: request, directory: directory)
+    }
+
+    private func fetchPlaylist(_ url: URL, to file: URL) async throws(DownloadFailure) {
+        do {
+            try await fetcher.fetch(.init(url: url), to: file, budget: StorageBudget(Int64(HLSPlaylist.maxBytes)))
+        } catch where error.kind == .noSpace {
+            throw DownloadFailure(.playlist, "\(url.absoluteString): \(HLSPlaylistError.tooLarge(HLSPlaylist.maxBytes))")
+        }
+    }
+
+    /// Downloads every file of `request` into `directory` and, for HLS, writes the local
+    /// playlists; returns the asset's record (path relative to `contentRoot`).
+    ///
+    /// `beforeFile` runs before each try of a file with the asset's bytes on disk (the engine
+    /// refreshes `budget` and checks the network there; it throws to stop). Throws a `DownloadFailure` (`.noSpace` when the budget
+    /// ran out), or `CancellationError` when the task was cancelled.
+    func download(
+        _ request: DownloadRequest, in directory: URL, relativeTo contentRoot: URL, budget: StorageBudget,
+        beforeFile: @escaping @Sendable (_ assetBytes: Int64) throws -> Void, progress: @escaping @Sendable (AssetProgress) -> Void
+    ) async throws -> LocalAsset {
+        let files: [DownloadFile]
+        var playlists: [(path: String, text: String)] = []
+        let mainPath: String
+        switch request.kind {
+        case .file:
+            mainPath = Self.flatFileName(request.url)
+            files = [DownloadFile(url: request.url, byteRange: nil, relativePath: mainPath, isMedia: true)]
+        case .hls:
+            let plan = try HLSDownloadPlan.make(request: request, directory: directory)
+            files = plan.files
+            playlists = plan.playlists
+            mainPath = HLSDownloadPlan.indexPlaylist
+        }
+        let tracker = ProgressTracker(files: files, directory: directory, report: progress)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var next = files.startIndex
+            func startNext() {
+                guard next < files.endIndex else { return }
+                let index = next
+                next += 1
+                group.addTask {
+                    try await fetch(files[index], index: index, request: request, directory: directory, budget: budget,
+                                    tracker: tracker, beforeFile: beforeFile)
+                }
+            }
+            for _ in 0..<parallelFiles { startNext() }
+            while try await group.next() != nil { startNext() }
+        }
+        try Task.checkCancellation()
+        do {
+            for playlist in playlists {
+                try Data(playlist.text.utf8).write(to: directory.appendingPathComponent(playlist.path), options: .atomic)
+            }
+        } catch {
+            throw DownloadFailure(.storage, "Could not write the local playlists: \(error).")
+        }
+        let size = tracker.current.bytes + Int64(playlists.reduce(0) { $0 + $1.text.utf8.count })
+        let relativeDirectory = directory.path.dropFirst(contentRoot.path.count).drop { $0 == "/" }
+        return LocalAsset(assetId: request.assetId, relativePath: "\(relativeDirectory)/\(mainPath)", size: size, addedAt: Date(), request: request)
+    }
+
+    /// One file, tried until it is complete, up to `triesPerFile` times in a row without gaining
+    /// a byte. Fatal failures and `.noSpace` end it at once.
+    private func fetch(
+        _ file: DownloadFile, index: Int, request: DownloadRequest, directory: URL, budget: StorageBudget,
+        tracker: ProgressTracker, beforeFile: @Sendable (Int64) throws -> Void
+    ) async throws {
+        let destination = directory.appendingPathComponent(file.relativePath)
+        let fetchRequest = FileFetcher.Request(
+            url: file.url, byteRange: file.byteRange, allowedMIMETypes: file.isMedia ? request.allowedMIMETypes : nil)
+        var failures = 0
+        while true {
+            try Task.checkCancellation()
+            try beforeFile(tracker.current.bytes)
+            let before = tracker.bytes(of: index)
+            do {
+                let size = try await fetcher.fetch(fetchRequest, to: destination, budget: budget) { tracker.update(index, $0) }
+                tracker.update(index, FileFetcher.Progress(bytes: size, total: size))
+                return
+            } catch {
+                try Task.checkCancellation()
+                if error.isFatal || error.kind == .noSpace { throw error }
+                failures = tracker.bytes(of: index) > before ? 1 : failures + 1
+                if failures >= Self.triesPerFile { throw error }
+            }
+        }
+    }
+}
+
+/// How far an asset is: bytes on the device and the size expected.
+struct AssetProgress: Sendable, Equatable {
+    var bytes: Int64
+    var expected: Int64?
+    /// Some file's size is still a guess.
+    var isEstimate: Bool
+}
+
+/// Adds the files' progress up as it comes from several fetches at once. A file's size counts
+/// once the answer says it; until then its bandwidth estimate does, or the average of the sizes
+/// known, so HLS progress moves smoothly from a guess to the truth.
+final class ProgressTracker: Sendable {
+    private struct State {
+        var bytes: [Int64]
+        var totals: [Int64?]
+        var estimates: [Int64?]
+        var sumBytes: Int64 = 0
+        var sumKnownTotals: Int64 = 0
+        var knownCount = 0
+        var sumEstimatesOfUnknown: Int64 = 0
+        var unknownWithoutEstimate = 0
+    }
+
+    private let state: Mutex<State>
+    private let report: @Sendable (AssetProgress) -> Void
+
+    /// Starts from what is already on disk: complete files and partial ones.
+    init(files: [DownloadFile], directory: URL, report: @escaping @Sendable (AssetProgress) -> Void) {
+        var state = State(bytes: [], totals: [], estimates: files.map(\.estimatedBytes))
+        for file in files {
+            let destination = directory.appendingPathComponent(file.relativePath)
+            if let size = Self.size(of: destination) {
+                state.bytes.append(size)
+                state.totals.append(size)
+                state.sumKnownTotals += size
+                state.knownCount += 1
+            } else {
+                state.bytes.append(Self.size(of: destination.appendingPathExtension("partial")) ?? 0)
+                state.totals.append(nil)
+                if let estimate = file.estimatedBytes { state.sumEstimatesOfUnknown += estimate } else { state.unknownWithoutEstimate += 1 }
+            }
+            state.sumBytes += state.bytes.last!
+        }
+        self.state = Mutex(state)
+        self.report = report
+        report(current)
+    }
+
+    var current: AssetProgress {
+        state.withLock { state in
+            let average = state.knownCount > 0 ? state.sumKnownTotals / Int64(state.knownCount) : nil
+            let guessed = state.unknownWithoutEstimate == 0 ? 0 : average.map { $0 * Int64(state.unknownWithoutEstimate) }
+            let expected = guessed.map { state.sumKnownTotals + state.sumEstimatesOfUnknown + $0 }
+            return AssetProgress(
+                bytes: state.sumBytes, expected: expected,
+                isEstimate: state.knownCount < state.totals.count)
+        }
+    }
+
+    func bytes(of index: Int) -> Int64 {
+        state.withLock { $0.bytes[index] }
+    }
+
+    func update(_ index: Int, _ progress: FileFetcher.Progress) {
+        state.withLock { state in
+            state.sumBytes += progress.bytes - state.bytes[index]
+            state.bytes[index] = progress.bytes
+            if state.totals[index] == nil, let total = progress.total {
+                state.totals[index] = total
+                state.sumKnownTotals += total
+                state.knownCount += 1
+                if let estimate = state.estimates[index] { state.sumEstimatesOfUnknown -= estimate } else { state.unknownWithoutEstimate -= 1 }
+            }
+        }
+        report(current)
+    }
+
+    private static func size(of url: URL) -> Int64? {
+        (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size].flatMap { ($0 as? NSNumber)?.int64Value }
+    }
+}

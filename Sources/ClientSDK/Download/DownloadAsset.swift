@@ -1,0 +1,168 @@
+import Foundation
+import BackplaneWire
+
+/// What the app asks the SDK to download: `engine.downloads.enqueue(_:)`.
+public struct DownloadRequest: Sendable, Equatable, Codable {
+    public enum Kind: String, Sendable, Codable {
+        /// One file (an MP4, …), fetched as a single resumable download.
+        case file
+        /// An HLS VOD asset: the URL is a master or a media playlist.
+        case hls
+    }
+
+    /// The app's id of the asset (the CMS's): 1 to `WireLimits.maxIdentifierLength` bytes.
+    public var assetId: String
+    /// http or https.
+    public var url: URL
+    public var kind: Kind
+    /// `Content-Type`s a file of this asset may have (lowercase, without parameters); an answer
+    /// of another type fails the asset at once and stores nothing, so a captive portal's HTML
+    /// page is never kept as video. Nil accepts any type. Playlists are always checked as such.
+    public var allowedMIMETypes: Set<String>?
+    /// HLS: the variant's bit-rate limit (`BANDWIDTH`): the highest variant not above it, the
+    /// lowest when none is; 0 picks the lowest, nil the highest.
+    public var maxVideoBitrate: Int?
+    /// HLS: audio renditions to download, by language (nil: all; empty: none).
+    public var audioLanguages: [String]?
+    /// HLS: subtitle renditions to download, by language (nil: all; empty: none).
+    public var subtitleLanguages: [String]?
+    /// The app's own data, kept with the asset.
+    public var metadata: [String: String]
+
+    public init(
+        assetId: String, url: URL, kind: Kind = .file, allowedMIMETypes: Set<String>? = nil, maxVideoBitrate: Int? = nil,
+        audioLanguages: [String]? = nil, subtitleLanguages: [String]? = nil, metadata: [String: String] = [:]
+    ) {
+        self.assetId = assetId
+        self.url = url
+        self.kind = kind
+        self.allowedMIMETypes = allowedMIMETypes
+        self.maxVideoBitrate = maxVideoBitrate
+        self.audioLanguages = audioLanguages
+        self.subtitleLanguages = subtitleLanguages
+        self.metadata = metadata
+    }
+
+    /// Largest `metadata` accepted, in bytes of its keys and values.
+    public static let maxMetadataBytes = 16 * 1024
+
+    /// Why the SDK would refuse this request, or nil.
+    var problem: String? {
+        if assetId.isEmpty { return "The asset id is empty." }
+        if assetId.utf8.count > WireLimits.maxIdentifierLength {
+            return "The asset id is longer than \(WireLimits.maxIdentifierLength) bytes."
+        }
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false else {
+            return "The asset URL \(url.absoluteString.prefix(200)) is not an http(s) URL."
+        }
+        if let maxVideoBitrate, maxVideoBitrate < 0 { return "maxVideoBitrate must not be negative." }
+        if metadata.reduce(0, { $0 + $1.key.utf8.count + $1.value.utf8.count }) > Self.maxMetadataBytes {
+            return "The asset's metadata is larger than \(Self.maxMetadataBytes) bytes."
+        }
+        return nil
+    }
+}
+
+/// Why downloads wait although the queue holds work. Each clears by itself when its cause does:
+/// the engine looks again when it changes (or, for storage, every `DownloadOptions.storageRecheck`).
+public enum DownloadBlock: String, Sendable, Equatable, Codable {
+    /// The app turned downloads off (`engine.downloads.setEnabled(false)`).
+    case switchedOff
+    /// The backplane has not enabled this device for download (device limit), or has not said yet.
+    case deviceNotDownloadEnabled
+    /// No network.
+    case networkUnavailable
+    /// Only an expensive (cellular) network, and `downloadOverCellular` is off.
+    case cellularNotAllowed
+    /// `maxStorage` or `headroom` leaves no room for the next file.
+    case storage
+    /// `maxDownloadedAssets` completed assets are on the device.
+    case maxDownloadedAssets
+    /// The application's `maxDownloadsPerDevice` completed assets are on the device.
+    case maxDownloadsPerDevice
+}
+
+/// Where an asset is.
+public enum DownloadState: Sendable, Equatable {
+    /// Waiting for its turn.
+    case pending
+    case downloading
+    /// Paused by the app; it keeps its place and its partial files.
+    case paused
+    /// On the device, whole.
+    case completed
+    /// It will not be tried again until the app clears its retries (or, for a fatal failure,
+    /// until it is fixed at the origin and the retries are cleared).
+    case failed(DownloadFailure)
+    /// It would be downloading but a rule stops it.
+    case blocked(DownloadBlock)
+
+    /// A stable name, e.g. for the harness.
+    public var name: String {
+        switch self {
+        case .pending: "pending"
+        case .downloading: "downloading"
+        case .paused: "paused"
+        case .completed: "completed"
+        case .failed: "failed"
+        case .blocked: "blocked"
+        }
+    }
+}
+
+/// An asset the download engine holds: queued, in progress, failed or completed.
+public struct DownloadAsset: Sendable, Equatable {
+    public var request: DownloadRequest
+    public var assetId: String { request.assetId }
+    public var state: DownloadState
+    /// Bytes on the device so far (all files of the asset).
+    public var bytesDownloaded: Int64
+    /// The asset's size once known; for HLS an estimate (bandwidth × duration) until every
+    /// file's size is known. Nil before the first answer.
+    public var expectedBytes: Int64?
+    public var expectedBytesIsEstimate: Bool
+    /// Passes through the queue that ended in an error for this asset (rule of threes: three
+    /// make it `failed`).
+    public var errorCount: Int
+    /// The last failure, also while it is retried.
+    public var lastFailure: DownloadFailure?
+    /// Its place in the queue (0 first); nil once completed.
+    public var position: Int?
+    public var addedAt: Date
+    public var completedAt: Date?
+    /// Completed: what to play, under the data directory (the flat file or the local master
+    /// playlist, which refers only to local files).
+    public var localURL: URL?
+
+    /// 0...1; nil while the size is unknown.
+    public var fraction: Double? {
+        if state == .completed { return 1 }
+        guard let expectedBytes, expectedBytes > 0 else { return nil }
+        return min(Double(bytesDownloaded) / Double(expectedBytes), 1)
+    }
+}
+
+/// What the download engine is doing.
+public enum DownloadEngineStatus: Sendable, Equatable {
+    /// The SDK engine is not running.
+    case stopped
+    /// Nothing to download.
+    case idle
+    case downloading(assetId: String)
+    /// Every asset left errored in this pass; the next pass starts after `retryPassDelay`.
+    case waitingToRetry
+    case blocked(DownloadBlock)
+}
+
+extension DownloadEngineStatus {
+    /// A stable name, e.g. for the harness.
+    public var name: String {
+        switch self {
+        case .stopped: "stopped"
+        case .idle: "idle"
+        case .downloading: "downloading"
+        case .waitingToRetry: "waitingToRetry"
+        case .blocked: "blocked"
+        }
+    }
+}

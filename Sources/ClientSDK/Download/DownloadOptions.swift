@@ -1,0 +1,84 @@
+import Foundation
+
+/// How the download engine works and the rules that stop it. Values out of range are clamped,
+/// in `init` and on assignment alike.
+public struct DownloadOptions: Sendable {
+    /// Files of one asset fetched at the same time (HLS segments): 1 to 16. Assets themselves
+    /// are downloaded one at a time, in queue order.
+    public var parallelFiles: Int {
+        didSet { parallelFiles = Self.clampParallel(parallelFiles) }
+    }
+    /// Bytes the SDK's downloads may occupy in all (nil: no limit besides `headroom`).
+    public var maxStorage: Int64? {
+        didSet { maxStorage = maxStorage.map { max($0, 0) } }
+    }
+    /// Bytes to leave free on the volume, checked against the file system's free space.
+    public var headroom: Int64 {
+        didSet { headroom = max(headroom, 0) }
+    }
+    /// Completed assets the device may hold (at least 0); the engine blocks at the limit.
+    public var maxDownloadedAssets: Int {
+        didSet { maxDownloadedAssets = max(maxDownloadedAssets, 0) }
+    }
+    /// Download over an expensive (cellular) network.
+    public var downloadOverCellular: Bool
+    /// What the network is; the default says always available, never cellular (Linux, tests).
+    public var network: any NetworkMonitor
+    /// How long the engine waits before the next pass through the queue when assets of the
+    /// last pass ended in an error (at least 10 ms).
+    public var retryPassDelay: Duration {
+        didSet { retryPassDelay = max(retryPassDelay, .milliseconds(10)) }
+    }
+    /// How often a queue blocked by storage looks again at the free space (at least 10 ms);
+    /// deleting an asset through the SDK looks at once.
+    public var storageRecheck: Duration {
+        didSet { storageRecheck = max(storageRecheck, .milliseconds(10)) }
+    }
+
+    public init(
+        parallelFiles: Int = 4, maxStorage: Int64? = nil, headroom: Int64 = 500 << 20, maxDownloadedAssets: Int = 100,
+        downloadOverCellular: Bool = false, network: any NetworkMonitor = AlwaysOnNetwork(),
+        retryPassDelay: Duration = .seconds(30), storageRecheck: Duration = .seconds(30)
+    ) {
+        self.parallelFiles = Self.clampParallel(parallelFiles)
+        self.maxStorage = maxStorage.map { max($0, 0) }
+        self.headroom = max(headroom, 0)
+        self.maxDownloadedAssets = max(maxDownloadedAssets, 0)
+        self.downloadOverCellular = downloadOverCellular
+        self.network = network
+        self.retryPassDelay = max(retryPassDelay, .milliseconds(10))
+        self.storageRecheck = max(storageRecheck, .milliseconds(10))
+    }
+
+    private static func clampParallel(_ value: Int) -> Int {
+        min(max(value, 1), 16)
+    }
+}
+
+/// What the network offers downloads now.
+public struct NetworkStatus: Sendable, Equatable {
+    public var isAvailable: Bool
+    /// Cellular, or a hotspot the system marks expensive.
+    public var isExpensive: Bool
+
+    public init(isAvailable: Bool, isExpensive: Bool) {
+        self.isAvailable = isAvailable
+        self.isExpensive = isExpensive
+    }
+}
+
+/// The app's view of the network, e.g. from `NWPathMonitor` on Apple platforms. The engine reads
+/// `status` before each file and follows `changes()`: it pauses when downloads may not run and
+/// goes on when they may.
+public protocol NetworkMonitor: Sendable {
+    var status: NetworkStatus { get }
+    /// Every change of `status`, for as long as the engine runs.
+    func changes() -> AsyncStream<NetworkStatus>
+}
+
+/// Always available, never expensive: the default where the SDK cannot ask the system.
+public struct AlwaysOnNetwork: NetworkMonitor {
+    public init() {}
+    public var status: NetworkStatus { NetworkStatus(isAvailable: true, isExpensive: false) }
+    public func changes() -> AsyncStream<NetworkStatus> { AsyncStream { $0.finish() } }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import GRDB
+
+/// A completed asset the SDK holds: its record and its files under the content directory.
+public struct LocalAsset: Sendable, Equatable, Codable {
+    public var assetId: String
+    /// What to play, relative to `<dataDirectory>/content`: the file, or an HLS asset's local
+    /// master playlist.
+    public var relativePath: String
+    /// Bytes of all its files.
+    public var size: Int64
+    public var addedAt: Date
+    /// The download it came from; nil for a file the app copied in (`addDownloadedAsset`).
+    public var request: DownloadRequest?
+
+    public init(assetId: String, relativePath: String, size: Int64, addedAt: Date, request: DownloadRequest? = nil) {
+        self.assetId = assetId
+        self.relativePath = relativePath
+        self.size = size
+        self.addedAt = addedAt
+        self.request = request
+    }
+}
+
+/// An asset in the download queue as stored: everything but the engine's view of it now.
+struct QueuedDownload: Sendable, Equatable {
+    var request: DownloadRequest
+    var position: Int
+    var paused = false
+    /// Failed for good (rule of threes, or a fatal failure) until the app clears its retries.
+    var failed = false
+    var errorCount = 0
+    var lastFailure: DownloadFailure?
+    var bytesDownloaded: Int64 = 0
+    var expectedBytes: Int64?
+    var expectedIsEstimate = false
+    var addedAt: Date
+
+    var assetId: String { request.assetId }
+}
+
+/// The download queue and the completed assets in the SDK database. Every change is one
+/// transaction, so a kill leaves the queue as it was before or after it.
+extension LocalStore {
+    // MARK: completed assets
+
+    func insertAsset(_ asset: LocalAsset) throws {
+        let request = try asset.request.map { try Self.encoder.encode($0) }
+        try queue.write { db in try Self.insertAsset(asset, request: request, db) }
+    }
+
+    func assets() throws -> [LocalAsset] {
+        try queue.read { db in try Self.fetchAssets(db, where: nil) }
+    }
+
+    func asset(assetId: String) throws -> LocalAsset? {
+        try queue.read { db in try Self.fetchAssets(db, where: assetId).first }
+    }
+
+    /// Deletes the records of these assets (all of them when nil); returns the ones that existed.
+    func deleteAssets(_ assetIds: [String]?) throws -> [LocalAsset] {
+        try queue.write { db in
+            let all = try Self.fetchAssets(db, where: nil)
+            let doomed = assetIds.map { ids in all.filter { ids.contains($0.assetId) } } ?? all
+            for asset in doomed {
+                try db.execute(sql: "DELETE FROM assets WHERE asset_id = ?", arguments: [asset.assetId])
+            }
+            return doomed
+        }
+    }
+
+    private static func insertAsset(_ asset: LocalAsset, request: Data?, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO assets (asset_id, relative_path, size, added_at, request) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(asset_id) DO UPDATE SET relative_path = excluded.relative_path, size = excluded.size,
+                  added_at = excluded.added_at, request = excluded.request
+                """,
+            arguments: [asset.assetId, asset.relativePath, asset.size, asset.addedAt, request])
+    }
+
+    private static func fetchAssets(_ db: Database, where assetId: String?) throws -> [LocalAsset] {
+        let sql = "SELECT asset_id, relative_path, size, added_at, request FROM assets"
+        let rows = try assetId.map { try Row.fetchAll(db, sql: sql + " WHERE asset_id = ?", arguments: [$0]) }
+            ?? Row.fetchAll(db, sql: sql + " ORDER BY added_at, asset_id")
+        return try rows.map { row in
+            LocalAsset(
+                assetId: row["asset_id"], relativePath: row["relative_path"], size: row["size"], addedAt: row["added_at"],
+                request: try (row["request"] as Data?).map { try decoder.decode(DownloadRequest.self, from: $0) })
+        }
+    }
+
+    // MARK: the queue
+
+    /// The queue in order.
+    func queuedDownloads() throws -> [QueuedDownload] {
+        try queue.read { db in try Self.fetchQueue(db) }
+    }
+
+    func queuedDownload(assetId: String) throws -> QueuedDownload? {
+        try queue.read { db in try Self.fetchQueue(db, assetId: assetId).first }
+    }
+
+    /// Adds `request` at `index` (nil: at the end), unless the asset is queued or completed
+    /// already; returns whether it was added.
+    func enqueueDownload(_ request: DownloadRequest, at index: Int?) throws -> Bool {
+        let data = try Self.encoder.encode(request)
+        return try queue.write { db in
+            let known = try Bool.fetchOne(
+                db, sql: "SELECT EXISTS (SELECT 1 FROM downloads WHERE asset_id = ?) OR EXISTS (SELECT 1 FROM assets WHERE asset_id = ?)",
+                arguments: [request.assetId, request.assetId]) ?? false
+            guard !known else { return false }
+            var order = try String.fetchAll(db, sql: "SELECT asset_id FROM downloads ORDER BY position")
+            order.insert(request.assetId, at: min(max(index ?? order.count, 0), order.count))
+            try db.execute(
+                sql: "INSERT INTO downloads (asset_id, position, request, added_at) VALUES (?, ?, ?, ?)",
+                arguments: [request.assetId, order.count, data, Date()])
+            try Self.renumber(order, db)
+            return true
+        }
+    }
+
+    /// Moves a queued asset to `index`; returns whether it is queued.
+    func moveDownload(assetId: String, to index: Int) throws -> Bool {
+        try queue.write { db in
+            var order = try String.fetchAll(db, sql: "SELECT asset_id FROM downloads ORDER BY position")
+            guard let from = order.firstIndex(of: assetId) else { return false }
+            order.remove(at: from)
+            order.insert(assetId, at: min(max(index, 0), order.count))
+            try Self.renumber(order, db)
+            return true
+        }
+    }
+
+    /// Removes these assets from the queue (all when nil); returns the ones that were queued.
+    func removeDownloads(_ assetIds: [String]?) throws -> [String] {
+        try queue.write { db in
+            let queued = try String.fetchAll(db, sql: "SELECT asset_id FROM downloads ORDER BY position")
+            let doomed = assetIds.map { ids in queued.filter(ids.contains) } ?? queued
+            for assetId in doomed {
+                try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [assetId])
+            }
+            return doomed
+        }
+    }
+
+    /// Applies `change` to a queued asset and stores it; returns the stored value, or nil when
+    /// the asset is not queued.
+    @discardableResult
+    func updateDownload(assetId: String, _ change: (inout QueuedDownload) -> Void) throws -> QueuedDownload? {
+        try queue.write { db in
+            guard var download = try Self.fetchQueue(db, assetId: assetId).first else { return nil }
+            change(&download)
+            try db.execute(
+                sql: """
+                    UPDATE downloads SET paused = ?, failed = ?, error_count = ?, last_failure = ?, bytes_downloaded = ?,
+                      expected_bytes = ?, expected_is_estimate = ? WHERE asset_id = ?
+                    """,
+                arguments: [
+                    download.paused, download.failed, download.errorCount, try download.lastFailure.map { try Self.encoder.encode($0) },
+                    download.bytesDownloaded, download.expectedBytes, download.expectedIsEstimate, assetId,
+                ])
+            return download
+        }
+    }
+
+    /// Applies `change` to every queued asset (pause all, clear every retry count, …).
+    func updateAllDownloads(_ change: (inout QueuedDownload) -> Void) throws {
+        for assetId in try queuedDownloads().map(\.assetId) {
+            try updateDownload(assetId: assetId, change)
+        }
+    }
+
+    /// A download completed: its record moves from the queue to the assets, in one transaction.
+    func completeDownload(_ asset: LocalAsset) throws {
+        let request = try asset.request.map { try Self.encoder.encode($0) }
+        try queue.write { db in
+            try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
+            try Self.insertAsset(asset, request: request, db)
+        }
+    }
+
+    private static func renumber(_ order: [String], _ db: Database) throws {
+        for (position, assetId) in order.enumerated() {
+            try db.execute(sql: "UPDATE downloads SET position = ? WHERE asset_id = ?", arguments: [position, assetId])
+        }
+    }
+
+    private static func fetchQueue(_ db: Database, assetId: String? = nil) throws -> [QueuedDownload] {
+        let rows = try assetId.map { try Row.fetchAll(db, sql: "SELECT * FROM downloads WHERE asset_id = ?", arguments: [$0]) }
+            ?? Row.fetchAll(db, sql: "SELECT * FROM downloads ORDER BY position")
+        return try rows.map { row in
+            QueuedDownload(
+                request: try decoder.decode(DownloadRequest.self, from: row["request"] as Data),
+                position: row["position"], paused: row["paused"], failed: row["failed"], errorCount: row["error_count"],
+                lastFailure: try (row["last_failure"] as Data?).map { try decoder.decode(DownloadFailure.self, from: $0) },
+                bytesDownloaded: row["bytes_downloaded"], expectedBytes: row["expected_bytes"],
+                expectedIsEstimate: row["expected_is_estimate"], addedAt: row["added_at"])
+        }
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+import BackplaneWire
+
+// What the app (through `DownloadManager`) and the remote commands ask of the download queue.
+// Each change is stored first, then the loop is woken to act on it.
+extension DownloadRunner {
+    /// Checks `request`, fetches an HLS asset's playlists, and queues it at `index` (nil: at the
+    /// end). An asset already queued or downloaded is returned as it is.
+    func enqueue(_ request: DownloadRequest, at index: Int?) async throws -> DownloadAsset {
+        if let problem = request.problem { throw BackplaneClientError(kind: .invalidInput, message: problem) }
+        if let known = try asset(request.assetId) { return known }
+        guard preparing.insert(request.assetId).inserted else {
+            throw BackplaneClientError(kind: .invalidInput, message: "Asset \(request.assetId) is being queued already.")
+        }
+        defer { preparing.remove(request.assetId) }
+        do {
+            try await downloader.prepare(request, in: content.directory(for: request.assetId))
+        } catch {
+            try? content.removeFiles(of: request.assetId)
+            throw BackplaneClientError(kind: .download, message: "Asset \(request.assetId) cannot be queued: \(error)", underlying: error)
+        }
+        guard try local.access({ try $0.enqueueDownload(request, at: index) }) else {
+            return try asset(request.assetId) ?? DownloadAsset(queued: QueuedDownload(request: request, position: 0, addedAt: Date()), state: .pending)
+        }
+        _ = try? eventLogger.log(.queuedForDownload(assetId: request.assetId))
+        let queued = try asset(request.assetId)
+        if let queued { broadcaster.emit(.downloadQueued(queued)) }
+        signal.signal()
+        return queued ?? DownloadAsset(queued: QueuedDownload(request: request, position: 0, addedAt: Date()), state: .pending)
+    }
+
+    /// Moves a queued asset to `index`; the asset downloading now goes on.
+    func move(_ assetId: String, to index: Int) throws {
+        guard try local.access({ try $0.moveDownload(assetId: assetId, to: index) }) else { throw notQueued(assetId) }
+        signal.signal()
+    }
+
+    /// Takes these assets out of the queue (all when nil), stopping the one downloading and
+    /// deleting their files; returns the ones that were queued.
+    @discardableResult
+    func remove(_ assetIds: [String]?, reason: AssetDeletionReason) async throws -> [String] {
+        await cancelCurrent(ifAmong: assetIds)
+        let removed = try local.access { try $0.removeDownloads(assetIds) }
+        for assetId in removed {
+            try? content.removeFiles(of: assetId)
+            erroredThisPass.remove(assetId)
+            _ = try? eventLogger.log(.removedFromQueue(assetId: assetId))
+            broadcaster.emit(.downloadRemoved(assetId: assetId, reason: reason))
+        }
+        signal.signal()
+        return removed
+    }
+
+    /// Pauses these assets (all when nil); the one downloading stops, keeping its partial files.
+    func pause(_ assetIds: [String]?) async throws {
+        try update(assetIds) { $0.paused = true }
+        await cancelCurrent(ifAmong: assetIds)
+    }
+
+    func resume(_ assetIds: [String]?) throws {
+        try update(assetIds) { $0.paused = false }
+        signal.signal()
+    }
+
+    /// Clears the error counts (rule of threes) of these assets (all when nil), so that failed
+    /// ones are tried again.
+    func clearRetries(_ assetIds: [String]?) throws {
+        try update(assetIds) { download in
+            download.errorCount = 0
+            download.failed = false
+        }
+        if let assetIds { erroredThisPass.subtract(assetIds) } else { erroredThisPass = [] }
+        if let assetIds {
+            for assetId in assetIds { _ = try? eventLogger.log(.maxErrorsReset(assetId: assetId)) }
+        } else {
+            _ = try? eventLogger.log(.maxErrorsReset())
+        }
+        signal.signal()
+    }
+
+    /// The app's master switch; off stops the download under way.
+    func setEnabled(_ enabled: Bool) async throws {
+        try local.access { try $0.save(enabled ? nil : true, .downloadsSwitchedOff) }
+        if !enabled { await cancelCurrent(ifAmong: nil) }
+        signal.signal()
+    }
+
+    var isEnabled: Bool {
+        get throws { try !(local.access { try $0.load(Bool.self, .downloadsSwitchedOff) } ?? false) }
+    }
+
+    /// The queue in order (completed assets are not in it).
+    func queue() throws -> [DownloadAsset] {
+        let block = currentBlock()
+        return try local.access { try $0.queuedDownloads() }.map { DownloadAsset(queued: $0, state: state(of: $0, block: block)) }
+    }
+
+    /// A queued or completed asset.
+    func asset(_ assetId: String) throws -> DownloadAsset? {
+        if let queued = try local.access({ try $0.queuedDownload(assetId: assetId) }) {
+            return DownloadAsset(queued: queued, state: state(of: queued, block: currentBlock()))
+        }
+        return try local.access { try $0.asset(assetId: assetId) }.map { DownloadAsset(completed: $0, root: content.root) }
+    }
+
+    /// `block`: the rule that stops the queue now, if any.
+    private func state(of queued: QueuedDownload, block: DownloadBlock?) -> DownloadState {
+        if queued.failed { return .failed(queued.lastFailure ?? DownloadFailure(.network, "Failed.")) }
+        if queued.paused { return .paused }
+        if case .downloading(queued.assetId) = status { return .downloading }
+        if let block { return .blocked(block) }
+        return .pending
+    }
+
+    private func update(_ assetIds: [String]?, _ change: (inout QueuedDownload) -> Void) throws {
+        try local.access { local in
+            if let assetIds {
+                for assetId in assetIds where try local.updateDownload(assetId: assetId, change) == nil { throw notQueued(assetId) }
+            } else {
+                try local.updateAllDownloads(change)
+            }
+        }
+    }
+
+    private func notQueued(_ assetId: String) -> BackplaneClientError {
+        BackplaneClientError(kind: .invalidInput, message: "Asset \(assetId) is not in the download queue.")
+    }
+}
+
+extension DownloadAsset {
+    init(queued: QueuedDownload, state: DownloadState) {
+        self.init(
+            request: queued.request, state: state, bytesDownloaded: queued.bytesDownloaded, expectedBytes: queued.expectedBytes,
+            expectedBytesIsEstimate: queued.expectedIsEstimate, errorCount: queued.errorCount, lastFailure: queued.lastFailure,
+            position: queued.position, addedAt: queued.addedAt, completedAt: nil, localURL: nil)
+    }
+
+    init(completed asset: LocalAsset, root: URL) {
+        let request = asset.request ?? DownloadRequest(assetId: asset.assetId, url: root.appendingPathComponent(asset.relativePath))
+        self.init(
+            request: request, state: .completed, bytesDownloaded: asset.size, expectedBytes: asset.size,
+            expectedBytesIsEstimate: false, errorCount: 0, lastFailure: nil, position: nil, addedAt: asset.addedAt,
+            completedAt: asset.addedAt, localURL: root.appendingPathComponent(asset.relativePath))
+    }
+}
+
+extension DownloadRunner {
+    /// Deletes completed assets' files and records (the user's delete); returns those deleted.
+    func deleteCompleted(_ assetIds: [String]) throws -> [String] {
+        let deleted: [String]
+        do {
+            deleted = try content.delete(assetIds)
+        } catch {
+            throw BackplaneClientError(kind: .localStorage, message: "Could not delete the downloaded files.", underlying: error)
+        }
+        for assetId in deleted {
+            _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .user))
+            broadcaster.emit(.downloadRemoved(assetId: assetId, reason: .user))
+        }
+        // Room and the asset count may let a blocked queue go on.
+        signal.signal()
+        return deleted
+    }
+}

@@ -1,0 +1,311 @@
+import AsyncHTTPClient
+import Foundation
+import BackplaneWire
+
+/// The download engine's loop: while the SDK engine runs, it downloads the queue in order, one
+/// asset at a time, under the rules (the app's switch, the backplane's download-enabled flag,
+/// the network, storage, the asset limits), and applies the rule of threes across passes.
+///
+/// Rule of threes: a file is tried three times in a row (`AssetDownloader`); when it still
+/// fails, the asset's error count rises and the loop moves on to the next asset. When only
+/// errored assets are left, the next pass starts after `retryPassDelay`. An asset whose third
+/// pass fails, or whose failure is fatal, is `failed` until the app clears its retries.
+actor DownloadRunner {
+    let local: LocalStore
+    let content: ContentStore
+    nonisolated let options: DownloadOptions
+    private let snapshot: DeviceSnapshot
+    private let lifecycle: EngineLifecycle
+    let broadcaster: EventBroadcaster
+    let eventLogger: EventLogger
+    let downloader: AssetDownloader
+    /// Wakes the loop: queue changes, the switch, the backplane's answers, the network, freed space.
+    nonisolated let signal: WakeSignal
+    private nonisolated let tasks = Mutex(Tasks())
+
+    private struct Tasks {
+        var loop: Task<Void, Never>?
+        var network: Task<Void, Never>?
+        var current: (assetId: String, task: Task<LocalAsset, any Error>)?
+    }
+
+    /// Assets whose try in this pass ended in an error.
+    var erroredThisPass: Set<String> = []
+    /// Assets being checked for the queue (their playlists fetched).
+    var preparing: Set<String> = []
+    private(set) var status = DownloadEngineStatus.stopped
+    private var block: DownloadBlock?
+
+    /// Passes through the queue with errors before an asset is `failed`.
+    static let maxErrorPasses = 3
+
+    /// Downloads share one client: its pool keeps connections to an origin open from one file
+    /// to the next. It lives as long as the process, like `HTTPClient.shared`, with a read
+    /// timeout so that a stalled answer counts as a failed try.
+    static let client: HTTPClient = {
+        var configuration = HTTPClient.Configuration(timeout: .init(connect: .seconds(15), read: .seconds(30)))
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
+    init(
+        local: LocalStore, content: ContentStore, options: DownloadOptions, snapshot: DeviceSnapshot, lifecycle: EngineLifecycle,
+        broadcaster: EventBroadcaster, eventLogger: EventLogger, signal: WakeSignal
+    ) {
+        self.local = local
+        self.content = content
+        self.options = options
+        self.snapshot = snapshot
+        self.lifecycle = lifecycle
+        self.broadcaster = broadcaster
+        self.eventLogger = eventLogger
+        self.downloader = AssetDownloader(fetcher: FileFetcher(client: Self.client), parallelFiles: options.parallelFiles)
+        self.signal = signal
+    }
+
+    // MARK: lifecycle
+
+    nonisolated func start() {
+        tasks.withLock { tasks in
+            guard tasks.loop == nil else { return }
+            tasks.loop = Task { await self.run() }
+            tasks.network = Task { [weak self] in
+                guard let changes = self?.options.network.changes() else { return }
+                for await _ in changes {
+                    guard let self else { return }
+                    // A network downloads may not use stops the file under way, not only the next.
+                    if self.networkBlock() != nil { self.tasks.withLock { $0.current?.task.cancel() } }
+                    self.signal.signal()
+                }
+            }
+        }
+    }
+
+    /// Stops the loop and the asset download under way (its partial files stay for later).
+    nonisolated func stop() {
+        tasks.withLock { tasks in
+            tasks.loop?.cancel()
+            tasks.network?.cancel()
+            tasks.current?.task.cancel()
+            tasks.loop = nil
+            tasks.network = nil
+        }
+    }
+
+    /// Waits for the asset download under way to end (after `stop()`).
+    func finishInFlight() async {
+        _ = await tasks.withLock { $0.current?.task }?.result
+        setStatus(.stopped)
+    }
+
+    // MARK: the loop
+
+    private func run() async {
+        while lifecycle.isRunning, !Task.isCancelled {
+            let queue = (try? local.queuedDownloads()) ?? []
+            let runnable = queue.filter { !$0.paused && !$0.failed }
+            guard let next = runnable.first(where: { !erroredThisPass.contains($0.assetId) }) else {
+                setBlock(nil)
+                if runnable.isEmpty {
+                    erroredThisPass = []
+                    setStatus(.idle)
+                    _ = await signal.wait(upTo: nil)
+                } else {
+                    setStatus(.waitingToRetry)
+                    if await signal.wait(upTo: options.retryPassDelay) == .timedOut { erroredThisPass = [] }
+                }
+                continue
+            }
+            if let reason = currentBlock() {
+                setBlock(reason)
+                setStatus(.blocked(reason))
+                _ = await signal.wait(upTo: reason == .storage ? options.storageRecheck : nil)
+                continue
+            }
+            setBlock(nil)
+            await download(next)
+        }
+    }
+
+    /// The rule that keeps the queue from running now, if any.
+    func currentBlock() -> DownloadBlock? {
+        if (try? local.load(Bool.self, .downloadsSwitchedOff)) ?? false == true { return .switchedOff }
+        guard let lastSync = snapshot.current, lastSync.device.downloadEnabled else { return .deviceNotDownloadEnabled }
+        if let reason = networkBlock() { return reason }
+        let completed = (try? local.assets().count) ?? 0
+        if completed >= options.maxDownloadedAssets { return .maxDownloadedAssets }
+        let perDevice = lastSync.settings.maxDownloadsPerDevice
+        if perDevice >= 0, completed >= perDevice { return .maxDownloadsPerDevice }
+        if storageRoom(assetBytes: 0) <= 0 { return .storage }
+        return nil
+    }
+
+    private nonisolated func networkBlock() -> DownloadBlock? {
+        let network = options.network.status
+        if !network.isAvailable { return .networkUnavailable }
+        if network.isExpensive, !options.downloadOverCellular { return .cellularNotAllowed }
+        return nil
+    }
+
+    /// Bytes the storage rules leave for the asset being downloaded, which holds `assetBytes`.
+    private nonisolated func storageRoom(assetBytes: Int64, completedBytes: Int64? = nil) -> Int64 {
+        var room = Int64.max
+        if let maxStorage = options.maxStorage {
+            let completed = completedBytes ?? ((try? local.assets().reduce(0) { $0 + $1.size }) ?? 0)
+            room = maxStorage - completed - assetBytes
+        }
+        let attributes = try? FileManager.default.attributesOfFileSystem(forPath: content.root.deletingLastPathComponent().path)
+        if let free = (attributes?[.systemFreeSize] as? NSNumber)?.int64Value {
+            room = min(room, free - options.headroom)
+        }
+        return max(room, 0)
+    }
+
+    private func download(_ queued: QueuedDownload) async {
+        let assetId = queued.assetId
+        let request = queued.request
+        let directory = content.directory(for: assetId)
+        if queued.bytesDownloaded == 0, queued.errorCount == 0 { _ = try? eventLogger.log(.downloadStart(assetId: assetId)) }
+        setStatus(.downloading(assetId: assetId))
+        broadcaster.emit(.downloadStarted(assetId: assetId))
+        let started = ContinuousClock.now
+        let completedBytes = (try? local.assets().reduce(0) { $0 + $1.size }) ?? 0
+        let budget = StorageBudget(storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes))
+        let progress = ProgressReporter(assetId: assetId, local: local, broadcaster: broadcaster)
+        let task = Task { [downloader, content] in
+            try await downloader.download(
+                request, in: directory, relativeTo: content.root, budget: budget,
+                beforeFile: { [weak self] assetBytes in
+                    guard let self else { throw CancellationError() }
+                    if let reason = self.networkBlock() { throw Blocked(reason: reason) }
+                    budget.reset(to: self.storageRoom(assetBytes: assetBytes, completedBytes: completedBytes))
+                },
+                progress: { progress.report($0) })
+        }
+        tasks.withLock { $0.current = (assetId, task) }
+        let result = await task.result
+        tasks.withLock { $0.current = nil }
+        progress.flush()
+        switch result {
+        case .success(let asset):
+            completed(asset, after: ContinuousClock.now - started)
+        case .failure(let blocked as Blocked):
+            setBlock(blocked.reason)
+        case .failure(let failure as DownloadFailure) where failure.kind == .noSpace:
+            setBlock(.storage)
+            setStatus(.blocked(.storage))
+            _ = await signal.wait(upTo: options.storageRecheck)
+        case .failure(let failure as DownloadFailure):
+            failed(assetId, failure)
+        case .failure:
+            // Cancelled: by stop(), a pause, a removal or a rule; whoever cancelled has said why.
+            break
+        }
+    }
+
+    private func completed(_ asset: LocalAsset, after elapsed: Duration) {
+        do {
+            try local.completeDownload(asset)
+        } catch {
+            failed(asset.assetId, DownloadFailure(.storage, "Could not record the completed download: \(error)."))
+            return
+        }
+        erroredThisPass.remove(asset.assetId)
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        _ = try? eventLogger.log(.downloadComplete(
+            assetId: asset.assetId, bitrate: seconds > 0 ? Int64(Double(asset.size * 8) / seconds) : nil, durationSeconds: seconds))
+        broadcaster.emit(.downloadCompleted(DownloadAsset(completed: asset, root: content.root)))
+    }
+
+    private func failed(_ assetId: String, _ failure: DownloadFailure) {
+        let updated = try? local.updateDownload(assetId: assetId) { download in
+            download.errorCount += 1
+            download.lastFailure = failure
+            download.failed = failure.isFatal || download.errorCount >= Self.maxErrorPasses
+        }
+        erroredThisPass.insert(assetId)
+        let willRetry = updated.map { !$0.failed } ?? false
+        _ = try? eventLogger.log(.downloadError(
+            assetId: assetId, code: failure.kind.rawValue, message: String(failure.message.prefix(utf8Bytes: WireLimits.maxEventMessageBytes))))
+        broadcaster.emit(.downloadError(assetId: assetId, failure: failure, willRetry: willRetry))
+    }
+
+    private func setStatus(_ next: DownloadEngineStatus) {
+        guard next != status else { return }
+        status = next
+        broadcaster.emit(.downloadEngineStatusChanged(next))
+    }
+
+    private func setBlock(_ next: DownloadBlock?) {
+        guard next != block else { return }
+        block = next
+        broadcaster.emit(next.map { .downloadsBlocked($0) } ?? .downloadsUnblocked)
+    }
+
+    /// Thrown from `beforeFile` when a rule stops the download between files.
+    private struct Blocked: Error {
+        var reason: DownloadBlock
+    }
+
+    // MARK: what the app and the commands ask
+
+    /// Cancels the asset download under way if it is one of `assetIds` (any when nil), and
+    /// waits until it has stopped writing.
+    func cancelCurrent(ifAmong assetIds: [String]?) async {
+        let current = tasks.withLock { tasks -> Task<LocalAsset, any Error>? in
+            guard let current = tasks.current, assetIds?.contains(current.assetId) ?? true else { return nil }
+            return current.task
+        }
+        current?.cancel()
+        _ = await current?.result
+    }
+}
+
+/// Hands an asset's progress on at most once per percent or per second, storing it as it goes
+/// so that the queue shows it after a restart.
+private final class ProgressReporter: Sendable {
+    private let assetId: String
+    let local: LocalStore
+    let broadcaster: EventBroadcaster
+    private let state = Mutex(State())
+
+    private struct State {
+        var last: AssetProgress?
+        var reportedFraction: Double = -1
+        var reportedAt = ContinuousClock.now - .seconds(10)
+    }
+
+    init(assetId: String, local: LocalStore, broadcaster: EventBroadcaster) {
+        self.assetId = assetId
+        self.local = local
+        self.broadcaster = broadcaster
+    }
+
+    func report(_ progress: AssetProgress) {
+        let fraction = progress.expected.map { $0 > 0 ? min(Double(progress.bytes) / Double($0), 1) : 0 }
+        let due = state.withLock { state -> Bool in
+            state.last = progress
+            let now = ContinuousClock.now
+            guard (fraction ?? 0) - state.reportedFraction >= 0.01 || now - state.reportedAt >= .seconds(1) else { return false }
+            state.reportedFraction = fraction ?? 0
+            state.reportedAt = now
+            return true
+        }
+        guard due else { return }
+        store(progress)
+        broadcaster.emit(.downloadProgress(assetId: assetId, bytes: progress.bytes, expectedBytes: progress.expected, fraction: fraction))
+    }
+
+    /// Stores the last progress heard.
+    func flush() {
+        if let last = state.withLock({ $0.last }) { store(last) }
+    }
+
+    private func store(_ progress: AssetProgress) {
+        _ = try? local.updateDownload(assetId: assetId) { download in
+            download.bytesDownloaded = progress.bytes
+            download.expectedBytes = progress.expected
+            download.expectedIsEstimate = progress.isEstimate
+        }
+    }
+}

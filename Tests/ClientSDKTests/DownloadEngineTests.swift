@@ -1,0 +1,216 @@
+import ClientSDK
+import Foundation
+import Testing
+import TestSupport
+
+/// Downloading through the engine from a real HTTP origin: what ends up on disk, the HLS
+/// choices, the rule of threes, resuming, and the requests refused before anything is queued.
+@Suite struct DownloadEngineTests {
+    @Test func aFlatFileDownloadsWholeAndEqualsTheOriginsBytes() async throws {
+        let bench = try await DownloadBench.start()
+        let movie = TestOrigin.content(1_500_000, seed: 3)
+        bench.origin.serve("/movies/feature.mp4", movie)
+        let queued = try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "feature", url: bench.origin.url("/movies/feature.mp4"), allowedMIMETypes: ["video/mp4"], metadata: ["title": "Feature"]))
+        #expect(queued.position == 0)
+        let asset = try await bench.waitForOutcome("feature")
+        #expect(asset.state == .completed)
+        #expect(asset.bytesDownloaded == Int64(movie.count))
+        #expect(asset.request.metadata == ["title": "Feature"])
+        let file = try #require(asset.localURL)
+        #expect(file.lastPathComponent == "feature.mp4")
+        #expect(try Data(contentsOf: file) == movie)
+        #expect(try await bench.engine.downloads.queue().isEmpty)
+        #expect(bench.origin.requests("/movies/feature.mp4") == 1)
+        try await bench.events.wait(for: "downloadCompleted")
+        for name in ["downloadQueued", "downloadStarted", "downloadProgress", "downloadCompleted"] {
+            #expect(bench.events.count(name) >= 1, "\(name)")
+        }
+        // Progress is throttled: never more than one event per percent (plus the first).
+        #expect(bench.events.count("downloadProgress") <= 102)
+        await bench.stop()
+    }
+
+    @Test func theHLSAssetDownloadsTheChosenStreamsAndPlaysFromLocalFilesOnly() async throws {
+        let bench = try await DownloadBench.start()
+        let hls = TestHLSAsset(serving: bench.origin)
+        try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "show", url: bench.origin.url("/hls/master.m3u8"), kind: .hls, allowedMIMETypes: TestHLSAsset.mediaTypes,
+            maxVideoBitrate: 1_500_000, audioLanguages: ["en"]))
+        let asset = try await bench.waitForOutcome("show")
+        #expect(asset.state == .completed)
+        let index = try #require(asset.localURL)
+        #expect(index.lastPathComponent == "index.m3u8")
+        let directory = index.deletingLastPathComponent()
+        let tree = try LocalPlaylistTree(index: index)
+        // Only local files, and every one of them there.
+        for reference in tree.allReferences {
+            #expect(!reference.contains(":"), "\(reference) is not a local path")
+            #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent(reference).path), "\(reference) is missing")
+        }
+        // The master lists the mid variant, English audio and the subtitles, nothing else.
+        let master = try String(contentsOf: index, encoding: .utf8)
+        #expect(master.contains("BANDWIDTH=1200000") && !master.contains("BANDWIDTH=400000") && !master.contains("BANDWIDTH=3000000"))
+        #expect(master.contains("LANGUAGE=\"en\"") && !master.contains("LANGUAGE=\"de\""))
+        #expect(master.contains("TYPE=SUBTITLES"))
+        // Byte for byte what the origin served: each byte-range segment cut out, the init
+        // section, the key, audio and subtitles.
+        let video = try #require(tree.references["video.m3u8"])
+        let segments = video.filter { !$0.hasSuffix(".key") && !$0.contains("init-") }
+        #expect(segments.count == hls.segments)
+        for (index, path) in segments.enumerated() {
+            #expect(try Data(contentsOf: directory.appendingPathComponent(path)) == hls.videoSegment("mid", index), "\(path)")
+        }
+        let initPath = try #require(video.first { $0.contains("init-") })
+        #expect(try Data(contentsOf: directory.appendingPathComponent(initPath)) == hls.files["/hls/mid/init.mp4"])
+        let keyPath = try #require(video.first { $0.hasSuffix(".key") })
+        #expect(try Data(contentsOf: directory.appendingPathComponent(keyPath)) == hls.files["/hls/keys/k1.key"])
+        let audio = try #require(tree.references.first { $0.key.hasPrefix("audio") }?.value)
+        for (index, path) in audio.enumerated() {
+            #expect(try Data(contentsOf: directory.appendingPathComponent(path)) == hls.files["/hls/audio/en/\(index).aac"])
+        }
+        #expect(bench.origin.requests(under: "/hls/audio/de").isEmpty)
+        #expect(bench.origin.requests(under: "/hls/high").isEmpty && bench.origin.requests(under: "/hls/low").isEmpty)
+        // The originals are kept beside the local playlists.
+        #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("original/asset.m3u8").path))
+        // The size is what is on disk.
+        let onDisk = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.fileSizeKey])!
+            .compactMap { ($0 as? URL) }.filter { !$0.path.contains("/original/") && !$0.hasDirectoryPath }
+            .reduce(Int64(0)) { $0 + Int64((try? $1.resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0) }
+        #expect(asset.bytesDownloaded == onDisk)
+        await bench.stop()
+    }
+
+    @Test(arguments: [(0 as Int?, "low"), (1_500_000, "mid"), (nil, "high")])
+    func theVariantIsTheHighestNotAboveTheLimit(maxBitrate: Int?, variant: String) async throws {
+        let bench = try await DownloadBench.start()
+        try await bench.engine.downloads.setEnabled(false)
+        _ = TestHLSAsset(serving: bench.origin)
+        let asset = try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "show", url: bench.origin.url("/hls/master.m3u8"), kind: .hls, maxVideoBitrate: maxBitrate, audioLanguages: []))
+        // Queueing fetched the chosen variant's playlist only; the estimate is its bandwidth × duration.
+        let fetched = bench.origin.requests(under: "/hls/").keys.filter { $0.hasSuffix("video.m3u8") }
+        #expect(fetched == ["/hls/\(variant)/video.m3u8"])
+        #expect(asset.state == .blocked(.switchedOff))
+        #expect(bench.origin.requests(under: "/hls/audio").isEmpty)
+        await bench.stop()
+    }
+
+    @Test func aFileFailingTwiceCompletesInOnePass() async throws {
+        let bench = try await DownloadBench.start()
+        bench.origin.serve("/flaky.mp4", TestOrigin.content(100_000))
+        bench.origin.inject(.failFirst(2, status: 503), at: "/flaky.mp4")
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "flaky", url: bench.origin.url("/flaky.mp4")))
+        let asset = try await bench.waitForOutcome("flaky")
+        #expect(asset.state == .completed)
+        #expect(bench.origin.requests("/flaky.mp4") == 3)
+        #expect(bench.events.count("downloadError") == 0)
+        await bench.stop()
+    }
+
+    @Test func aFileThatAlwaysFailsFailsTheAssetAfterThreePassesUntilItsRetriesAreCleared() async throws {
+        let bench = try await DownloadBench.start()
+        let hls = TestHLSAsset(serving: bench.origin)
+        bench.origin.inject(.failFirst(1_000, status: 500), at: "/hls/audio/en/2.aac")
+        try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "show", url: bench.origin.url("/hls/master.m3u8"), kind: .hls, maxVideoBitrate: 0, audioLanguages: ["en"]))
+        let failed = try await bench.waitForOutcome("show")
+        guard case .failed(let failure) = failed.state else { Issue.record("\(failed.state)"); return }
+        #expect(failure.kind == .http && failure.status == 500)
+        #expect(failed.errorCount == 3)
+        // Three tries in a row, in each of three passes.
+        #expect(bench.origin.requests("/hls/audio/en/2.aac") == 9)
+        let errors = bench.events.all.compactMap { event -> Bool? in
+            if case .downloadError(_, _, let willRetry) = event { willRetry } else { nil }
+        }
+        #expect(errors == [true, true, false])
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(bench.origin.requests("/hls/audio/en/2.aac") == 9, "a failed asset is not tried again")
+
+        bench.origin.inject(nil, at: "/hls/audio/en/2.aac")
+        try await bench.engine.downloads.clearRetries(assetId: "show")
+        let completed = try await bench.waitForOutcome("show")
+        #expect(completed.state == .completed)
+        // Completed segments were not fetched again across the passes.
+        #expect(bench.origin.requests("/hls/low/init.mp4") == 1)
+        #expect(bench.origin.requests("/hls/audio/en/0.aac") == 1)
+        _ = hls
+        await bench.stop()
+    }
+
+    @Test func aWrongMIMETypeFailsAtOnceAndStoresNothing() async throws {
+        let bench = try await DownloadBench.start()
+        bench.origin.serve("/portal.mp4", Data("<html>Sign in to the Wi-Fi</html>".utf8), contentType: "text/html")
+        try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "portal", url: bench.origin.url("/portal.mp4"), allowedMIMETypes: ["video/mp4"]))
+        let asset = try await bench.waitForOutcome("portal")
+        guard case .failed(let failure) = asset.state else { Issue.record("\(asset.state)"); return }
+        #expect(failure.kind == .mimeType)
+        #expect(bench.origin.requests("/portal.mp4") == 1)
+        let files = FileManager.default.enumerator(at: bench.dataDirectory.appendingPathComponent("content"), includingPropertiesForKeys: nil)?
+            .compactMap { $0 as? URL }.filter { !$0.hasDirectoryPath } ?? []
+        #expect(files.isEmpty, "\(files)")
+        await bench.stop()
+    }
+
+    @Test func badRequestsAreRefusedAndQueueNothing() async throws {
+        let bench = try await DownloadBench.start()
+        let downloads = bench.engine.downloads
+        bench.origin.serve("/portal.m3u8", Data("<!DOCTYPE html><html>Sign in</html>".utf8), contentType: "text/html")
+        bench.origin.serve("/broken.m3u8", Data("#EXTM3U\n#EXTINF:six,\nsegment.ts\n".utf8))
+        bench.origin.serve("/live.m3u8", Data("#EXTM3U\n#EXT-X-TARGETDURATION:6\n#EXTINF:6,\nsegment.ts\n".utf8))
+        let refused: [(DownloadRequest, BackplaneClientError.Kind, String)] = [
+            (DownloadRequest(assetId: "", url: bench.origin.url("/a.mp4")), .invalidInput, "empty"),
+            (DownloadRequest(assetId: "a", url: URL(string: "ftp://example.com/a.mp4")!), .invalidInput, "http"),
+            (DownloadRequest(assetId: "a", url: URL(fileURLWithPath: "/etc/passwd")), .invalidInput, "http"),
+            (DownloadRequest(assetId: "a", url: bench.origin.url("/portal.m3u8"), kind: .hls), .download, "#EXTM3U"),
+            (DownloadRequest(assetId: "a", url: bench.origin.url("/broken.m3u8"), kind: .hls), .download, "Malformed"),
+            (DownloadRequest(assetId: "a", url: bench.origin.url("/live.m3u8"), kind: .hls), .download, "live"),
+            (DownloadRequest(assetId: "a", url: bench.origin.url("/missing.m3u8"), kind: .hls), .download, "404"),
+        ]
+        for (request, kind, words) in refused {
+            do {
+                try await downloads.enqueue(request)
+                Issue.record("\(request.url) was queued")
+            } catch let error as BackplaneClientError {
+                #expect(error.kind == kind, "\(error)")
+                #expect(error.message.contains(words), "\(error.message)")
+            }
+        }
+        #expect(try await downloads.queue().isEmpty)
+        let content = bench.dataDirectory.appendingPathComponent("content")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: content.path)) ?? []).isEmpty)
+        await bench.stop()
+    }
+
+    @Test func anEngineStoppedMidDownloadGoesOnWithoutFetchingCompletedFilesAgain() async throws {
+        let dataDirectory = temporaryDirectory("sdk-download-resume")
+        let first = try await DownloadBench.start(dataDirectory: dataDirectory) { $0.parallelFiles = 2 }
+        _ = TestHLSAsset(serving: first.origin, segments: 40, segmentBytes: 30_000)
+        first.origin.inject(.delay(.milliseconds(30)), at: "/hls/low/segments.mp4")
+        for index in 0..<40 { first.origin.inject(.delay(.milliseconds(30)), at: "/hls/audio/en/\(index).aac") }
+        try await first.engine.downloads.enqueue(DownloadRequest(
+            assetId: "show", url: first.origin.url("/hls/master.m3u8"), kind: .hls, maxVideoBitrate: 0, audioLanguages: ["en"],
+            subtitleLanguages: []))
+        try await first.wait("part of the download") {
+            try await first.engine.downloads.asset("show").map { $0.bytesDownloaded > 300_000 } ?? false
+        }
+        await first.engine.shutdown()
+        let beforeRestart = first.origin.requests(under: "/hls/")
+        #expect((beforeRestart["/hls/low/segments.mp4"] ?? 0) < 40, "the stop came too late to test a resume")
+
+        let second = try await DownloadBench.start(dataDirectory: dataDirectory, server: first.server, origin: first.origin)
+        let asset = try await second.waitForOutcome("show")
+        #expect(asset.state == .completed)
+        let served = first.origin.bytesServed(under: "/hls/low/") + first.origin.bytesServed(under: "/hls/audio/en/")
+            + first.origin.bytesServed(under: "/hls/keys/")
+        #expect(Double(served) <= 1.1 * Double(asset.bytesDownloaded))
+        // Each file was fetched once (40 ranges of segments.mp4), but for the two in flight at
+        // the stop, which were resumed; the playlists were fetched once, when queued.
+        let requests = first.origin.requests(under: "/hls/")
+        var extra = (requests["/hls/low/segments.mp4"] ?? 0) - 40
+        for (path, count) in requests where path != "/hls/low/segments.mp4" { extra += count - 1 }
+        #expect(extra <= 2, "\(requests.filter { $0.value > 1 })")
+        await second.stop()
+    }
+}
