@@ -105,13 +105,11 @@ import TestSupport
             #expect(closed, "a client trickling its head was never cut off")
 
             // A head, then a body that never comes.
-            let stalled = try RawConnection(port: port)
-            await stalled.send("POST /v1/sync HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":")
+            let stalled = try RawConnection(port: port, sending: "POST /v1/sync HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":")
             #expect(await stalled.readUntilClosed(timeout: 5).closed)
 
             // A kept-alive connection answers, then is closed once idle past the limit.
-            let keptAlive = try RawConnection(port: port)
-            await keptAlive.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            let keptAlive = try RawConnection(port: port, sending: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(await keptAlive.readResponse(timeout: 5)?.status == 200)
             #expect(await keptAlive.readUntilClosed(timeout: 5).closed)
         }
@@ -159,8 +157,7 @@ import TestSupport
                 (upgrade(fixture, deviceId: "phone", as: tablet), 403, .forbidden),
             ]
             for (request, status, code) in cases {
-                let connection = try RawConnection(port: port)
-                await connection.send(request)
+                let connection = try RawConnection(port: port, sending: request)
                 let response = try #require(await connection.readResponse(timeout: 5), "no answer to a refused upgrade")
                 #expect(response.status == status, "\(String(decoding: response.body, as: UTF8.self))")
                 #expect(Self.errorCode(response.body) == code, "\(String(decoding: response.body, as: UTF8.self))")
@@ -168,8 +165,7 @@ import TestSupport
             }
 
             // A good upgrade becomes a channel that outlives the transport's idle limit: it is pinged.
-            let channel = try RawConnection(port: port)
-            await channel.send(upgrade(fixture, deviceId: "phone", as: phone))
+            let channel = try RawConnection(port: port, sending: upgrade(fixture, deviceId: "phone", as: phone))
             let switched = try #require(await channel.readResponse(timeout: 5))
             #expect(switched.status == 101)
             // The first frame is the wake-up that says the channel is registered: sync now.
@@ -193,10 +189,9 @@ import TestSupport
         let body = try Client.encode(RegisterDeviceRequest(
             userId: "alice", deviceId: device, platform: "linux", devicePublicKey: DeviceKeys.publicKey(key)))
         let headers = fixture.signer.headers(method: .post, path: "/v1/devices/register", body: body, proofKey: key)
-        let connection = try RawConnection(port: port)
         var request = "POST /v1/devices/register HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.count)\r\n"
         for field in headers { request += "\(field.name.rawName): \(field.value)\r\n" }
-        await connection.send(Data((request + "\r\n").utf8) + body)
+        let connection = try RawConnection(port: port, sending: Data((request + "\r\n").utf8) + body)
         let response = try #require(await connection.readResponse(timeout: 5))
         let registered = try WireJSON.decoder().decode(RegisterDeviceResponse.self, from: response.body)
         return DeviceIdentity(deviceId: device, credential: registered.deviceCredential)

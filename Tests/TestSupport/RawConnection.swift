@@ -34,6 +34,17 @@ public final class RawConnection: @unchecked Sendable {
         }
     }
 
+    /// Connects and sends `first` at once, on this thread: no scheduling gap between the two for
+    /// a server's request-head timer to fall into when the machine is loaded.
+    public convenience init(port: Int, sending first: Data) throws {
+        try self.init(port: port)
+        guard sendNow(first) else { throw POSIXError(.EPIPE) }
+    }
+
+    public convenience init(port: Int, sending first: String) throws {
+        try self.init(port: port, sending: Data(first.utf8))
+    }
+
     deinit { disconnect() }
 
     /// Closes the connection from this side.
