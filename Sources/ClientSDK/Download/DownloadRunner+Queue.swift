@@ -32,6 +32,7 @@ extension DownloadRunner {
     /// Moves a queued asset to `index`; the asset downloading now goes on.
     func move(_ assetId: String, to index: Int) throws {
         guard try local.access({ try $0.moveDownload(assetId: assetId, to: index) }) else { throw notQueued(assetId) }
+        roomWhenStorageRanOut = nil
         signal.signal()
     }
 
@@ -41,6 +42,7 @@ extension DownloadRunner {
     func remove(_ assetIds: [String]?, reason: AssetDeletionReason) async throws -> [String] {
         await cancelCurrent(ifAmong: assetIds)
         let removed = try local.access { try $0.removeDownloads(assetIds) }
+        if !removed.isEmpty { roomWhenStorageRanOut = nil }
         for assetId in removed {
             try? content.removeFiles(of: assetId)
             erroredThisPass.remove(assetId)

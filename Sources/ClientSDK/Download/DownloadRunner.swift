@@ -33,6 +33,9 @@ actor DownloadRunner {
     var erroredThisPass: Set<String> = []
     /// Assets being checked for the queue (their playlists fetched).
     var preparing: Set<String> = []
+    /// The room the storage rules left when a download ran out of it; the queue stays blocked
+    /// until there is more (an asset deleted, space freed) or the queue changes.
+    var roomWhenStorageRanOut: Int64?
     private(set) var status = DownloadEngineStatus.stopped
     private var block: DownloadBlock?
 
@@ -136,7 +139,13 @@ actor DownloadRunner {
         if completed >= options.maxDownloadedAssets { return .maxDownloadedAssets }
         let perDevice = lastSync.settings.maxDownloadsPerDevice
         if perDevice >= 0, completed >= perDevice { return .maxDownloadsPerDevice }
-        if storageRoom(assetBytes: 0) <= 0 { return .storage }
+        let room = storageRoom(assetBytes: 0)
+        if room <= 0 { return .storage }
+        if let roomWhenBlocked = roomWhenStorageRanOut {
+            // The asset at the head did not fit: it waits until there is more room than then.
+            if room <= roomWhenBlocked { return .storage }
+            roomWhenStorageRanOut = nil
+        }
         return nil
     }
 
@@ -192,6 +201,7 @@ actor DownloadRunner {
         case .failure(let blocked as Blocked):
             setBlock(blocked.reason)
         case .failure(let failure as DownloadFailure) where failure.kind == .noSpace:
+            roomWhenStorageRanOut = storageRoom(assetBytes: 0)
             setBlock(.storage)
             setStatus(.blocked(.storage))
             _ = await signal.wait(upTo: options.storageRecheck)
@@ -230,9 +240,13 @@ actor DownloadRunner {
         broadcaster.emit(.downloadError(assetId: assetId, failure: failure, willRetry: willRetry))
     }
 
+    /// Records the status and tells the app, except between `stopped` and `idle`: an engine
+    /// with nothing to download starting or stopping is no news.
     private func setStatus(_ next: DownloadEngineStatus) {
         guard next != status else { return }
-        status = next
+        let quiet: Set<String> = ["stopped", "idle"]
+        defer { status = next }
+        guard !(quiet.contains(status.name) && quiet.contains(next.name)) else { return }
         broadcaster.emit(.downloadEngineStatusChanged(next))
     }
 
