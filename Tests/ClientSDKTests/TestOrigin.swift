@@ -75,8 +75,6 @@ final class TestOrigin: Sendable {
         state.withLock { $0.faults[path] = fault }
     }
 
-    /// The bytes served at `path` now.
-    func files(under path: String) -> Data? { state.withLock { $0.files[path]?.bytes } }
     func requests(_ path: String) -> Int { state.withLock { $0.requests[path] ?? 0 } }
     /// Requests per path, for every path under `prefix`.
     func requests(under prefix: String) -> [String: Int] { state.withLock { $0.requests.filter { $0.key.hasPrefix(prefix) } } }

@@ -105,8 +105,9 @@ actor DownloadRunner {
 
     private func run() async {
         while lifecycle.isRunning, !Task.isCancelled {
-            let runnable = (try? local.runnableDownloadIds()) ?? []
-            guard let next = runnable.first(where: { !erroredThisPass.contains($0) }).flatMap({ try? local.queuedDownload(assetId: $0) }) else {
+            let queue = (try? local.queuedDownloads()) ?? []
+            let runnable = queue.filter { !$0.paused && !$0.failed }
+            guard let next = runnable.first(where: { !erroredThisPass.contains($0.assetId) }) else {
                 setBlock(nil)
                 if runnable.isEmpty {
                     erroredThisPass = []
@@ -220,10 +221,6 @@ actor DownloadRunner {
             return
         }
         erroredThisPass.remove(asset.assetId)
-        if var item = try? local.item(assetId: asset.assetId), item.state == .queued {
-            item.state = .downloaded
-            try? local.saveItem(item)
-        }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         _ = try? eventLogger.log(.downloadComplete(
             assetId: asset.assetId, bitrate: seconds > 0 ? Int64(Double(asset.size * 8) / seconds) : nil, durationSeconds: seconds))
