@@ -7,7 +7,7 @@ import Foundation
 struct AddFile: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add-file",
-        abstract: "Put a real file in place as a downloaded asset (until the download engine exists).")
+        abstract: "Put a file the app already has in place as a downloaded asset.")
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "The asset id.") var asset: String
     @Option(help: "The file to copy in.") var file: String
@@ -25,7 +25,7 @@ struct AddFile: AsyncParsableCommand {
 
 struct Assets: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "List the downloaded assets and the subscription queue the SDK holds (local, no network).")
+        abstract: "List the downloaded assets (the file or local HLS playlist to play) and the subscription items (local, no network).")
     @OptionGroup var connection: ConnectionOptions
 
     struct Listing: Encodable {

@@ -78,7 +78,7 @@ import TestSupport
         _ = try await server.services.feeds.putFeed(applicationId: server.applicationId, feedId: "show", FeedInput(title: "Show"))
         let episodes = (1...3).map { number in
             EpisodeInput(
-                assetId: "e\(number)", title: "Episode \(number)", downloadURL: "https://cdn.example.com/e\(number).mp4",
+                assetId: "e\(number)", title: "Episode \(number)", downloadURL: "\(unreachableOrigin)/e\(number).mp4",
                 mediaType: .file, permittedMimeTypes: ["video/mp4"], publishDate: Date(timeIntervalSince1970: 1_700_000_000),
                 expiryDate: Date(timeIntervalSince1970: 4_000_000_000), expiryAfterDownloadSeconds: 86_400,
                 sizeBytes: 1_000_000, customFields: ["season": .int(1), "tags": .array([.string("new")])])
@@ -103,7 +103,7 @@ import TestSupport
         }
         // New episodes of the subscribed feed: a page of changes with something in it.
         let more = [4, 5].map { number in
-            EpisodeInput(assetId: "e\(number)", title: "Episode \(number)", downloadURL: "https://cdn.example.com/e\(number).mp4", mediaType: .file)
+            EpisodeInput(assetId: "e\(number)", title: "Episode \(number)", downloadURL: "\(unreachableOrigin)/e\(number).mp4", mediaType: .file)
         }
         _ = try await server.services.feeds.publish(applicationId: server.applicationId, feedId: "show", PublishEpisodesRequest(episodes: more))
         _ = try await server.services.feeds.retractEpisode(applicationId: server.applicationId, feedId: "show", assetId: "e2")

@@ -10,13 +10,13 @@ struct CatalogueDataSource: SubscriptionDataSource {
     func metadata(for episode: Episode) async throws -> EpisodeInput? {
         EpisodeInput(
             assetId: episode.episode.assetId, title: "From the app: \(episode.episode.assetId)",
-            downloadURL: "https://app.example.com/\(episode.episode.assetId).mp4", mediaType: .file)
+            downloadURL: "\(unreachableOrigin)/app/\(episode.episode.assetId).mp4", mediaType: .file)
     }
 }
 
 @Suite struct SubscriptionTests {
     private func full(_ id: String) -> EpisodeInput {
-        EpisodeInput(assetId: id, title: "Episode \(id)", downloadURL: "https://cdn.example.com/\(id).mp4", mediaType: .file)
+        EpisodeInput(assetId: id, title: "Episode \(id)", downloadURL: "\(unreachableOrigin)/\(id).mp4", mediaType: .file)
     }
 
     private func publish(_ server: InProcessBackplane, feed: String, _ episodes: [EpisodeInput]) async throws {
@@ -84,7 +84,7 @@ struct CatalogueDataSource: SubscriptionDataSource {
         try await engine.subscriptions.subscribe(feedId: "ids")
         let items = try await engine.subscriptions.items()
         #expect(items.map(\.assetId).sorted() == ["a1", "a2"])
-        #expect(items.allSatisfy { $0.metadata.downloadURL?.hasPrefix("https://app.example.com/") == true })
+        #expect(items.allSatisfy { $0.metadata.downloadURL?.hasPrefix("\(unreachableOrigin)/app/") == true })
         await engine.shutdown()
     }
 

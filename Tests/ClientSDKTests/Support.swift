@@ -166,6 +166,10 @@ final class Mutex<Value: Sendable>: @unchecked Sendable {
     }
 }
 
+/// Where episodes that tests do not download point: port 9 (discard) on this machine refuses
+/// at once, so the download engine's tries stay local and quick, and no test reaches the network.
+let unreachableOrigin = "http://127.0.0.1:9"
+
 /// Makes files to stand for downloaded content.
 func makeContentFile(named name: String, bytes: Int = 4096) throws -> URL {
     let directory = temporaryDirectory("sdk-content-source")

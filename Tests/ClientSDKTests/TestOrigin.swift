@@ -57,10 +57,17 @@ final class TestOrigin: Sendable {
 
     func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
+    /// Stops serving. Waits up to two seconds for the graceful shutdown, which waits for open
+    /// requests: a test that left a response unread (a cancelled download) must not hang on it.
     func stop() async {
-        let running = task.withLock { $0 }
-        running?.cancel()
-        _ = try? await running?.value
+        guard let running = task.withLock({ $0 }) else { return }
+        running.cancel()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { _ = try? await running.value }
+            group.addTask { try? await Task.sleep(for: .seconds(2)) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     /// Serves `bytes` at `path` from now on; a file served before becomes a new version (new ETag).

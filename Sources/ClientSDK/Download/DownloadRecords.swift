@@ -25,6 +25,7 @@ public struct LocalAsset: Sendable, Equatable, Codable {
 /// An asset in the download queue as stored: everything but the engine's view of it now.
 struct QueuedDownload: Sendable, Equatable {
     var request: DownloadRequest
+    /// Its place in the queue, 0 first.
     var position: Int
     var paused = false
     /// Failed for good (rule of threes, or a fatal failure) until the app clears its retries.
@@ -110,12 +111,18 @@ extension LocalStore {
                 db, sql: "SELECT EXISTS (SELECT 1 FROM downloads WHERE asset_id = ?) OR EXISTS (SELECT 1 FROM assets WHERE asset_id = ?)",
                 arguments: [request.assetId, request.assetId]) ?? false
             guard !known else { return false }
-            var order = try String.fetchAll(db, sql: "SELECT asset_id FROM downloads ORDER BY position")
-            order.insert(request.assetId, at: min(max(index ?? order.count, 0), order.count))
+            // Positions may have gaps (removals leave them); only the rows after the new one move.
+            let position: Int
+            if let index, let taken = try Int.fetchOne(
+                db, sql: "SELECT position FROM downloads ORDER BY position LIMIT 1 OFFSET ?", arguments: [max(index, 0)]) {
+                try db.execute(sql: "UPDATE downloads SET position = position + 1 WHERE position >= ?", arguments: [taken])
+                position = taken
+            } else {
+                position = (try Int.fetchOne(db, sql: "SELECT MAX(position) FROM downloads") ?? -1) + 1
+            }
             try db.execute(
                 sql: "INSERT INTO downloads (asset_id, position, request, added_at) VALUES (?, ?, ?, ?)",
-                arguments: [request.assetId, order.count, data, Date()])
-            try Self.renumber(order, db)
+                arguments: [request.assetId, position, data, Date()])
             return true
         }
     }
@@ -141,6 +148,13 @@ extension LocalStore {
                 try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [assetId])
             }
             return doomed
+        }
+    }
+
+    /// The ids of the assets that may download (not paused, not failed), in queue order.
+    func runnableDownloadIds() throws -> [String] {
+        try queue.read { db in
+            try String.fetchAll(db, sql: "SELECT asset_id FROM downloads WHERE NOT paused AND NOT failed ORDER BY position")
         }
     }
 
@@ -189,10 +203,14 @@ extension LocalStore {
     private static func fetchQueue(_ db: Database, assetId: String? = nil) throws -> [QueuedDownload] {
         let rows = try assetId.map { try Row.fetchAll(db, sql: "SELECT * FROM downloads WHERE asset_id = ?", arguments: [$0]) }
             ?? Row.fetchAll(db, sql: "SELECT * FROM downloads ORDER BY position")
-        return try rows.map { row in
-            QueuedDownload(
+        return try rows.enumerated().map { index, row in
+            // The stored position orders the queue and may have gaps; the public one is the place.
+            let place = assetId == nil
+                ? index
+                : try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM downloads WHERE position < ?", arguments: [row["position"] as Int]) ?? 0
+            return QueuedDownload(
                 request: try decoder.decode(DownloadRequest.self, from: row["request"] as Data),
-                position: row["position"], paused: row["paused"], failed: row["failed"], errorCount: row["error_count"],
+                position: place, paused: row["paused"], failed: row["failed"], errorCount: row["error_count"],
                 lastFailure: try (row["last_failure"] as Data?).map { try decoder.decode(DownloadFailure.self, from: $0) },
                 bytesDownloaded: row["bytes_downloaded"], expectedBytes: row["expected_bytes"],
                 expectedIsEstimate: row["expected_is_estimate"], addedAt: row["added_at"])

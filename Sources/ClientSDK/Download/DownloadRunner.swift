@@ -95,9 +95,18 @@ actor DownloadRunner {
         }
     }
 
-    /// Waits for the asset download under way to end (after `stop()`).
-    func finishInFlight() async {
-        _ = await tasks.withLock { $0.current?.task }?.result
+    /// Waits for the asset download under way to end after `stop()`, for at most `limit`: a
+    /// fetch that does not notice its cancellation (an origin that stopped sending) must not
+    /// hold the app's shutdown. Its partial files stay, and the next start resumes them.
+    func finishInFlight(within limit: Duration = .seconds(5)) async {
+        if let current = tasks.withLock({ $0.current?.task }) {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { _ = await current.result }
+                group.addTask { try? await Task.sleep(for: limit) }
+                await group.next()
+                group.cancelAll()
+            }
+        }
         setStatus(.stopped)
     }
 

@@ -1,0 +1,212 @@
+import ArgumentParser
+import ClientSDK
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// The download queue: queue an asset (and optionally run the engine until it is done), list,
+// pause, resume, remove, clear retries, and the master switch.
+
+struct Download: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Queue an asset for download; with --wait, run the engine until it completes (exit 0) or fails (exit 9).")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(name: .customLong("asset-id"), help: "The asset id.") var assetId: String
+    @Option(help: "The http(s) URL of the file or the HLS playlist.") var url: String
+    @Flag(help: "The URL is an HLS playlist.") var hls = false
+    @Option(name: .customLong("max-bitrate"), help: "HLS: the highest variant bit rate (0: the lowest variant).") var maxBitrate: Int?
+    @Option(help: "HLS: audio languages, comma-separated (\"\" for none; default all).") var audio: String?
+    @Option(help: "HLS: subtitle languages, comma-separated (\"\" for none; default all).") var subtitles: String?
+    @Option(name: .customLong("mime"), help: "Allowed media Content-Type (repeatable; default any).") var mimeTypes: [String] = []
+    @Option(name: .customLong("parallel"), help: "Files fetched at once.") var parallelFiles = 4
+    @Flag(help: "Run the engine until the asset completes or fails, showing progress.") var wait = false
+
+    func run() async throws {
+        guard let remote = URL(string: url) else { Output.fail(BackplaneClientError(kind: .invalidInput, message: "Not a URL: \(url)")) }
+        let request = DownloadRequest(
+            assetId: assetId, url: remote, kind: hls ? .hls : .file, allowedMIMETypes: mimeTypes.isEmpty ? nil : Set(mimeTypes),
+            maxVideoBitrate: maxBitrate, audioLanguages: audio.map(Self.languages), subtitleLanguages: subtitles.map(Self.languages))
+        var configuration = try connection.configuration()
+        configuration.downloads.parallelFiles = parallelFiles
+        let engine = BackplaneEngine(configuration: configuration)
+        guard wait else {
+            do {
+                Output.print(DownloadOutput(try await engine.downloads.enqueue(request)))
+            } catch let error as BackplaneClientError {
+                Output.fail(error)
+            }
+            return
+        }
+        try await DownloadWaiter(engine: engine, assetId: assetId).run { try await engine.downloads.enqueue(request) }
+    }
+
+    static func languages(_ list: String) -> [String] {
+        list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+}
+
+/// Runs the engine until one asset completes or fails, printing its progress: a bar on a
+/// terminal, JSON lines otherwise.
+struct DownloadWaiter {
+    let engine: BackplaneEngine
+    let assetId: String
+
+    func run(queue: () async throws -> DownloadAsset) async throws {
+        let events = engine.events()
+        let stop = SignalWatcher(signals: [SIGINT, SIGTERM]) { [engine] in Task { await engine.shutdown() } }
+        defer { stop.cancel() }
+        let terminal = isatty(STDOUT_FILENO) == 1
+        do {
+            let queued = try await queue()
+            if queued.state == .completed { finish(queued, terminal: terminal) }
+            try await engine.start()
+        } catch let error as BackplaneClientError {
+            await engine.shutdown()
+            Output.fail(error)
+        }
+        for await event in events {
+            switch event {
+            case .downloadProgress(assetId, let bytes, let expected, let fraction) where terminal:
+                Self.bar(bytes: bytes, expected: expected, fraction: fraction)
+            case .downloadCompleted(let asset) where asset.assetId == assetId:
+                finish(asset, terminal: terminal)
+            case .downloadError(assetId, let failure, willRetry: false):
+                await engine.shutdown()
+                if terminal { FileHandle.standardOutput.write(Data("\n".utf8)) }
+                FileHandle.standardError.write(Data("backplane-harness: \(assetId) failed: \(failure.message)\n".utf8))
+                Output.line(EventOutput(event))
+                throw ExitCode(9)
+            case .unregistered, .remoteKill:
+                await engine.shutdown()
+                throw ExitCode(7)
+            default:
+                if !terminal, Self.isAboutDownloads(event) { Output.line(EventOutput(event)) }
+            }
+        }
+        // The stream ended: the engine was shut down (a signal) before the asset was done.
+        throw ExitCode(130)
+    }
+
+    private func finish(_ asset: DownloadAsset, terminal: Bool) -> Never {
+        if terminal { FileHandle.standardOutput.write(Data("\n".utf8)) }
+        Output.print(DownloadOutput(asset))
+        // The engine's state is on disk; nothing is lost by leaving without a shutdown.
+        exit(0)
+    }
+
+    private static func isAboutDownloads(_ event: SDKEvent) -> Bool {
+        event.name.hasPrefix("download")
+    }
+
+    private static func bar(bytes: Int64, expected: Int64?, fraction: Double?) {
+        let width = 30
+        let filled = Int((fraction ?? 0) * Double(width))
+        let megabytes = { (value: Int64) in String(format: "%.1f", Double(value) / 1_000_000) }
+        let total = expected.map { "/\(megabytes($0))" } ?? ""
+        let percent = fraction.map { String(format: "%3.0f%%", $0 * 100) } ?? "  ?%"
+        let line = "\r[\(String(repeating: "#", count: filled))\(String(repeating: ".", count: width - filled))] \(percent) \(megabytes(bytes))\(total) MB"
+        FileHandle.standardOutput.write(Data(line.utf8))
+    }
+}
+
+struct Queue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the download queue in order (local, no network).")
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws {
+        let engine = BackplaneEngine(configuration: try connection.configuration())
+        do {
+            Output.print(["queue": try await engine.downloads.queue().map(DownloadOutput.init)])
+        } catch let error as BackplaneClientError {
+            Output.fail(error)
+        }
+    }
+}
+
+/// Applies a queue change and prints the queue after it.
+private func runQueueChange(_ connection: ConnectionOptions, _ change: (DownloadManager) async throws -> Void) async throws {
+    let engine = BackplaneEngine(configuration: try connection.configuration())
+    do {
+        try await change(engine.downloads)
+        Output.print(["queue": try await engine.downloads.queue().map(DownloadOutput.init)])
+    } catch let error as BackplaneClientError {
+        Output.fail(error)
+    }
+}
+
+struct Pause: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Pause one queued asset, or all.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(name: .customLong("asset-id"), help: "The asset (default: all).") var assetId: String?
+    func run() async throws { try await runQueueChange(connection) { try await $0.pause(assetId: assetId) } }
+}
+
+struct Resume: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Resume one paused asset, or all.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(name: .customLong("asset-id"), help: "The asset (default: all).") var assetId: String?
+    func run() async throws { try await runQueueChange(connection) { try await $0.resume(assetId: assetId) } }
+}
+
+struct Remove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Remove an asset from the queue or the device, with its files.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(name: .customLong("asset-id"), help: "The asset.") var assetId: String
+    func run() async throws { try await runQueueChange(connection) { try await $0.remove(assetId: assetId) } }
+}
+
+struct ClearRetries: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "clear-retries", abstract: "Clear the error count of one asset, or all, so failed assets are tried again.")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(name: .customLong("asset-id"), help: "The asset (default: all).") var assetId: String?
+    func run() async throws { try await runQueueChange(connection) { try await $0.clearRetries(assetId: assetId) } }
+}
+
+struct SetDownloads: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "set-downloads", abstract: "Turn the download master switch on or off (kept across restarts).")
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "on or off") var value: String
+    func run() async throws {
+        guard ["on", "off"].contains(value) else { throw ValidationError("Say on or off.") }
+        try await runQueueChange(connection) { try await $0.setEnabled(value == "on") }
+    }
+}
+
+struct DownloadOutput: Encodable {
+    var assetId: String
+    var state: String
+    var url: String
+    var kind: String
+    var bytesDownloaded: Int64
+    var expectedBytes: Int64?
+    var fraction: Double?
+    var errorCount: Int
+    var failure: DownloadFailure?
+    var blockedBy: String?
+    var position: Int?
+    var path: String?
+
+    init(_ asset: DownloadAsset) {
+        assetId = asset.assetId
+        state = asset.state.name
+        url = asset.request.url.absoluteString
+        kind = asset.request.kind.rawValue
+        bytesDownloaded = asset.bytesDownloaded
+        expectedBytes = asset.expectedBytes
+        fraction = asset.fraction
+        errorCount = asset.errorCount
+        position = asset.position
+        path = asset.localURL?.path
+        switch asset.state {
+        case .failed(let reason): failure = reason
+        case .blocked(let reason): blockedBy = reason.rawValue
+        default: failure = asset.lastFailure
+        }
+    }
+}
