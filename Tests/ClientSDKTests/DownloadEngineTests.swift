@@ -120,6 +120,8 @@ import TestSupport
         #expect(failed.errorCount == 3)
         // Three tries in a row, in each of three passes.
         #expect(bench.origin.requests("/hls/audio/en/2.aac") == 9)
+        // Events arrive on their own stream: wait for the last one before reading them all.
+        try await bench.events.wait(for: "downloadError") { if case .downloadError(_, _, false) = $0 { true } else { false } }
         let errors = bench.events.all.compactMap { event -> Bool? in
             if case .downloadError(_, _, let willRetry) = event { willRetry } else { nil }
         }
