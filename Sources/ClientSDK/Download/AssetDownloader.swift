@@ -165,13 +165,13 @@ final class ProgressTracker: Sendable {
         var state = State(bytes: [], totals: [], estimates: files.map(\.estimatedBytes))
         for file in files {
             let destination = directory.appendingPathComponent(file.relativePath)
-            if let size = Self.size(of: destination) {
+            if let size = FileFetcher.size(of: destination) {
                 state.bytes.append(size)
                 state.totals.append(size)
                 state.sumKnownTotals += size
                 state.knownCount += 1
             } else {
-                state.bytes.append(Self.size(of: destination.appendingPathExtension("partial")) ?? 0)
+                state.bytes.append(FileFetcher.size(of: destination.appendingPathExtension("partial")) ?? 0)
                 state.totals.append(nil)
                 if let estimate = file.estimatedBytes { state.sumEstimatesOfUnknown += estimate } else { state.unknownWithoutEstimate += 1 }
             }
@@ -209,9 +209,5 @@ final class ProgressTracker: Sendable {
             }
         }
         report(current)
-    }
-
-    private static func size(of url: URL) -> Int64? {
-        (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size].flatMap { ($0 as? NSNumber)?.int64Value }
     }
 }

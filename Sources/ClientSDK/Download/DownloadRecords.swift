@@ -165,24 +165,33 @@ extension LocalStore {
         try queue.write { db in
             guard var download = try Self.fetchQueue(db, assetId: assetId).first else { return nil }
             change(&download)
-            try db.execute(
-                sql: """
-                    UPDATE downloads SET paused = ?, failed = ?, error_count = ?, last_failure = ?, bytes_downloaded = ?,
-                      expected_bytes = ?, expected_is_estimate = ? WHERE asset_id = ?
-                    """,
-                arguments: [
-                    download.paused, download.failed, download.errorCount, try download.lastFailure.map { try Self.encoder.encode($0) },
-                    download.bytesDownloaded, download.expectedBytes, download.expectedIsEstimate, assetId,
-                ])
+            try Self.store(download, db)
             return download
         }
     }
 
-    /// Applies `change` to every queued asset (pause all, clear every retry count, …).
+    /// Applies `change` to every queued asset (pause all, clear every retry count, …), in one
+    /// transaction.
     func updateAllDownloads(_ change: (inout QueuedDownload) -> Void) throws {
-        for assetId in try queuedDownloads().map(\.assetId) {
-            try updateDownload(assetId: assetId, change)
+        try queue.write { db in
+            for var download in try Self.fetchQueue(db) {
+                change(&download)
+                try Self.store(download, db)
+            }
         }
+    }
+
+    /// Writes the fields of a queued asset that change while it is queued.
+    private static func store(_ download: QueuedDownload, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                UPDATE downloads SET paused = ?, failed = ?, error_count = ?, last_failure = ?, bytes_downloaded = ?,
+                  expected_bytes = ?, expected_is_estimate = ? WHERE asset_id = ?
+                """,
+            arguments: [
+                download.paused, download.failed, download.errorCount, try download.lastFailure.map { try encoder.encode($0) },
+                download.bytesDownloaded, download.expectedBytes, download.expectedIsEstimate, download.assetId,
+            ])
     }
 
     /// A download completed: its record moves from the queue to the assets, in one transaction.

@@ -19,14 +19,14 @@ extension DownloadRunner {
             try? content.removeFiles(of: request.assetId)
             throw BackplaneClientError(kind: .download, message: "Asset \(request.assetId) cannot be queued: \(error)", underlying: error)
         }
-        guard try local.access({ try $0.enqueueDownload(request, at: index) }) else {
-            return try asset(request.assetId) ?? DownloadAsset(queued: QueuedDownload(request: request, position: 0, addedAt: Date()), state: .pending)
-        }
+        let added = try local.access { try $0.enqueueDownload(request, at: index) }
+        // Not added: queued meanwhile by another path, returned as it is.
+        guard let queued = try asset(request.assetId) else { throw notQueued(request.assetId) }
+        guard added else { return queued }
         _ = try? eventLogger.log(.queuedForDownload(assetId: request.assetId))
-        let queued = try asset(request.assetId)
-        if let queued { broadcaster.emit(.downloadQueued(queued)) }
+        broadcaster.emit(.downloadQueued(queued))
         signal.signal()
-        return queued ?? DownloadAsset(queued: QueuedDownload(request: request, position: 0, addedAt: Date()), state: .pending)
+        return queued
     }
 
     /// Moves a queued asset to `index`; the asset downloading now goes on.

@@ -114,9 +114,9 @@ actor DownloadRunner {
 
     private func run() async {
         while lifecycle.isRunning, !Task.isCancelled {
-            let queue = (try? local.queuedDownloads()) ?? []
-            let runnable = queue.filter { !$0.paused && !$0.failed }
-            guard let next = runnable.first(where: { !erroredThisPass.contains($0.assetId) }) else {
+            // Ids only: the one chosen is the only row decoded.
+            let runnable = (try? local.runnableDownloadIds()) ?? []
+            guard let next = runnable.first(where: { !erroredThisPass.contains($0) }).flatMap({ try? local.queuedDownload(assetId: $0) }) else {
                 setBlock(nil)
                 if runnable.isEmpty {
                     erroredThisPass = []
@@ -253,9 +253,8 @@ actor DownloadRunner {
     /// with nothing to download starting or stopping is no news.
     private func setStatus(_ next: DownloadEngineStatus) {
         guard next != status else { return }
-        let quiet: Set<String> = ["stopped", "idle"]
         defer { status = next }
-        guard !(quiet.contains(status.name) && quiet.contains(next.name)) else { return }
+        guard !(status.isQuiet && next.isQuiet) else { return }
         broadcaster.emit(.downloadEngineStatusChanged(next))
     }
 
@@ -331,4 +330,9 @@ private final class ProgressReporter: Sendable {
             download.expectedIsEstimate = progress.isEstimate
         }
     }
+}
+
+extension DownloadEngineStatus {
+    /// Nothing is happening: stopped or idle.
+    var isQuiet: Bool { self == .stopped || self == .idle }
 }

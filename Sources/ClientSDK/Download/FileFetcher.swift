@@ -192,7 +192,8 @@ struct FileFetcher: Sendable {
         return headers.first(name: "last-modified")
     }
 
-    private static func size(of url: URL) -> Int64? {
+    /// The size of the file at `url`, or nil when there is none.
+    static func size(of url: URL) -> Int64? {
         (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size].flatMap { ($0 as? NSNumber)?.int64Value }
     }
 
