@@ -54,6 +54,27 @@ import TestSupport
         #expect(partials(beside: file).isEmpty)
     }
 
+    @Test func aPartialFileThatIsWholeIsFinishedWithoutARequest() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { await origin.stop() } }
+        let bytes = TestOrigin.content(300_000)
+        origin.serve("/movie.mp4", bytes)
+        origin.inject(.dropAfter(bytes: 100_000, times: 1), at: "/movie.mp4")
+        let file = destination("movie.mp4")
+        await #expect(throws: DownloadFailure.self) { try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file) }
+        // The app was killed after the last write and before the rename: the partial file is whole.
+        let partial = file.appendingPathExtension("partial")
+        let handle = try FileHandle(forWritingTo: partial)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: bytes.dropFirst(Int(try handle.offset())))
+        try handle.close()
+
+        #expect(try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file) == 300_000)
+        #expect(try Data(contentsOf: file) == bytes)
+        #expect(origin.requests("/movie.mp4") == 1, "nothing is asked for a file that is all there")
+        #expect(partials(beside: file).isEmpty)
+    }
+
     @Test func anOriginThatIgnoresRangesIsFetchedAgainFromTheStart() async throws {
         let origin = try await TestOrigin.start()
         defer { Task { await origin.stop() } }

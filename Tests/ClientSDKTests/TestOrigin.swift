@@ -62,12 +62,10 @@ final class TestOrigin: Sendable {
     func stop() async {
         guard let running = task.withLock({ $0 }) else { return }
         running.cancel()
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { _ = try? await running.value }
-            group.addTask { try? await Task.sleep(for: .seconds(2)) }
-            await group.next()
-            group.cancelAll()
-        }
+        // Not a task group racing a sleep: the group would wait for the stuck shutdown too.
+        let stopped = Mutex(false)
+        Task { _ = try? await running.value; stopped.withLock { $0 = true } }
+        for _ in 0..<40 where !stopped.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(50)) }
     }
 
     /// Serves `bytes` at `path` from now on; a file served before becomes a new version (new ETag).
@@ -82,6 +80,8 @@ final class TestOrigin: Sendable {
         state.withLock { $0.faults[path] = fault }
     }
 
+    /// The bytes served at `path` now.
+    func bytes(at path: String) -> Data? { state.withLock { $0.files[path]?.bytes } }
     func requests(_ path: String) -> Int { state.withLock { $0.requests[path] ?? 0 } }
     /// Requests per path, for every path under `prefix`.
     func requests(under prefix: String) -> [String: Int] { state.withLock { $0.requests.filter { $0.key.hasPrefix(prefix) } } }

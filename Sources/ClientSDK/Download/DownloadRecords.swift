@@ -195,11 +195,15 @@ extension LocalStore {
     }
 
     /// A download completed: its record moves from the queue to the assets, in one transaction.
-    func completeDownload(_ asset: LocalAsset) throws {
+    /// Returns false, recording nothing, when the asset left the queue meanwhile (removed or
+    /// wiped while its last file came in).
+    func completeDownload(_ asset: LocalAsset) throws -> Bool {
         let request = try asset.request.map { try Self.encoder.encode($0) }
-        try queue.write { db in
+        return try queue.write { db in
             try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
+            guard db.changesCount > 0 else { return false }
             try Self.insertAsset(asset, request: request, db)
+            return true
         }
     }
 

@@ -40,8 +40,10 @@ extension DownloadRunner {
     /// deleting their files; returns the ones that were queued.
     @discardableResult
     func remove(_ assetIds: [String]?, reason: AssetDeletionReason) async throws -> [String] {
-        await cancelCurrent(ifAmong: assetIds)
+        // Out of the queue before the wait for the download to stop: the loop, which goes on
+        // while this waits, must not pick the asset up again.
         let removed = try local.access { try $0.removeDownloads(assetIds) }
+        await cancelCurrent(ifAmong: assetIds)
         if !removed.isEmpty { roomWhenStorageRanOut = nil }
         for assetId in removed {
             try? content.removeFiles(of: assetId)

@@ -48,6 +48,9 @@ actor DownloadRunner {
     static let client: HTTPClient = {
         var configuration = HTTPClient.Configuration(timeout: .init(connect: .seconds(15), read: .seconds(30)))
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
+        // A refused connection fails the try at once; the rule of threes does the retrying.
+        // (The client's own retries would hold each try until its connect timeout.)
+        configuration.connectionPool.retryConnectionEstablishment = false
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
@@ -100,12 +103,7 @@ actor DownloadRunner {
     /// hold the app's shutdown. Its partial files stay, and the next start resumes them.
     func finishInFlight(within limit: Duration = .seconds(5)) async {
         if let current = tasks.withLock({ $0.current?.task }) {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { _ = await current.result }
-                group.addTask { try? await Task.sleep(for: limit) }
-                await group.next()
-                group.cancelAll()
-            }
+            _ = await current.waitForCompletion(upTo: limit)
         }
         setStatus(.stopped)
     }
@@ -224,7 +222,11 @@ actor DownloadRunner {
 
     private func completed(_ asset: LocalAsset, after elapsed: Duration) {
         do {
-            try local.completeDownload(asset)
+            guard try local.completeDownload(asset) else {
+                // Removed while it finished: whoever removed it has said so; the files go too.
+                try? content.removeFiles(of: asset.assetId)
+                return
+            }
         } catch {
             failed(asset.assetId, DownloadFailure(.storage, "Could not record the completed download: \(error)."))
             return
@@ -272,14 +274,17 @@ actor DownloadRunner {
     // MARK: what the app and the commands ask
 
     /// Cancels the asset download under way if it is one of `assetIds` (any when nil), and
-    /// waits until it has stopped writing.
-    func cancelCurrent(ifAmong assetIds: [String]?) async {
+    /// waits until it has stopped writing, for at most `limit`: a fetch that does not notice
+    /// its cancellation must not hold a remote wipe. Were it to write on after that, it writes
+    /// into a partial file already unlinked, and its rename fails.
+    func cancelCurrent(ifAmong assetIds: [String]?, within limit: Duration = .seconds(5)) async {
         let current = tasks.withLock { tasks -> Task<LocalAsset, any Error>? in
             guard let current = tasks.current, assetIds?.contains(current.assetId) ?? true else { return nil }
             return current.task
         }
-        current?.cancel()
-        _ = await current?.result
+        guard let current else { return }
+        current.cancel()
+        _ = await current.waitForCompletion(upTo: limit)
     }
 }
 

@@ -27,6 +27,8 @@ struct FileFetcher: Sendable {
     }
 
     let client: HTTPClient
+    /// How long an answer's head may take, connecting included.
+    static let headTimeout = TimeAmount.seconds(60)
 
     /// How far one file is.
     struct Progress: Sendable, Equatable {
@@ -56,6 +58,22 @@ struct FileFetcher: Sendable {
         var info = (try? Data(contentsOf: infoURL)).flatMap { try? JSONDecoder().decode(PartialInfo.self, from: $0) }
         var have = info == nil ? 0 : Self.size(of: partial) ?? 0
         if have == 0 { info = nil }
+        if have > 0, let length = request.byteRange.map({ Int64($0.length) }) ?? info?.totalLength, have >= length {
+            if have == length {
+                // Every byte is there (stopped between the last write and the rename): no request.
+                do {
+                    let handle = try FileHandle(forWritingTo: partial)
+                    defer { try? handle.close() }
+                    try Self.finish(partial, at: destination, info: infoURL, flushing: handle)
+                } catch {
+                    throw Self.storageFailure(error, destination)
+                }
+                return have
+            }
+            // Longer than the file: not something to resume. Start over.
+            have = 0
+            info = nil
+        }
 
         var outgoing = HTTPClientRequest(url: request.url.absoluteString)
         let wanted = Self.range(for: request.byteRange, have: have)
@@ -64,7 +82,8 @@ struct FileFetcher: Sendable {
 
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(outgoing, deadline: .distantFuture)
+            // The deadline covers the answer's head only; the body may take as long as it takes.
+            response = try await client.execute(outgoing, timeout: Self.headTimeout)
         } catch {
             throw DownloadFailure(.network, "Could not fetch \(request.url.absoluteString): \(error).")
         }
@@ -157,17 +176,27 @@ struct FileFetcher: Sendable {
         } catch {
             throw DownloadFailure(.network, "The download of \(request.url.absoluteString) broke off after \(have + written) bytes: \(error).")
         }
+        // A cancelled body sequence ends as if the answer were complete: with no length to
+        // check against, the partial file would be taken for the whole one.
+        if expected == nil, Task.isCancelled {
+            throw DownloadFailure(.network, "The download of \(request.url.absoluteString) was cancelled after \(have + written) bytes.")
+        }
         if let expected, written < expected {
             throw DownloadFailure(.network, "The download of \(request.url.absoluteString) ended after \(have + written) of \(have + expected) bytes.")
         }
         do {
-            try handle.synchronize()
-            try files.moveItem(at: partial, to: destination)
-            try? files.removeItem(at: infoURL)
+            try Self.finish(partial, at: destination, info: infoURL, flushing: handle)
         } catch {
             throw Self.storageFailure(error, destination)
         }
         return have + written
+    }
+
+    /// Flushes a whole partial file to disk and gives it its final name.
+    private static func finish(_ partial: URL, at destination: URL, info: URL, flushing handle: FileHandle) throws {
+        try handle.synchronize()
+        try FileManager.default.moveItem(at: partial, to: destination)
+        try? FileManager.default.removeItem(at: info)
     }
 
     /// The range to ask for: the rest of the sub-range, or of the file after what is held.
