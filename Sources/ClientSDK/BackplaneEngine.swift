@@ -174,8 +174,8 @@ public actor BackplaneEngine {
                 local: local, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
                 broadcaster: broadcaster, eventLogger: eventLogger, signal: downloadSignal)
             let subscriptions = SubscriptionSync(
-                configuration: configuration, session: session, local: local, content: content, eventLogger: eventLogger,
-                broadcaster: broadcaster, lifecycle: lifecycle)
+                configuration: configuration, session: session, local: local, content: content, downloads: downloads,
+                eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle)
             let uploader = EventUploader(
                 configuration: configuration, session: session, local: local, eventLogger: eventLogger,
                 broadcaster: broadcaster, lifecycle: lifecycle, engine: self)

@@ -253,7 +253,7 @@ final class LocalStore: Sendable {
         try queue.write { db in try db.execute(sql: "DELETE FROM subscription_items WHERE asset_id = ?", arguments: [assetId]) }
     }
 
-    private static func item(_ row: Row) throws -> SubscriptionItem {
+    static func item(_ row: Row) throws -> SubscriptionItem {
         SubscriptionItem(
             assetId: row["asset_id"], feedId: row["feed_id"],
             metadata: try decoder.decode(EpisodeInput.self, from: row["metadata"] as Data),

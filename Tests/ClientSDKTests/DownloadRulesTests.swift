@@ -196,3 +196,42 @@ import TestSupport
         await bench.stop()
     }
 }
+
+/// Subscriptions feed the download queue: no app code between publishing and the files.
+@Suite struct SubscriptionDownloadTests {
+    @Test func aPublishedEpisodeIsDownloadedAndTheQuotaDeletesTheOldestFiles() async throws {
+        let bench = try await DownloadBench.start()
+        let server = bench.server
+        _ = try await server.services.feeds.putFeed(applicationId: server.applicationId, feedId: "daily", FeedInput(title: "Daily"))
+        func publish(_ id: String) async throws {
+            bench.origin.serve("/daily/\(id).mp4", TestOrigin.content(30_000, seed: UInt8(id.count + Int(id.utf8.last!))))
+            let episode = EpisodeInput(
+                assetId: id, title: "Episode \(id)", downloadURL: bench.origin.url("/daily/\(id).mp4").absoluteString, mediaType: .file,
+                permittedMimeTypes: ["video/mp4"])
+            _ = try await server.services.feeds.publish(applicationId: server.applicationId, feedId: "daily", PublishEpisodesRequest(episodes: [episode]))
+        }
+        try await publish("d1")
+        try await bench.engine.subscriptions.subscribe(feedId: "daily", maxItems: 2, autodeleteOldItems: true)
+        let first = try await bench.waitForOutcome("d1")
+        #expect(first.state == .completed)
+        let firstFile = try #require(first.localURL)
+        #expect(try Data(contentsOf: firstFile) == bench.origin.bytes(at: "/daily/d1.mp4"))
+        try await bench.wait("the item to be marked downloaded") {
+            try await bench.engine.subscriptions.items().first { $0.assetId == "d1" }?.state == .downloaded
+        }
+
+        try await publish("d2")
+        try await bench.engine.sync()
+        #expect(try await bench.waitForOutcome("d2").state == .completed)
+        try await publish("d3")
+        try await bench.engine.sync()
+        #expect(try await bench.waitForOutcome("d3").state == .completed)
+        // At the quota of two, d3 made room by deleting the oldest, d1, files and all.
+        #expect(!FileManager.default.fileExists(atPath: firstFile.path))
+        #expect(try await bench.engine.downloads.asset("d1") == nil)
+        #expect(try await bench.engine.downloads.completed().map(\.assetId).sorted() == ["d2", "d3"])
+        let states = Dictionary(uniqueKeysWithValues: try await bench.engine.subscriptions.items().map { ($0.assetId, $0.state) })
+        #expect(states == ["d1": .reset, "d2": .downloaded, "d3": .downloaded])
+        await bench.stop()
+    }
+}

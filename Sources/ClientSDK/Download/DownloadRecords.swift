@@ -194,6 +194,22 @@ extension LocalStore {
             ])
     }
 
+    /// Squares the subscription items with the downloads: queued items whose asset is on the
+    /// device become `downloaded`; returns the queued items the download queue does not hold,
+    /// oldest first (one query, however many items the feeds hold).
+    func reconcileSubscriptionItems() throws -> [SubscriptionItem] {
+        try queue.write { db in
+            try db.execute(sql: """
+                UPDATE subscription_items SET state = ? WHERE state = ? AND asset_id IN (SELECT asset_id FROM assets)
+                """, arguments: [SubscriptionItem.State.downloaded.rawValue, SubscriptionItem.State.queued.rawValue])
+            return try Row.fetchAll(db, sql: """
+                SELECT * FROM subscription_items WHERE state = ?
+                  AND asset_id NOT IN (SELECT asset_id FROM downloads) AND asset_id NOT IN (SELECT asset_id FROM assets)
+                ORDER BY added_at, asset_id
+                """, arguments: [SubscriptionItem.State.queued.rawValue]).map(Self.item)
+        }
+    }
+
     /// A download completed: its record moves from the queue to the assets, in one transaction.
     /// Returns false, recording nothing, when the asset left the queue meanwhile (removed or
     /// wiped while its last file came in).

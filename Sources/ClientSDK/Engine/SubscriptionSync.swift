@@ -9,6 +9,7 @@ struct SubscriptionSync: Sendable {
     let session: DeviceSession
     let local: LocalStore
     let content: ContentStore
+    let downloads: DownloadRunner
     let eventLogger: EventLogger
     let broadcaster: EventBroadcaster
     let lifecycle: EngineLifecycle
@@ -26,6 +27,7 @@ struct SubscriptionSync: Sendable {
             let change = EpisodeChange(kind: .added, feedId: feedId, assetId: episode.episode.assetId, episode: episode)
             try await apply(change, rules: response.subscription, summary: &summary)
         }
+        await downloadQueuedItems()
         return response.subscription
     }
 
@@ -85,6 +87,7 @@ struct SubscriptionSync: Sendable {
             broadcaster.emit(.subscriptionStatusChanged(error.isTransient ? .offline : .errors))
             throw error
         }
+        await downloadQueuedItems()
         guard summary.changes > 0 else { return }
         broadcaster.emit(.subscriptionStatusChanged(.started))
         broadcaster.emit(.subscriptionSyncFinished(summary))
@@ -98,7 +101,10 @@ struct SubscriptionSync: Sendable {
         case .retracted:
             if let existing, existing.state != .downloaded {
                 try local.access { try $0.deleteItem(assetId: change.assetId) }
-                _ = try? eventLogger.log(.removedFromQueue(assetId: change.assetId))
+                // The download queue logs the removal of what it held.
+                if try await downloads.remove([change.assetId], reason: .remote).isEmpty {
+                    _ = try? eventLogger.log(.removedFromQueue(assetId: change.assetId))
+                }
                 broadcaster.emit(.subscriptionAssetDeleted(assetId: change.assetId, feedId: change.feedId, reason: .remote))
                 summary.removed += 1
                 result = .removed
@@ -121,14 +127,16 @@ struct SubscriptionSync: Sendable {
                 break
             }
             guard await dataSource.willAdd(metadata, feedId: change.feedId) else { result = .skipped(reason: "refused by the data source"); break }
-            result = try add(metadata, feedId: change.feedId, rules: rules, summary: &summary)
+            result = try await add(metadata, feedId: change.feedId, rules: rules, summary: &summary)
         }
         await dataSource.didProcess(change, result: result)
     }
 
     /// Adds an item within the feed's quota: room → queued; full with autodelete → the oldest
     /// counted items are reset (files deleted) first; full without → deferred.
-    private func add(_ metadata: EpisodeInput, feedId: String, rules: Subscription?, summary: inout SubscriptionSyncSummary) throws -> SubscriptionChangeResult {
+    private func add(
+        _ metadata: EpisodeInput, feedId: String, rules: Subscription?, summary: inout SubscriptionSyncSummary
+    ) async throws -> SubscriptionChangeResult {
         let quota = rules?.maxItems ?? configuration.subscriptions.maxItemsPerFeed
         let autodelete = rules?.autodeleteOldItems ?? configuration.subscriptions.autodeleteOldItems
         // Only a quota needs the feed's items (the unlimited case must not read them per addition).
@@ -146,6 +154,8 @@ struct SubscriptionSync: Sendable {
             }
             while counted.count >= quota, !counted.isEmpty {
                 var oldest = counted.removeFirst()
+                // Downloaded or still downloading: either way its files go.
+                try await downloads.remove([oldest.assetId], reason: .internal)
                 let deleted = (try? content.delete([oldest.assetId])) ?? []
                 for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .internal)) }
                 oldest.state = .reset
@@ -155,10 +165,39 @@ struct SubscriptionSync: Sendable {
             }
         }
         try local.access { try $0.saveItem(item) }
-        _ = try? eventLogger.log(.queuedForDownload(assetId: item.assetId))
+        // An item that cannot be downloaded (no URL) is queued only here; the download queue
+        // logs the others when it takes them (`downloadQueuedItems`).
+        if metadata.downloadRequest == nil { _ = try? eventLogger.log(.queuedForDownload(assetId: item.assetId)) }
         broadcaster.emit(.assetAdded(item))
         summary.added += 1
         return .added
+    }
+}
+
+extension SubscriptionSync {
+    /// Hands the queued items the download queue does not hold yet to it (the engine downloads
+    /// them with no app code); the download marks its item downloaded when it completes. Runs
+    /// after each subscription sync, so an item whose asset could not be queued (its origin
+    /// down) is tried again at the next.
+    func downloadQueuedItems() async {
+        let items = (try? local.reconcileSubscriptionItems()) ?? []
+        for item in items where lifecycle.isRunning {
+            guard let request = item.metadata.downloadRequest else { continue }
+            _ = try? await downloads.enqueue(request, at: nil)
+        }
+    }
+}
+
+extension EpisodeInput {
+    /// What to download for an episode with a download URL.
+    var downloadRequest: DownloadRequest? {
+        guard let downloadURL, let url = URL(string: downloadURL) else { return nil }
+        var metadata: [String: String] = [:]
+        if let title { metadata["title"] = String(title.prefix(200)) }
+        return DownloadRequest(
+            assetId: assetId, url: url, kind: mediaType == .hls ? .hls : .file,
+            allowedMIMETypes: permittedMimeTypes.map { Set($0.map { $0.lowercased() }) }, maxVideoBitrate: maxBitrate,
+            metadata: metadata)
     }
 }
 
