@@ -5,7 +5,8 @@ import Foundation
 // Where the harness finds the backplane and who it is, from flags or the environment.
 
 struct ConnectionOptions: ParsableArguments {
-    @Option(help: "Backplane URL (or BACKPLANE_URL).") var url: String?
+    // Not `--url`: `download --url` names the asset to fetch.
+    @Option(name: .customLong("backplane-url"), help: "Backplane URL (or BACKPLANE_URL).") var backplaneURL: String?
     @Option(help: "App key id (or BACKPLANE_APP_KEY).") var key: String?
     @Option(help: "App key secret (or BACKPLANE_APP_SECRET).") var secret: String?
     @Option(help: "User id (or BACKPLANE_USER).") var user: String?
@@ -23,7 +24,7 @@ struct ConnectionOptions: ParsableArguments {
             }
             return value
         }
-        let urlText = try value(url, "BACKPLANE_URL", "url")
+        let urlText = try value(backplaneURL, "BACKPLANE_URL", "backplane-url")
         guard let backplaneURL = URL(string: urlText), backplaneURL.scheme != nil else {
             throw ValidationError("'\(urlText)' is not a URL.")
         }

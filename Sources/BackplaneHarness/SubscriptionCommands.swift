@@ -51,7 +51,7 @@ struct CMSPublish: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cms-publish",
         abstract: "As the CMS: create a feed if needed and publish test episodes (needs a token of scope cms).")
-    @Option(help: "Backplane URL (or BACKPLANE_URL).") var url: String?
+    @Option(name: .customLong("backplane-url"), help: "Backplane URL (or BACKPLANE_URL).") var backplaneURL: String?
     @Option(help: "A bearer token of scope cms (or BACKPLANE_CMS_TOKEN).") var token: String?
     @Option(help: "The feed id.") var feed: String
     @Option(help: "The feed title (when it is created).") var title: String?
@@ -60,8 +60,8 @@ struct CMSPublish: AsyncParsableCommand {
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
-        guard let base = (url ?? environment["BACKPLANE_URL"]).flatMap(URL.init(string:)) else {
-            throw ValidationError("Missing --url (or BACKPLANE_URL).")
+        guard let base = (backplaneURL ?? environment["BACKPLANE_URL"]).flatMap(URL.init(string:)) else {
+            throw ValidationError("Missing --backplane-url (or BACKPLANE_URL).")
         }
         guard let token = token ?? environment["BACKPLANE_CMS_TOKEN"] else {
             throw ValidationError("Missing --token (or BACKPLANE_CMS_TOKEN).")

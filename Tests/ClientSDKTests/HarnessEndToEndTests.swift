@@ -243,6 +243,84 @@ import FoundationNetworking
         #expect(Set(stored.compactMap(\.event.content.customNumber)) == Set((1...total).map(Double.init)))
     }
 
+    /// `download --wait` in a harness process killed with SIGKILL mid-download, then run again:
+    /// it completes from where it stopped, and the origin served little more than the asset.
+    @Test func aDownloadKilledMidwayCompletesWhenTheHarnessRunsAgain() async throws {
+        let root = temporaryDirectory("backplane-harness-download")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let backplane = try await ServedBackplane(root: root)
+        defer { backplane.process.terminate() }
+        let origin = try await TestOrigin.start()
+        let segments = 60
+        let hls = TestHLSAsset(serving: origin, segments: segments, segmentBytes: 50_000)
+        // Slow enough that the kill lands in the middle.
+        origin.inject(.delay(.milliseconds(40)), at: "/hls/low/segments.mp4")
+        for index in 0..<segments { origin.inject(.delay(.milliseconds(40)), at: "/hls/audio/en/\(index).aac") }
+        let harness = try backplane.harness(user: "downloader")
+        let device = root.appendingPathComponent("phone").path
+        let arguments = [
+            "download", "--asset-id", "show", "--url", origin.url("/hls/master.m3u8").absoluteString, "--hls",
+            "--max-bitrate", "0", "--audio", "en", "--subtitles", "", "--mime", "video/mp4", "--mime", "audio/aac", "--wait",
+            "--data-dir", device,
+        ]
+
+        let first = try ChildProcess(harness.binary, arguments, environment: harness.environment)
+        defer { first.terminate() }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while origin.requests("/hls/low/segments.mp4") < 15, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        first.signal(SIGKILL)
+        _ = try await first.waitForExit(timeout: .seconds(10))
+        let atKill = origin.requests(under: "/hls/")
+        #expect((atKill["/hls/low/segments.mp4"] ?? 0) < segments, "the kill came too late to test a resume")
+
+        let second = try await ChildProcess.run(harness.binary, arguments, environment: harness.environment, timeout: .seconds(120))
+        #expect(second.status == 0, "\(second.output)")
+        let line = second.output.split(separator: "\n").last { $0.hasPrefix("{") }.map(String.init) ?? "{}"
+        let result = try JSONDecoder().decode([String: JSONValue].self, from: Data(line.utf8))
+        #expect(result["state"] == .string("completed"))
+        guard case .int(let size) = result["bytesDownloaded"], case .string(let path) = result["path"] else {
+            Issue.record("no size or path: \(line)")
+            return
+        }
+        // The origin served at most 10 % more than the asset holds, and no file finished before
+        // the kill was fetched again: only those in flight then (at most 4) were asked for twice.
+        let served = origin.bytesServed(under: "/hls/low/") + origin.bytesServed(under: "/hls/audio/en/")
+            + origin.bytesServed(under: "/hls/keys/")
+        #expect(Double(served) <= 1.1 * Double(size), "served \(served) for \(size)")
+        let requests = origin.requests(under: "/hls/")
+        var again = (requests["/hls/low/segments.mp4"] ?? 0) - segments
+        for (path, count) in requests where path != "/hls/low/segments.mp4" { again += count - 1 }
+        #expect(again <= 4, "\(requests.filter { $0.value > 1 })")
+        // What is on disk is what the origin served.
+        let index = URL(fileURLWithPath: path)
+        let video = try #require(try LocalPlaylistTree(index: index).references["video.m3u8"])
+        let local = video.filter { !$0.hasSuffix(".key") && !$0.contains("init-") }
+        #expect(local.count == segments)
+        for (number, file) in local.enumerated() {
+            #expect(try Data(contentsOf: index.deletingLastPathComponent().appendingPathComponent(file)) == hls.videoSegment("low", number))
+        }
+
+        // A captive portal's page where a video was expected: exit 9 with the reason, nothing kept.
+        origin.serve("/portal.mp4", Data("<html>Sign in to the hotel Wi-Fi</html>".utf8), contentType: "text/html")
+        let refused = try await ChildProcess.run(harness.binary, [
+            "download", "--asset-id", "movie", "--url", origin.url("/portal.mp4").absoluteString, "--mime", "video/mp4", "--wait",
+            "--data-dir", device,
+        ], environment: harness.environment)
+        #expect(refused.status == 9)
+        #expect(refused.output.contains("text/html"), "\(refused.output)")
+        let queue = try await harness.run(["queue"], device: "phone")
+        guard case .array(let queued) = queue.json["queue"], case .object(let movie) = queued.first else {
+            Issue.record("no queue: \(queue.json)")
+            return
+        }
+        #expect(movie["state"] == .string("failed"))
+        let stored = FileManager.default.subpaths(atPath: root.appendingPathComponent("phone/content").path) ?? []
+        #expect(!stored.contains { $0.contains("portal.mp4") }, "\(stored.filter { $0.contains("portal") })")
+        await origin.stop()
+    }
+
     @Test func theHarnessLogsEventsAndUploadsThem() async throws {
         let root = temporaryDirectory("backplane-harness-log")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -277,7 +355,7 @@ import FoundationNetworking
 
         // Options as flags here (the other tests use the environment).
         let watch = try ChildProcess(try #require(BuiltProduct.url(named: "backplane-harness")), [
-            "watch", "--interval", "1", "--url", backplane.baseURL, "--user", "watcher",
+            "watch", "--interval", "1", "--backplane-url", backplane.baseURL, "--user", "watcher",
             "--key", backplane.keyId, "--secret", backplane.secret,
             "--data-dir", root.appendingPathComponent("device").path,
         ])
