@@ -1,3 +1,5 @@
+import Backplane
+import BackplaneWire
 import ClientSDK
 import Foundation
 import Testing
@@ -28,6 +30,28 @@ import TestSupport
         }
         // Progress is throttled: never more than one event per percent (plus the first).
         #expect(bench.events.count("downloadProgress") <= 102)
+        await bench.stop()
+    }
+
+    @Test func aSizeOtherThanTheCatalogueDeclaresCompletesWithAWarning() async throws {
+        let bench = try await DownloadBench.start()
+        bench.origin.serve("/movies/short.mp4", TestOrigin.content(40_000))
+        bench.origin.serve("/movies/exact.mp4", TestOrigin.content(30_000))
+        try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "short", url: bench.origin.url("/movies/short.mp4"), declaredSize: 50_000))
+        try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "exact", url: bench.origin.url("/movies/exact.mp4"), declaredSize: 30_000))
+        #expect(try await bench.waitForOutcome("short").state == .completed)
+        #expect(try await bench.waitForOutcome("exact").state == .completed)
+        let warnings = bench.events.all.compactMap { event -> String? in
+            if case .downloadWarning(let assetId, let message) = event { "\(assetId): \(message)" } else { nil }
+        }
+        #expect(warnings == ["short: Completed at 40000 bytes; the catalogue declares 50000."])
+        // The event log carries it to the backplane.
+        _ = try await bench.engine.uploadEvents()
+        let logged = try await bench.server.storedEvents(EventFilter(type: .downloadWarning))
+        #expect(logged.map(\.event.content.assetId) == ["short"])
+        #expect(logged.first?.event.content.errorCode == "sizeMismatch")
         await bench.stop()
     }
 

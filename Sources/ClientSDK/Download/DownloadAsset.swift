@@ -28,10 +28,15 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
     public var subtitleLanguages: [String]?
     /// The app's own data, kept with the asset.
     public var metadata: [String: String]
+    /// The size the catalogue declares (an episode's `sizeBytes`), when it does. A download that
+    /// completes at another size (a flat file by any byte, HLS by more than 10 %) completes with
+    /// a `downloadWarning`: the catalogue or the origin is out of step.
+    public var declaredSize: Int64?
 
     public init(
         assetId: String, url: URL, kind: Kind = .file, allowedMIMETypes: Set<String>? = nil, maxVideoBitrate: Int? = nil,
-        audioLanguages: [String]? = nil, subtitleLanguages: [String]? = nil, metadata: [String: String] = [:]
+        audioLanguages: [String]? = nil, subtitleLanguages: [String]? = nil, metadata: [String: String] = [:],
+        declaredSize: Int64? = nil
     ) {
         self.assetId = assetId
         self.url = url
@@ -41,10 +46,19 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
         self.audioLanguages = audioLanguages
         self.subtitleLanguages = subtitleLanguages
         self.metadata = metadata
+        self.declaredSize = declaredSize
     }
 
     /// Largest `metadata` accepted, in bytes of its keys and values.
     public static let maxMetadataBytes = 16 * 1024
+
+    /// How far the completed size of `kind` may be from `declaredSize` without a warning.
+    func sizeMismatch(completedSize: Int64) -> String? {
+        guard let declaredSize else { return nil }
+        let tolerance = kind == .file ? 0 : Double(declaredSize) * 0.1
+        guard abs(Double(completedSize - declaredSize)) > tolerance else { return nil }
+        return "Completed at \(completedSize) bytes; the catalogue declares \(declaredSize)."
+    }
 
     /// Why the SDK would refuse this request, or nil.
     var problem: String? {
@@ -56,6 +70,7 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
             return "The asset URL \(url.absoluteString.prefix(200)) is not an http(s) URL."
         }
         if let maxVideoBitrate, maxVideoBitrate < 0 { return "maxVideoBitrate must not be negative." }
+        if let declaredSize, declaredSize < 0 { return "declaredSize must not be negative." }
         if metadata.reduce(0, { $0 + $1.key.utf8.count + $1.value.utf8.count }) > Self.maxMetadataBytes {
             return "The asset's metadata is larger than \(Self.maxMetadataBytes) bytes."
         }

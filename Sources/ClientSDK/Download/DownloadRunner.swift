@@ -239,6 +239,10 @@ actor DownloadRunner {
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         _ = try? eventLogger.log(.downloadComplete(
             assetId: asset.assetId, bitrate: seconds > 0 ? Int64(Double(asset.size * 8) / seconds) : nil, durationSeconds: seconds))
+        if let mismatch = asset.request?.sizeMismatch(completedSize: asset.size) {
+            _ = try? eventLogger.log(.downloadWarning(assetId: asset.assetId, code: "sizeMismatch", message: mismatch))
+            broadcaster.emit(.downloadWarning(assetId: asset.assetId, message: mismatch))
+        }
         broadcaster.emit(.downloadCompleted(DownloadAsset(completed: asset, root: content.root)))
     }
 

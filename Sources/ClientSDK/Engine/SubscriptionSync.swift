@@ -197,7 +197,7 @@ extension EpisodeInput {
         return DownloadRequest(
             assetId: assetId, url: url, kind: mediaType == .hls ? .hls : .file,
             allowedMIMETypes: permittedMimeTypes.map { Set($0.map { $0.lowercased() }) }, maxVideoBitrate: maxBitrate,
-            metadata: metadata)
+            metadata: metadata, declaredSize: sizeBytes)
     }
 }
 
