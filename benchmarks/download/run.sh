@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The SDK's download engine against curl, from the same local origin (nginx from Debian):
+# an HLS asset of SEGMENTS segments of SEGMENT_KIB KiB (default 1,000 × 512 KiB = 512 MiB) and
+# a flat file of FLAT_MIB MiB (default 1,024), each fetched by the release harness
+# (`download --wait`, PARALLEL files at once) and by curl with the same parallelism. Prints
+# both throughputs, their ratio and the harness's peak resident memory.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SEGMENTS=${SEGMENTS:-1000}
+SEGMENT_KIB=${SEGMENT_KIB:-512}
+FLAT_MIB=${FLAT_MIB:-1024}
+PARALLEL=${PARALLEL:-4}
+
+command -v nginx >/dev/null || { echo "needs nginx (apt-get install nginx)" >&2; exit 1; }
+swift build -c release --product backplane-harness >/dev/null 2>&1 || swift build -c release --product backplane-harness
+. benchmarks/serve.sh
+harness=.build/release/backplane-harness
+
+# The content: random bytes, so nothing compresses.
+origin="$work/origin"
+mkdir -p "$origin/hls/v"
+python3 - "$origin" "$SEGMENTS" "$SEGMENT_KIB" "$FLAT_MIB" <<'PY'
+import os, sys
+root, segments, kib, flat_mib = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+with open(f"{root}/hls/master.m3u8", "w") as f:
+    f.write("#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=4000000\nv/media.m3u8\n")
+lines = ["#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-TARGETDURATION:6", "#EXT-X-MEDIA-SEQUENCE:0"]
+for i in range(segments):
+    with open(f"{root}/hls/v/{i}.ts", "wb") as f:
+        f.write(os.urandom(kib * 1024))
+    lines += ["#EXTINF:6.0,", f"{i}.ts"]
+with open(f"{root}/hls/v/media.m3u8", "w") as f:
+    f.write("\n".join(lines + ["#EXT-X-ENDLIST", ""]))
+with open(f"{root}/flat.mp4", "wb") as f:
+    for _ in range(flat_mib):
+        f.write(os.urandom(1024 * 1024))
+PY
+
+# nginx's workers run as nobody: let them read the origin.
+chmod 755 "$work"
+chmod -R a+rX "$origin"
+oport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$work/nginx.conf" <<CONF
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 256; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 100000;
+    types { application/vnd.apple.mpegurl m3u8; video/mp2t ts; video/mp4 mp4; }
+    server { listen 127.0.0.1:$oport; root $origin; }
+}
+CONF
+nginx -c "$work/nginx.conf" -p "$work" -g 'daemon on;'
+trap 'kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+base="http://127.0.0.1:$oport"
+
+export BACKPLANE_URL="http://127.0.0.1:$port" BACKPLANE_APP_KEY="$(value 'app key id')" BACKPLANE_APP_SECRET="$(value 'app key secret')"
+export BACKPLANE_USER=bench
+bytes_of() { du -sb --exclude=original "$1" | cut -f1; }
+now() { date +%s.%N; }
+
+# One harness run: seconds, bytes on disk, peak RSS (KiB).
+sdk() {  # name, data dir, harness args...
+    local name=$1 dir=$2; shift 2
+    local start end
+    start=$(now)
+    if ! /usr/bin/time -f '%M' -o "$work/$name.rss" "$harness" download --asset-id "$name" "$@" --parallel "$PARALLEL" --wait \
+        --data-dir "$dir" >"$work/$name.out"; then
+        echo "the harness failed on $name" >&2
+        exit 1
+    fi
+    end=$(now)
+    echo "$(echo "$end - $start" | bc) $(bytes_of "$dir/content") $(cat "$work/$name.rss")"
+}
+
+# The same files with curl: the playlists, then the segments PARALLEL at a time.
+curl_hls() {
+    local dir=$1 start end
+    mkdir -p "$dir"
+    start=$(now)
+    curl -sf -o "$dir/master.m3u8" "$base/hls/master.m3u8"
+    curl -sf -o "$dir/media.m3u8" "$base/hls/v/media.m3u8"
+    for i in $(seq 0 $((SEGMENTS - 1))); do printf 'url = "%s"\noutput = "%s"\n' "$base/hls/v/$i.ts" "$dir/$i.ts"; done >"$work/curl.cfg"
+    curl -sSf --no-progress-meter --parallel --parallel-max "$PARALLEL" --config "$work/curl.cfg"
+    end=$(now)
+    echo "$(echo "$end - $start" | bc) $(bytes_of "$dir")"
+}
+curl_flat() {
+    local dir=$1 start end
+    mkdir -p "$dir"
+    start=$(now)
+    curl -sf -o "$dir/flat.mp4" "$base/flat.mp4"
+    end=$(now)
+    echo "$(echo "$end - $start" | bc) $(bytes_of "$dir")"
+}
+
+report() {  # label, sdk "s bytes rss", curl "s bytes"
+    read -r s_sec s_bytes s_rss <<<"$2"
+    read -r c_sec c_bytes <<<"$3"
+    python3 - "$1" "$s_sec" "$s_bytes" "$s_rss" "$c_sec" "$c_bytes" <<'PY'
+import sys
+label, s_sec, s_bytes, s_rss, c_sec, c_bytes = sys.argv[1], *map(float, sys.argv[2:])
+sdk, base = s_bytes / s_sec / 1e6, c_bytes / c_sec / 1e6
+print(f"{label}: SDK {s_bytes/1e6:,.0f} MB in {s_sec:.1f} s = {sdk:,.0f} MB/s; "
+      f"curl {c_bytes/1e6:,.0f} MB in {c_sec:.1f} s = {base:,.0f} MB/s; ratio {sdk/base:.2f} (goal >= 0.9); "
+      f"SDK peak RSS {s_rss/1024:.1f} MiB (goal <= 64)")
+PY
+}
+
+# Warm the page cache for both (the origin's files were just written, but make it even).
+cat "$origin"/hls/v/*.ts "$origin/flat.mp4" >/dev/null
+hls_curl=$(curl_hls "$work/curl-hls"); rm -rf "$work/curl-hls"
+hls_sdk=$(sdk hls "$work/sdk-hls" --url "$base/hls/master.m3u8" --hls); rm -rf "$work/sdk-hls/content"
+flat_curl=$(curl_flat "$work/curl-flat"); rm -rf "$work/curl-flat"
+flat_sdk=$(sdk flat "$work/sdk-flat" --url "$base/flat.mp4"); rm -rf "$work/sdk-flat/content"
+echo "download benchmark: $SEGMENTS segments x $SEGMENT_KIB KiB, flat $FLAT_MIB MiB, $PARALLEL files at once, $(nproc) cores"
+report "HLS ($SEGMENTS segments)" "$hls_sdk" "$hls_curl"
+report "flat file" "$flat_sdk" "$flat_curl"
