@@ -210,7 +210,8 @@ extension LocalStore {
         }
     }
 
-    /// A download completed: its record moves from the queue to the assets, in one transaction.
+    /// A download completed: its record moves from the queue to the assets (and its subscription
+    /// item, if any, becomes downloaded), in one transaction.
     /// Returns false, recording nothing, when the asset left the queue meanwhile (removed or
     /// wiped while its last file came in).
     func completeDownload(_ asset: LocalAsset) throws -> Bool {
@@ -219,6 +220,10 @@ extension LocalStore {
             try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
             guard db.changesCount > 0 else { return false }
             try Self.insertAsset(asset, request: request, db)
+            // A subscription item of this asset is downloaded now, in the same commit.
+            try db.execute(
+                sql: "UPDATE subscription_items SET state = ? WHERE asset_id = ? AND state = ?",
+                arguments: [SubscriptionItem.State.downloaded.rawValue, asset.assetId, SubscriptionItem.State.queued.rawValue])
             return true
         }
     }

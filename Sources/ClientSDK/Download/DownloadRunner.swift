@@ -232,10 +232,6 @@ actor DownloadRunner {
             return
         }
         erroredThisPass.remove(asset.assetId)
-        if var item = try? local.item(assetId: asset.assetId), item.state == .queued {
-            item.state = .downloaded
-            try? local.saveItem(item)
-        }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         _ = try? eventLogger.log(.downloadComplete(
             assetId: asset.assetId, bitrate: seconds > 0 ? Int64(Double(asset.size * 8) / seconds) : nil, durationSeconds: seconds))
