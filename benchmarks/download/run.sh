@@ -3,13 +3,15 @@
 # an HLS asset of SEGMENTS segments of SEGMENT_KIB KiB (default 1,000 × 512 KiB = 512 MiB) and
 # a flat file of FLAT_MIB MiB (default 1,024), each fetched by the release harness
 # (`download --wait`, PARALLEL files at once) and by curl with the same parallelism. Prints
-# both throughputs, their ratio and the harness's peak resident memory.
+# both throughputs, their ratio and the harness's peak resident memory. Each is the best of
+# ROUNDS runs (default 3), curl and the harness taking turns.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SEGMENTS=${SEGMENTS:-1000}
 SEGMENT_KIB=${SEGMENT_KIB:-512}
 FLAT_MIB=${FLAT_MIB:-1024}
 PARALLEL=${PARALLEL:-4}
+ROUNDS=${ROUNDS:-3}
 
 command -v nginx >/dev/null || { echo "needs nginx (apt-get install nginx)" >&2; exit 1; }
 swift build -c release --product backplane-harness >/dev/null 2>&1 || swift build -c release --product backplane-harness
@@ -63,10 +65,15 @@ export BACKPLANE_USER=bench
 bytes_of() { du -sb --exclude=original "$1" | cut -f1; }
 now() { date +%s.%N; }
 
-# One harness run: seconds, bytes on disk, peak RSS (KiB).
+# One harness run: seconds, bytes on disk, peak RSS (KiB). The device is registered first,
+# untimed, as an app's is before it downloads; the run includes starting the process and
+# the engine's first sync.
 sdk() {  # name, data dir, harness args...
     local name=$1 dir=$2; shift 2
     local start end
+    export BACKPLANE_USER="bench-$name-$(basename "$dir")"
+    "$harness" register --data-dir "$dir" >/dev/null
+    sync
     start=$(now)
     if ! /usr/bin/time -f '%M' -o "$work/$name.rss" "$harness" download --asset-id "$name" "$@" --parallel "$PARALLEL" --wait \
         --data-dir "$dir" >"$work/$name.out"; then
@@ -77,7 +84,9 @@ sdk() {  # name, data dir, harness args...
     echo "$(echo "$end - $start" | bc) $(bytes_of "$dir/content") $(cat "$work/$name.rss")"
 }
 
-# The same files with curl: the playlists, then the segments PARALLEL at a time.
+# The same files with curl: the playlists, then the segments PARALLEL at a time. Prints the
+# time to download and the time until the files are also on disk (one `sync -f` after curl):
+# the SDK flushes each file before it counts as downloaded, curl leaves them to the kernel.
 curl_hls() {
     local dir=$1 start end
     mkdir -p "$dir"
@@ -87,7 +96,8 @@ curl_hls() {
     for i in $(seq 0 $((SEGMENTS - 1))); do printf 'url = "%s"\noutput = "%s"\n' "$base/hls/v/$i.ts" "$dir/$i.ts"; done >"$work/curl.cfg"
     curl -sSf --no-progress-meter --parallel --parallel-max "$PARALLEL" --config "$work/curl.cfg"
     end=$(now)
-    echo "$(echo "$end - $start" | bc) $(bytes_of "$dir")"
+    sync -f "$dir"
+    echo "$(echo "$end - $start" | bc) $(bytes_of "$dir") $(echo "$(now) - $start" | bc)"
 }
 curl_flat() {
     local dir=$1 start end
@@ -95,28 +105,44 @@ curl_flat() {
     start=$(now)
     curl -sf -o "$dir/flat.mp4" "$base/flat.mp4"
     end=$(now)
-    echo "$(echo "$end - $start" | bc) $(bytes_of "$dir")"
+    sync -f "$dir"
+    echo "$(echo "$end - $start" | bc) $(bytes_of "$dir") $(echo "$(now) - $start" | bc)"
 }
 
-report() {  # label, sdk "s bytes rss", curl "s bytes"
-    read -r s_sec s_bytes s_rss <<<"$2"
-    read -r c_sec c_bytes <<<"$3"
-    python3 - "$1" "$s_sec" "$s_bytes" "$s_rss" "$c_sec" "$c_bytes" <<'PY'
+# label, the SDK's runs ("s bytes rss" a line), curl's ("s bytes s-flushed" a line): the best of each.
+report() {
+    python3 - "$1" "$2" "$3" <<'PY'
 import sys
-label, s_sec, s_bytes, s_rss, c_sec, c_bytes = sys.argv[1], *map(float, sys.argv[2:])
-sdk, base = s_bytes / s_sec / 1e6, c_bytes / c_sec / 1e6
-print(f"{label}: SDK {s_bytes/1e6:,.0f} MB in {s_sec:.1f} s = {sdk:,.0f} MB/s; "
-      f"curl {c_bytes/1e6:,.0f} MB in {c_sec:.1f} s = {base:,.0f} MB/s; ratio {sdk/base:.2f} (goal >= 0.9); "
+label, sdk_runs, curl_runs = sys.argv[1], sys.argv[2], sys.argv[3]
+sdk = min((list(map(float, l.split())) for l in sdk_runs.splitlines() if l.strip()), key=lambda r: r[0])
+curls = [list(map(float, l.split())) for l in curl_runs.splitlines() if l.strip()]
+c_sec, c_bytes = min(r[0] for r in curls), curls[0][1]
+c_flushed = min(r[2] for r in curls)
+s_sec, s_bytes, s_rss = sdk
+rate = lambda b, s: b / s / 1e6
+print(f"{label}: SDK {s_bytes/1e6:,.0f} MB in {s_sec:.2f} s = {rate(s_bytes, s_sec):,.0f} MB/s (files flushed to disk); "
+      f"curl {c_bytes/1e6:,.0f} MB in {c_sec:.2f} s = {rate(c_bytes, c_sec):,.0f} MB/s, "
+      f"{c_flushed:.2f} s = {rate(c_bytes, c_flushed):,.0f} MB/s with its files flushed; "
+      f"ratio {rate(s_bytes, s_sec) / rate(c_bytes, c_sec):.2f} to curl, {rate(s_bytes, s_sec) / rate(c_bytes, c_flushed):.2f} to curl + flush (goal >= 0.9); "
       f"SDK peak RSS {s_rss/1024:.1f} MiB (goal <= 64)")
 PY
 }
 
+# Before each run, the last one's dirty pages are written back, so that no run pays for the
+# one before it. The HLS files stay until the end: ext4 is slow to create files right after
+# many were deleted (it skips recently freed inodes), a cost only the second tool would pay.
+settle() { rm -rf "$@"; sync; }
+
 # Warm the page cache for both (the origin's files were just written, but make it even).
 cat "$origin"/hls/v/*.ts "$origin/flat.mp4" >/dev/null
-hls_curl=$(curl_hls "$work/curl-hls"); rm -rf "$work/curl-hls"
-hls_sdk=$(sdk hls "$work/sdk-hls" --url "$base/hls/master.m3u8" --hls); rm -rf "$work/sdk-hls/content"
-flat_curl=$(curl_flat "$work/curl-flat"); rm -rf "$work/curl-flat"
-flat_sdk=$(sdk flat "$work/sdk-flat" --url "$base/flat.mp4"); rm -rf "$work/sdk-flat/content"
-echo "download benchmark: $SEGMENTS segments x $SEGMENT_KIB KiB, flat $FLAT_MIB MiB, $PARALLEL files at once, $(nproc) cores"
-report "HLS ($SEGMENTS segments)" "$hls_sdk" "$hls_curl"
-report "flat file" "$flat_sdk" "$flat_curl"
+hls_curl=() hls_sdk=() flat_curl=() flat_sdk=()
+for round in $(seq "$ROUNDS"); do
+    settle "$work/sdk-flat"; hls_curl+=("$(curl_hls "$work/curl-hls/$round")")
+    settle; hls_sdk+=("$(sdk hls "$work/sdk-hls/$round" --url "$base/hls/master.m3u8" --hls)")
+    settle; flat_curl+=("$(curl_flat "$work/curl-flat")")
+    settle "$work/curl-flat"; flat_sdk+=("$(sdk flat "$work/sdk-flat/$round" --url "$base/flat.mp4")")
+done
+settle "$work/sdk-flat" "$work/curl-hls" "$work/sdk-hls"
+echo "download benchmark: $SEGMENTS segments x $SEGMENT_KIB KiB, flat $FLAT_MIB MiB, $PARALLEL files at once, $(nproc) cores, best of $ROUNDS"
+report "HLS ($SEGMENTS segments)" "$(printf '%s\n' "${hls_sdk[@]}")" "$(printf '%s\n' "${hls_curl[@]}")"
+report "flat file" "$(printf '%s\n' "${flat_sdk[@]}")" "$(printf '%s\n' "${flat_curl[@]}")"

@@ -79,19 +79,43 @@ struct AssetDownloader: Sendable {
             mainPath = HLSDownloadPlan.indexPlaylist
         }
         let tracker = ProgressTracker(files: files, directory: directory, report: progress)
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        // `parallelFiles` files are fetched at once; a fetched file is flushed to disk beside
+        // them, so that the network does not wait for the disk (at most `parallelFiles` files
+        // waiting for it, so that it does not fall behind without bound).
+        enum Step: Sendable {
+            case fetched(FileFetcher.Fetched)
+            case flushed
+        }
+        try await withThrowingTaskGroup(of: Step.self) { group in
             var next = files.startIndex
-            func startNext() {
-                guard next < files.endIndex else { return }
-                let index = next
-                next += 1
-                group.addTask {
-                    try await fetch(files[index], index: index, request: request, directory: directory, budget: budget,
-                                    tracker: tracker, beforeFile: beforeFile)
+            var fetching = 0
+            var flushing = 0
+            func fill() {
+                while next < files.endIndex, fetching < parallelFiles, flushing < parallelFiles {
+                    let index = next
+                    next += 1
+                    fetching += 1
+                    group.addTask {
+                        .fetched(try await fetch(files[index], index: index, request: request, directory: directory, budget: budget,
+                                                 tracker: tracker, beforeFile: beforeFile))
+                    }
                 }
             }
-            for _ in 0..<parallelFiles { startNext() }
-            while try await group.next() != nil { startNext() }
+            fill()
+            while let step = try await group.next() {
+                switch step {
+                case .fetched(let file):
+                    fetching -= 1
+                    flushing += 1
+                    group.addTask {
+                        try await file.finish()
+                        return .flushed
+                    }
+                case .flushed:
+                    flushing -= 1
+                }
+                fill()
+            }
         }
         try Task.checkCancellation()
         do {
@@ -106,12 +130,12 @@ struct AssetDownloader: Sendable {
         return LocalAsset(assetId: request.assetId, relativePath: "\(relativeDirectory)/\(mainPath)", size: size, addedAt: Date(), request: request)
     }
 
-    /// One file, tried until it is complete, up to `triesPerFile` times in a row without gaining
-    /// a byte. Fatal failures and `.noSpace` end it at once.
+    /// One file, tried until all its bytes are written (not yet flushed), up to `triesPerFile`
+    /// times in a row without gaining a byte. Fatal failures and `.noSpace` end it at once.
     private func fetch(
         _ file: DownloadFile, index: Int, request: DownloadRequest, directory: URL, budget: StorageBudget,
         tracker: ProgressTracker, beforeFile: @Sendable (Int64) throws -> Void
-    ) async throws {
+    ) async throws -> FileFetcher.Fetched {
         let destination = directory.appendingPathComponent(file.relativePath)
         let fetchRequest = FileFetcher.Request(
             url: file.url, byteRange: file.byteRange, allowedMIMETypes: file.isMedia ? request.allowedMIMETypes : nil)
@@ -121,9 +145,9 @@ struct AssetDownloader: Sendable {
             try beforeFile(tracker.current.bytes)
             let before = tracker.bytes(of: index)
             do {
-                let size = try await fetcher.fetch(fetchRequest, to: destination, budget: budget) { tracker.update(index, $0) }
-                tracker.update(index, FileFetcher.Progress(bytes: size, total: size))
-                return
+                let fetched = try await fetcher.fetchUnflushed(fetchRequest, to: destination, budget: budget) { tracker.update(index, $0) }
+                tracker.update(index, FileFetcher.Progress(bytes: fetched.size, total: fetched.size))
+                return fetched
             } catch {
                 try Task.checkCancellation()
                 if error.isFatal || error.kind == .noSpace { throw error }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 /// Fetches one remote file of a download (a flat file, an HLS segment, init section or key) to a
 /// local path: into `<path>.partial` first, renamed once complete and flushed to disk, so a file
@@ -27,6 +28,9 @@ struct FileFetcher: Sendable {
     }
 
     let client: HTTPClient
+    /// Files expected to be at least this large (or of unknown size) have their resume
+    /// information written before their first byte, so that even a killed app resumes them.
+    static let resumeInfoUpFrontBytes: Int64 = 4 << 20
     /// How long an answer's head may take, connecting included.
     static let headTimeout = TimeAmount.seconds(60)
 
@@ -46,8 +50,41 @@ struct FileFetcher: Sendable {
     func fetch(
         _ request: Request, to destination: URL, budget: StorageBudget? = nil, progress: @Sendable (Progress) -> Void = { _ in }
     ) async throws(DownloadFailure) -> Int64 {
+        let fetched = try await fetchUnflushed(request, to: destination, budget: budget, progress: progress)
+        try await fetched.finish()
+        return fetched.size
+    }
+
+    /// A file whose bytes are all written but may not be on disk yet: `finish()` flushes it and
+    /// gives it its final name. Until then it is a partial file, which a later fetch resumes
+    /// (or finishes without a request, when every byte is there and its size is known).
+    struct Fetched: Sendable {
+        let size: Int64
+        fileprivate let partial: (handle: FileHandle, url: URL, info: URL?)?
+        let destination: URL
+
+        /// The flush waits for the disk, on NIO's blocking-I/O threads: on the concurrency
+        /// pool's few threads it would hold up the other files' network reads while it waits.
+        func finish() async throws(DownloadFailure) {
+            guard let partial else { return }
+            defer { try? partial.handle.close() }
+            do {
+                try await NIOThreadPool.singleton.runIfActive { try partial.handle.synchronize() }
+                try FileManager.default.moveItem(at: partial.url, to: destination)
+            } catch {
+                throw FileFetcher.storageFailure(error, destination)
+            }
+            if let info = partial.info { try? FileManager.default.removeItem(at: info) }
+        }
+    }
+
+    /// `fetch` but for the flush and the rename, which are the caller's: it calls `finish()`,
+    /// and may fetch the next file while the disk catches up.
+    func fetchUnflushed(
+        _ request: Request, to destination: URL, budget: StorageBudget? = nil, progress: @Sendable (Progress) -> Void = { _ in }
+    ) async throws(DownloadFailure) -> Fetched {
         let files = FileManager.default
-        if let size = Self.size(of: destination) { return size }
+        if let size = Self.size(of: destination) { return Fetched(size: size, partial: nil, destination: destination) }
         let partial = destination.appendingPathExtension("partial")
         let infoURL = destination.appendingPathExtension("partial-info")
         do {
@@ -55,7 +92,8 @@ struct FileFetcher: Sendable {
         } catch {
             throw Self.storageFailure(error, destination)
         }
-        var info = (try? Data(contentsOf: infoURL)).flatMap { try? JSONDecoder().decode(PartialInfo.self, from: $0) }
+        let infoData = try? Data(contentsOf: infoURL)
+        var info = infoData.flatMap { try? JSONDecoder().decode(PartialInfo.self, from: $0) }
         var have = info == nil ? 0 : Self.size(of: partial) ?? 0
         if have == 0 { info = nil }
         if have > 0, let length = request.byteRange.map({ Int64($0.length) }) ?? info?.totalLength, have >= length {
@@ -63,12 +101,10 @@ struct FileFetcher: Sendable {
                 // Every byte is there (stopped between the last write and the rename): no request.
                 do {
                     let handle = try FileHandle(forWritingTo: partial)
-                    defer { try? handle.close() }
-                    try Self.finish(partial, at: destination, info: infoURL, flushing: handle)
+                    return Fetched(size: have, partial: (handle, partial, infoURL), destination: destination)
                 } catch {
                     throw Self.storageFailure(error, destination)
                 }
-                return have
             }
             // Longer than the file: not something to resume. Start over.
             have = 0
@@ -129,23 +165,33 @@ struct FileFetcher: Sendable {
         }
         progress(Progress(bytes: have, total: expected.map { have + $0 }))
 
+        // What resuming needs is on disk before the first byte when the file is large; a small
+        // file's is written only if its fetch stops short, so that a segment costs no extra file
+        // (after a kill, a small partial file without it starts over).
+        let resumeInfo = info
+        var infoStored = have > 0
         let handle: FileHandle
         do {
-            if have == 0 {
-                try? files.removeItem(at: partial)
-                guard files.createFile(atPath: partial.path, contents: nil) else {
-                    throw CocoaError(.fileWriteUnknown)
-                }
+            if !infoStored, expected.map({ $0 >= Self.resumeInfoUpFrontBytes }) ?? true {
+                try JSONEncoder().encode(resumeInfo).write(to: infoURL)
+                infoStored = true
+            } else if !infoStored, infoData != nil {
+                try files.removeItem(at: infoURL)  // a stale one would misdescribe the new partial file
             }
-            try JSONEncoder().encode(info).write(to: infoURL)
-            handle = try FileHandle(forWritingTo: partial)
+            handle = try Self.openPartial(partial, truncating: have == 0)
             try handle.seekToEnd()
         } catch {
             throw Self.storageFailure(error, destination)
         }
-        defer { try? handle.close() }
 
         var written: Int64 = 0
+        var finished = false
+        defer {
+            if !finished { try? handle.close() }
+            if !infoStored, !finished, written > 0 {
+                try? JSONEncoder().encode(resumeInfo).write(to: infoURL)
+            }
+        }
         do {
             for try await buffer in response.body {
                 var bytes = buffer
@@ -184,19 +230,19 @@ struct FileFetcher: Sendable {
         if let expected, written < expected {
             throw DownloadFailure(.network, "The download of \(request.url.absoluteString) ended after \(have + written) of \(have + expected) bytes.")
         }
-        do {
-            try Self.finish(partial, at: destination, info: infoURL, flushing: handle)
-        } catch {
-            throw Self.storageFailure(error, destination)
-        }
-        return have + written
+        finished = true
+        return Fetched(size: have + written, partial: (handle, partial, infoStored ? infoURL : nil), destination: destination)
     }
 
-    /// Flushes a whole partial file to disk and gives it its final name.
-    private static func finish(_ partial: URL, at destination: URL, info: URL, flushing handle: FileHandle) throws {
-        try handle.synchronize()
-        try FileManager.default.moveItem(at: partial, to: destination)
-        try? FileManager.default.removeItem(at: info)
+    /// Opens the partial file for writing, creating it, and emptying it when the fetch starts
+    /// over. Plain `open(2)`: `FileManager.createFile` writes a temporary file, flushes it to
+    /// disk and renames it, a second flush per file that an empty file does not need.
+    private static func openPartial(_ partial: URL, truncating: Bool) throws -> FileHandle {
+        let descriptor = open(partial.path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncating ? O_TRUNC : 0), 0o644)
+        guard descriptor >= 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+        return FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
     }
 
     /// The range to ask for: the rest of the sub-range, or of the file after what is held.
@@ -230,7 +276,7 @@ struct FileFetcher: Sendable {
         DownloadFailure(.noSpace, "No room for \(bytes) more bytes of \(request.url.absoluteString) under the storage rules.")
     }
 
-    private static func storageFailure(_ error: any Error, _ destination: URL) -> DownloadFailure {
+    fileprivate static func storageFailure(_ error: any Error, _ destination: URL) -> DownloadFailure {
         DownloadFailure(.storage, "Could not write \(destination.lastPathComponent): \(error).")
     }
 }
