@@ -110,11 +110,24 @@ extension BackplaneEngine {
         try loadComponents().local.access { try $0.items(feedId: feedId) }
     }
 
+    func includeItem(assetId: String, inTrackingFeed feedId: String) throws -> SubscriptionItem {
+        guard !feedId.isEmpty, feedId.utf8.count <= WireLimits.maxIdentifierLength else {
+            throw BackplaneClientError(kind: .invalidInput, message: "A feed id is 1 to \(WireLimits.maxIdentifierLength) bytes.")
+        }
+        switch try loadComponents().local.access({ try $0.trackItem(assetId: assetId, feedId: feedId) }) {
+        case .tracked(let item):
+            return item
+        case .unknownAsset:
+            throw BackplaneClientError(kind: .invalidInput, message: "Asset \(assetId) is neither queued nor downloaded.")
+        case .trackedBy(let other):
+            throw BackplaneClientError(kind: .invalidInput, message: "Asset \(assetId) is tracked in feed \(other) already.")
+        }
+    }
+
     // MARK: downloaded content
 
-    /// Puts a file in place as the downloaded content of `assetId` (copied into the SDK's content
-    /// directory) and records it. The download engine will do this itself; until then apps and
-    /// the harness use it.
+    /// Puts a file the app already has in place as the downloaded content of `assetId` (copied
+    /// into the SDK's content directory) and records it, as if the download engine had fetched it.
     @discardableResult
     public func addDownloadedAsset(assetId: String, copying file: URL) throws -> LocalAsset {
         let content = try loadComponents().content

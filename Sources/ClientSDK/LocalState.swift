@@ -239,14 +239,16 @@ final class LocalStore: Sendable {
 
     func saveItem(_ item: SubscriptionItem) throws {
         let metadata = try Self.encoder.encode(item.metadata)
-        try queue.write { db in
-            try db.execute(sql: """
-                INSERT INTO subscription_items (asset_id, feed_id, metadata, state, via_subscription, added_at, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT(asset_id) DO UPDATE SET feed_id = excluded.feed_id, metadata = excluded.metadata, state = excluded.state,
-                  via_subscription = excluded.via_subscription, updated_at = excluded.updated_at
-                """, arguments: [item.assetId, item.feedId, metadata, item.state.rawValue, item.viaSubscription, item.addedAt, Date()])
-        }
+        try queue.write { db in try Self.saveItem(item, metadata: metadata, db) }
+    }
+
+    static func saveItem(_ item: SubscriptionItem, metadata: Data, _ db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO subscription_items (asset_id, feed_id, metadata, state, via_subscription, added_at, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(asset_id) DO UPDATE SET feed_id = excluded.feed_id, metadata = excluded.metadata, state = excluded.state,
+              via_subscription = excluded.via_subscription, updated_at = excluded.updated_at
+            """, arguments: [item.assetId, item.feedId, metadata, item.state.rawValue, item.viaSubscription, item.addedAt, Date()])
     }
 
     func deleteItem(assetId: String) throws {

@@ -31,6 +31,17 @@ public struct SubscriptionManager: Sendable {
         try await engine.episodes(since: date, onlySubscribed: onlySubscribed)
     }
 
+    /// Counts an asset the app queued or downloaded itself toward a feed's quota, as the items
+    /// that came through the subscription count (the vendor's "include item in tracking
+    /// feed"): when the feed is full, autodelete may delete it as one of the oldest, or new
+    /// episodes are deferred while it is there. Its item is `queued` or `downloaded` as its
+    /// download is. Local: no request to the backplane. Throws `.invalidInput` when the SDK
+    /// neither queues nor holds the asset, or another feed tracks it.
+    @discardableResult
+    public func includeItem(assetId: String, inTrackingFeed feedId: String) async throws -> SubscriptionItem {
+        try await engine.includeItem(assetId: assetId, inTrackingFeed: feedId)
+    }
+
     /// The subscription items the SDK holds (one feed, or all), oldest first.
     public func items(feedId: String? = nil) async throws -> [SubscriptionItem] {
         try await engine.subscriptionItems(feedId: feedId)

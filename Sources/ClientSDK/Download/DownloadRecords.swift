@@ -210,6 +210,45 @@ extension LocalStore {
         }
     }
 
+    /// What `trackItem` did.
+    enum Tracking {
+        case tracked(SubscriptionItem)
+        /// Neither queued nor downloaded.
+        case unknownAsset
+        /// Another feed holds the asset's item.
+        case trackedBy(feedId: String)
+    }
+
+    /// Makes an asset the app queued or downloaded itself count toward `feedId`'s quota: a new
+    /// item, `downloaded` or `queued` as the asset is (or its item, turned into a counting one).
+    /// Looked up and written in one transaction, so that a download completing meanwhile cannot
+    /// leave a `queued` item behind.
+    func trackItem(assetId: String, feedId: String) throws -> Tracking {
+        try queue.write { db in
+            if var existing = try Row.fetchOne(db, sql: "SELECT * FROM subscription_items WHERE asset_id = ?", arguments: [assetId]).map(Self.item) {
+                guard existing.feedId == feedId else { return .trackedBy(feedId: existing.feedId) }
+                guard !existing.viaSubscription else { return .tracked(existing) }
+                existing.viaSubscription = true
+                try Self.saveItem(existing, metadata: try Self.encoder.encode(existing.metadata), db)
+                return .tracked(existing)
+            }
+            let state: SubscriptionItem.State
+            let request: DownloadRequest?
+            if let asset = try Self.fetchAssets(db, where: assetId).first {
+                (state, request) = (.downloaded, asset.request)
+            } else if let queued = try Self.fetchQueue(db, assetId: assetId).first {
+                (state, request) = (.queued, queued.request)
+            } else {
+                return .unknownAsset
+            }
+            let item = SubscriptionItem(
+                assetId: assetId, feedId: feedId, metadata: request?.episode ?? EpisodeInput(assetId: assetId), state: state,
+                viaSubscription: true, addedAt: Date())
+            try Self.saveItem(item, metadata: try Self.encoder.encode(item.metadata), db)
+            return .tracked(item)
+        }
+    }
+
     /// A download completed: its record moves from the queue to the assets (and its subscription
     /// item, if any, becomes downloaded), in one transaction.
     /// Returns false, recording nothing, when the asset left the queue meanwhile (removed or

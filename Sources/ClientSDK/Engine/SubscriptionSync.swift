@@ -201,6 +201,16 @@ extension EpisodeInput {
     }
 }
 
+extension DownloadRequest {
+    /// The episode an item tracking this download stands for (`EpisodeInput.downloadRequest`
+    /// the other way round).
+    var episode: EpisodeInput {
+        EpisodeInput(
+            assetId: assetId, title: metadata["title"], downloadURL: url.absoluteString, mediaType: kind == .hls ? .hls : .file,
+            permittedMimeTypes: allowedMIMETypes?.sorted(), maxBitrate: maxVideoBitrate, sizeBytes: declaredSize)
+    }
+}
+
 /// The cursors of one paging run. A server that hands back the cursor of an earlier page with
 /// more to come would have the SDK page forever; so would one whose pages never end.
 struct CursorTrail {
