@@ -198,3 +198,91 @@ import TestSupport
 }
 
 /// Subscriptions feed the download queue: no app code between publishing and the files.
+
+/// The network as the app reports it (in an app, e.g. from `NWPathMonitor`), switched by a test.
+final class SwitchableNetwork: NetworkMonitor {
+    private let state: Mutex<(status: NetworkStatus, listeners: [AsyncStream<NetworkStatus>.Continuation])>
+
+    init(_ status: NetworkStatus) {
+        state = Mutex((status, []))
+    }
+
+    static let wifi = NetworkStatus(isAvailable: true, isExpensive: false)
+    static let cellular = NetworkStatus(isAvailable: true, isExpensive: true)
+    static let offline = NetworkStatus(isAvailable: false, isExpensive: false)
+
+    var status: NetworkStatus { state.withLock { $0.status } }
+
+    func changes() -> AsyncStream<NetworkStatus> {
+        let (stream, continuation) = AsyncStream.makeStream(of: NetworkStatus.self)
+        state.withLock { $0.listeners.append(continuation) }
+        return stream
+    }
+
+    func set(_ status: NetworkStatus) {
+        let listeners = state.withLock { state in
+            state.status = status
+            return state.listeners
+        }
+        for listener in listeners { listener.yield(status) }
+    }
+}
+
+/// The network rules: the engine reads the app's monitor before each file and follows its changes.
+@Suite struct NetworkRuleTests {
+    @Test func downloadsWaitForAllowedNetworkAndStopWhenItGoes() async throws {
+        let network = SwitchableNetwork(SwitchableNetwork.cellular)
+        let bench = try await DownloadBench.start { $0.network = network; $0.parallelFiles = 2 }
+        let hls = TestHLSAsset(serving: bench.origin, segments: 40, segmentBytes: 30_000)
+        for index in 0..<40 { bench.origin.inject(.delay(.milliseconds(30)), at: "/hls/audio/en/\(index).aac") }
+        let segments = { bench.origin.requests(under: "/hls/audio/en/").values.reduce(0, +) }
+        try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "show", url: bench.origin.url("/hls/master.m3u8"), kind: .hls, maxVideoBitrate: 0, audioLanguages: ["en"],
+            subtitleLanguages: []))
+
+        // Cellular only, and the app did not allow it: blocked, no segment fetched.
+        try await bench.wait("the queue to block on cellular") {
+            try await bench.engine.downloads.asset("show")?.state == .blocked(.cellularNotAllowed)
+        }
+        #expect(try await bench.engine.downloads.status() == .blocked(.cellularNotAllowed))
+        #expect(segments() == 0)
+
+        // Wi-Fi: it starts. The network gone: the file under way stops too, and nothing more is asked.
+        network.set(SwitchableNetwork.wifi)
+        try await bench.wait("part of the download") {
+            try await bench.engine.downloads.asset("show").map { $0.bytesDownloaded > 200_000 } ?? false
+        }
+        network.set(SwitchableNetwork.offline)
+        try await bench.wait("the queue to block offline") {
+            try await bench.engine.downloads.status() == .blocked(.networkUnavailable)
+        }
+        #expect(try await bench.engine.downloads.asset("show")?.state == .blocked(.networkUnavailable))
+        let askedWhileOffline = segments()
+        #expect(askedWhileOffline < 40, "the download finished before the network went")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(segments() == askedWhileOffline)
+
+        // Back: it completes, every file as the origin has it.
+        network.set(SwitchableNetwork.wifi)
+        let asset = try await bench.waitForOutcome("show")
+        #expect(asset.state == .completed)
+        let index = try #require(asset.localURL)
+        let tree = try LocalPlaylistTree(index: index)
+        let audio = try #require(tree.references.first { $0.key.hasPrefix("audio") }?.value)
+        #expect(audio.count == 40)
+        for (number, path) in audio.enumerated() {
+            let local = index.deletingLastPathComponent().appendingPathComponent(path)
+            #expect(try Data(contentsOf: local) == hls.files["/hls/audio/en/\(number).aac"], "\(path)")
+        }
+        await bench.stop()
+    }
+
+    @Test func cellularIsUsedWhenTheAppAllowsIt() async throws {
+        let network = SwitchableNetwork(SwitchableNetwork.cellular)
+        let bench = try await DownloadBench.start { $0.network = network; $0.downloadOverCellular = true }
+        bench.origin.serve("/one.mp4", TestOrigin.content(50_000))
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "one", url: bench.origin.url("/one.mp4")))
+        #expect(try await bench.waitForOutcome("one").state == .completed)
+        await bench.stop()
+    }
+}
