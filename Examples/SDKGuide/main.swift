@@ -38,6 +38,10 @@ let feeds = try await engine.subscriptions.list()
 let queue = try await engine.subscriptions.items(feedId: "the-long-game")   // SubscriptionItem: queued, deferred, downloaded, reset
 try await engine.subscriptions.unsubscribe(feedId: "the-long-game")
 
+let episodeURL = URL(string: "https://cdn.example.com/ep-7.mp4")!
+try await engine.downloads.enqueue(DownloadRequest(assetId: "ep-7", url: episodeURL))
+try await engine.subscriptions.includeItem(assetId: "ep-7", inTrackingFeed: "the-long-game")
+
 struct MyCatalogue: SubscriptionDataSource {
     func metadata(for episode: Episode) async throws -> EpisodeInput? {
         try await cms.lookUp(episode.episode.assetId)   // your own API

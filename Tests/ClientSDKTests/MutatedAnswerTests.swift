@@ -25,9 +25,10 @@ import TestSupport
         #expect(mutations > 4000, "only \(mutations) mutated answers")
     }
 
-    /// A case per route, so that the routes run side by side (each with its own transport and
-    /// engines): one after the other they took minutes.
-    @Test(arguments: Route.operations.keys.sorted())
+    /// A case per route (each with its own transport and engines), one at a time: side by side
+    /// the eleven would take both cores from the rest of the suite, whose requests to their
+    /// backplanes then miss their deadlines.
+    @Test(.serialized, arguments: Route.operations.keys.sorted())
     func everyMutatedAnswerIsTakenOrRefusedWithAClientError(route: String) async throws {
         let recorded = try await Self.recording.value
         let original = try #require(recorded[route], "\(route) was not recorded")
