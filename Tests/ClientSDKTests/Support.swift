@@ -66,14 +66,13 @@ final class InProcessBackplane: Sendable {
     }
 
     /// An hour between interval syncs, so anything sooner comes from `syncNow`, the channel or a
-    /// retry; the channel is off unless a test turns it on. Requests may take 15 s: with the
-    /// whole suite on two cores, downloads flushing to the same disk, 5 s was sometimes missed.
+    /// retry; the channel is off unless a test turns it on.
     func configuration(user: String, dataDirectory: URL, secret: String? = nil, channel: Bool = false) -> BackplaneClientConfiguration {
         BackplaneClientConfiguration(
             backplaneURL: url, appKeyId: keyId, appKeySecret: secret ?? self.secret, userId: user, dataDirectory: dataDirectory,
             sync: SyncOptions(
                 interval: .seconds(3600), retry: RetryPolicy(initial: .milliseconds(100), maximum: .milliseconds(400)),
-                requestTimeout: .seconds(15), useWakeUpChannel: channel))
+                requestTimeout: .seconds(5), useWakeUpChannel: channel))
     }
 
     func enqueue(_ type: CommandType, device: String, assetIds: [String]? = nil) async throws -> Command {
