@@ -158,7 +158,7 @@ import TestSupport
             ]
             for (request, status, code) in cases {
                 let connection = try RawConnection(port: port, sending: request)
-                let response = try #require(await connection.readResponse(timeout: 5), "no answer to a refused upgrade")
+                let response = try #require(await connection.readResponse(timeout: 15), "no answer to a refused upgrade")
                 #expect(response.status == status, "\(String(decoding: response.body, as: UTF8.self))")
                 #expect(Self.errorCode(response.body) == code, "\(String(decoding: response.body, as: UTF8.self))")
                 #expect(response.headers["x-request-id"]?.isEmpty == false)
