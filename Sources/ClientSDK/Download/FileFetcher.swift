@@ -69,7 +69,11 @@ struct FileFetcher: Sendable {
             guard let partial else { return }
             defer { try? partial.handle.close() }
             do {
-                try await NIOThreadPool.singleton.runIfActive { try partial.handle.synchronize() }
+                // Not cancelled with the task: a file whose bytes are all there is finished, and
+                // a pause must not read as a storage failure.
+                try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any()) {
+                    try partial.handle.synchronize()
+                }.get()
                 try FileManager.default.moveItem(at: partial.url, to: destination)
             } catch {
                 throw FileFetcher.storageFailure(error, destination)
@@ -172,14 +176,15 @@ struct FileFetcher: Sendable {
         var infoStored = have > 0
         let handle: FileHandle
         do {
+            // A stale one would misdescribe the new partial file; and new information goes down
+            // only once the old bytes are gone, or a kill in between would pair them.
+            if !infoStored, infoData != nil { try files.removeItem(at: infoURL) }
+            handle = try Self.openPartial(partial, truncating: have == 0)
+            try handle.seekToEnd()
             if !infoStored, expected.map({ $0 >= Self.resumeInfoUpFrontBytes }) ?? true {
                 try JSONEncoder().encode(resumeInfo).write(to: infoURL)
                 infoStored = true
-            } else if !infoStored, infoData != nil {
-                try files.removeItem(at: infoURL)  // a stale one would misdescribe the new partial file
             }
-            handle = try Self.openPartial(partial, truncating: have == 0)
-            try handle.seekToEnd()
         } catch {
             throw Self.storageFailure(error, destination)
         }
