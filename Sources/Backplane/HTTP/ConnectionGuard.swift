@@ -232,7 +232,9 @@ extension HTTPServerBuilder {
         webSocketRouter: Router<BackplaneRequestContext>, limits: TransportLimits, webSocket: WebSocketServerConfiguration
     ) -> HTTPServerBuilder {
         let webSocketResponder = webSocketRouter.buildResponder()
-        var http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount(limits.requestHeadTimeout))
+        // No idle timeout of Hummingbird's own: `ConnectionGuard` times the connection, and knows
+        // that an upgrade request waiting for the router's decision is not idle.
+        var http1 = HTTP1Channel.Configuration()
         http1.httpDecoder = .init(
             maxHeaderFieldSize: limits.maxHeaderBytes, maxHeaderListSize: limits.maxHeaderBytes, maxHeaderFieldCount: limits.maxHeaderFields)
         let configuration = HTTP1WebSocketUpgradeChannel.Configuration(http1: http1, ws: webSocket)
