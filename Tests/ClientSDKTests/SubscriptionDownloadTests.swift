@@ -91,6 +91,15 @@ import TestSupport
         #expect(try await bench.engine.downloads.completed().map(\.assetId).sorted() == ["d1", "d2"])
         let states = Dictionary(uniqueKeysWithValues: try await bench.engine.subscriptions.items().map { ($0.assetId, $0.state) })
         #expect(states == ["own": .reset, "d1": .downloaded, "d2": .downloaded])
+
+        // The app downloads its asset again: included once more, its reset item counts again.
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "own", url: bench.origin.url("/own.mp4")))
+        let again = try await bench.engine.subscriptions.includeItem(assetId: "own", inTrackingFeed: "daily")
+        #expect([.queued, .downloaded].contains(again.state), "\(again.state)")
+        #expect(try await bench.waitForOutcome("own").state == .completed)
+        try await bench.wait("the included item to follow its download again") {
+            try await bench.engine.subscriptions.items(feedId: "daily").first { $0.assetId == "own" }?.state == .downloaded
+        }
         await bench.stop()
     }
 }

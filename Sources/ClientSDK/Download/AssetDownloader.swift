@@ -2,10 +2,12 @@ import AsyncHTTPClient
 import Foundation
 
 /// Downloads one asset into its directory: a flat file, or an HLS asset's files `parallelFiles`
-/// at a time, each file tried up to three times in a row (the rule of threes' inner part: the
-/// engine counts the passes). What is complete on disk is never fetched again, and partial
-/// files resume, so calling `download` again after any failure, a cancellation or a kill of the
-/// app goes on where it stopped.
+/// at a time, each file's fetch tried up to three times in a row (the rule of threes' inner
+/// part: the engine counts the passes; a failure to flush or rename a fetched file is a storage
+/// failure, not retried). What is complete on disk is never fetched again, and partial files
+/// with resume information (large ones, and any whose fetch stopped short while the app ran)
+/// resume, so calling `download` again after any failure, a cancellation or a kill of the app
+/// goes on where it stopped, refetching at most the small files that were in flight at a kill.
 struct AssetDownloader: Sendable {
     let fetcher: FileFetcher
     let parallelFiles: Int
@@ -102,19 +104,30 @@ struct AssetDownloader: Sendable {
                 }
             }
             fill()
-            while let step = try await group.next() {
-                switch step {
-                case .fetched(let file):
-                    fetching -= 1
-                    flushing += 1
-                    group.addTask {
-                        try await file.finish()
-                        return .flushed
+            do {
+                while let step = try await group.next() {
+                    switch step {
+                    case .fetched(let file):
+                        fetching -= 1
+                        flushing += 1
+                        group.addTask {
+                            try await file.finish()
+                            return .flushed
+                        }
+                    case .flushed:
+                        flushing -= 1
                     }
-                case .flushed:
-                    flushing -= 1
+                    fill()
                 }
-                fill()
+            } catch {
+                // One file failed or the download was stopped: the files already fetched are
+                // finished all the same (a small one has no resume information, and would be
+                // fetched again), then the first failure is the download's.
+                group.cancelAll()
+                while let result = await group.nextResult() {
+                    if case .success(.fetched(let file)) = result { try? await file.finish() }
+                }
+                throw error
             }
         }
         try Task.checkCancellation()

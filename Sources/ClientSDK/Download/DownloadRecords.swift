@@ -220,30 +220,35 @@ extension LocalStore {
     }
 
     /// Makes an asset the app queued or downloaded itself count toward `feedId`'s quota: a new
-    /// item, `downloaded` or `queued` as the asset is (or its item, turned into a counting one).
+    /// item, `downloaded` or `queued` as the asset is (or its existing item in that feed, made a
+    /// counting one in that state, whatever the feed had made of it).
     /// Looked up and written in one transaction, so that a download completing meanwhile cannot
     /// leave a `queued` item behind.
     func trackItem(assetId: String, feedId: String) throws -> Tracking {
         try queue.write { db in
-            if var existing = try Row.fetchOne(db, sql: "SELECT * FROM subscription_items WHERE asset_id = ?", arguments: [assetId]).map(Self.item) {
-                guard existing.feedId == feedId else { return .trackedBy(feedId: existing.feedId) }
-                guard !existing.viaSubscription else { return .tracked(existing) }
+            // The item is `downloaded` or `queued` as the asset's download is.
+            let present: (state: SubscriptionItem.State, request: DownloadRequest?)?
+            if let asset = try Self.fetchAssets(db, where: assetId).first {
+                present = (.downloaded, asset.request)
+            } else if let queued = try Self.fetchQueue(db, assetId: assetId).first {
+                present = (.queued, queued.request)
+            } else {
+                present = nil
+            }
+            let existing = try Row.fetchOne(db, sql: "SELECT * FROM subscription_items WHERE asset_id = ?", arguments: [assetId]).map(Self.item)
+            if let existing, existing.feedId != feedId { return .trackedBy(feedId: existing.feedId) }
+            guard let present else { return .unknownAsset }
+            if var existing {
+                // An item the feed reset or deferred counts again once the app queues its asset.
+                guard !existing.viaSubscription || existing.state != present.state else { return .tracked(existing) }
                 existing.viaSubscription = true
+                existing.state = present.state
                 try Self.saveItem(existing, metadata: try Self.encoder.encode(existing.metadata), db)
                 return .tracked(existing)
             }
-            let state: SubscriptionItem.State
-            let request: DownloadRequest?
-            if let asset = try Self.fetchAssets(db, where: assetId).first {
-                (state, request) = (.downloaded, asset.request)
-            } else if let queued = try Self.fetchQueue(db, assetId: assetId).first {
-                (state, request) = (.queued, queued.request)
-            } else {
-                return .unknownAsset
-            }
             let item = SubscriptionItem(
-                assetId: assetId, feedId: feedId, metadata: request?.episode ?? EpisodeInput(assetId: assetId), state: state,
-                viaSubscription: true, addedAt: Date())
+                assetId: assetId, feedId: feedId, metadata: present.request?.episode ?? EpisodeInput(assetId: assetId),
+                state: present.state, viaSubscription: true, addedAt: Date())
             try Self.saveItem(item, metadata: try Self.encoder.encode(item.metadata), db)
             return .tracked(item)
         }

@@ -56,8 +56,9 @@ struct FileFetcher: Sendable {
     }
 
     /// A file whose bytes are all written but may not be on disk yet: `finish()` flushes it and
-    /// gives it its final name. Until then it is a partial file, which a later fetch resumes
-    /// (or finishes without a request, when every byte is there and its size is known).
+    /// gives it its final name. Until then it is a partial file: a later fetch finishes it
+    /// without a request when its resume information is there (a large file's always is), else
+    /// fetches it again.
     struct Fetched: Sendable {
         let size: Int64
         fileprivate let partial: (handle: FileHandle, url: URL, info: URL?)?
