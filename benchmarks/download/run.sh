@@ -6,12 +6,18 @@
 # both throughputs, their ratio and the harness's peak resident memory. Each is the best of
 # ROUNDS runs (default 3), curl and the harness taking turns.
 set -euo pipefail
+# A failing command inside $(...) stops the script too (a failed register or curl would
+# otherwise leave a figure behind).
+shopt -s inherit_errexit
 cd "$(dirname "$0")/../.."
 SEGMENTS=${SEGMENTS:-1000}
 SEGMENT_KIB=${SEGMENT_KIB:-512}
 FLAT_MIB=${FLAT_MIB:-1024}
 PARALLEL=${PARALLEL:-4}
 ROUNDS=${ROUNDS:-3}
+for value in "$SEGMENTS" "$SEGMENT_KIB" "$FLAT_MIB" "$PARALLEL" "$ROUNDS"; do
+    [[ $value =~ ^[1-9][0-9]*$ ]] || { echo "SEGMENTS, SEGMENT_KIB, FLAT_MIB, PARALLEL and ROUNDS are positive integers" >&2; exit 2; }
+done
 
 command -v nginx >/dev/null || { echo "needs nginx (apt-get install nginx)" >&2; exit 1; }
 swift build -c release --product backplane-harness >/dev/null 2>&1 || swift build -c release --product backplane-harness
@@ -62,7 +68,9 @@ base="http://127.0.0.1:$oport"
 
 export BACKPLANE_URL="http://127.0.0.1:$port" BACKPLANE_APP_KEY="$(value 'app key id')" BACKPLANE_APP_SECRET="$(value 'app key secret')"
 export BACKPLANE_USER=bench
-bytes_of() { du -sb --exclude=original "$1" | cut -f1; }
+# Bytes of the files stored (not of directories, whose sizes vary with their history), the
+# SDK's copies of the original playlists left out.
+bytes_of() { find "$1" -path '*/original' -prune -o -type f -printf '%s\n' | awk '{ n += $1 } END { print n + 0 }'; }
 now() { date +%s.%N; }
 
 # One harness run: seconds, bytes on disk, peak RSS (KiB). The device is registered first,
@@ -114,8 +122,16 @@ report() {
     python3 - "$1" "$2" "$3" <<'PY'
 import sys
 label, sdk_runs, curl_runs = sys.argv[1], sys.argv[2], sys.argv[3]
-sdk = min((list(map(float, l.split())) for l in sdk_runs.splitlines() if l.strip()), key=lambda r: r[0])
+sdks = [list(map(float, l.split())) for l in sdk_runs.splitlines() if l.strip()]
 curls = [list(map(float, l.split())) for l in curl_runs.splitlines() if l.strip()]
+# Every run of a tool stores the same bytes, and both tools the same media (their playlists
+# differ: the SDK rewrites them to point at local files), or the figures compare different work.
+for tool, runs in (("SDK", sdks), ("curl", curls)):
+    if len({r[1] for r in runs}) != 1:
+        sys.exit(f"{label}: the {tool}'s runs stored different sizes: {sorted({r[1] for r in runs})}")
+if abs(sdks[0][1] - curls[0][1]) > 0.001 * curls[0][1]:
+    sys.exit(f"{label}: the SDK stored {sdks[0][1]:.0f} bytes, curl {curls[0][1]:.0f}")
+sdk = min(sdks, key=lambda r: r[0])
 c_sec, c_bytes = min(r[0] for r in curls), curls[0][1]
 c_flushed = min(r[2] for r in curls)
 s_sec, s_bytes, s_rss = sdk
