@@ -3,8 +3,11 @@ import HTTPTypes
 import HummingbirdTesting
 import BackplaneWire
 import Testing
+import TestSupport
 
-/// The device limit's check-and-set must hold under concurrent requests for one user.
+/// The device limit's check-and-set must hold under concurrent requests for one user. The
+/// databases are in memory where possible: the tests are about atomicity, and their hundreds of
+/// commits would otherwise hold up the rest of the suite behind the disk's flushes.
 @Suite struct ConcurrencyTests {
     /// In process every registration runs at once; over HTTP, async-http-client spreads them over
     /// its pool of connections (HummingbirdTesting's `.live` client pipelines everything on one
@@ -14,7 +17,7 @@ import Testing
     /// limit of 3) for a loaded CI machine.
     @Test(arguments: [(TestingSetup.router, 120), (.ahc(.http), 12)])
     func concurrentRegistrationsEnableExactlyTheLimit(setup: TestingSetup, registrations: Int) async throws {
-        let fixture = try await Fixture.make(deviceLimit: 3)
+        let fixture = try await Fixture.make(deviceLimit: 3, directory: memoryBackedDirectory("backplane-concurrency"))
         try await fixture.test(setup) { client in
             let results = try await withThrowingTaskGroup(of: RegisterDeviceResponse.self) { group in
                 for index in 0..<registrations {
@@ -32,7 +35,7 @@ import Testing
     }
 
     @Test func concurrentEnableRequestsEnableExactlyTheLimit() async throws {
-        let fixture = try await Fixture.make(deviceLimit: 0)
+        let fixture = try await Fixture.make(deviceLimit: 0, directory: memoryBackedDirectory("backplane-concurrency"))
         try await fixture.test { client in
             var identities: [DeviceIdentity] = []
             for index in 0..<100 {
@@ -58,7 +61,7 @@ import Testing
     }
 
     @Test func concurrentAdminEnablesRespectTheLimit() async throws {
-        let fixture = try await Fixture.make(deviceLimit: 0)
+        let fixture = try await Fixture.make(deviceLimit: 0, directory: memoryBackedDirectory("backplane-concurrency"))
         try await fixture.test { client in
             for index in 0..<50 { try await client.register(user: "family", device: "device-\(index)") }
             _ = try await client.admin(.patch, "/v1/admin/settings", json: ApplicationSettingsUpdate(deviceLimit: 2))

@@ -137,13 +137,10 @@ import TestSupport
         var reason: String
     }
 
-    /// Where an engine of this test keeps its data: in memory (`/dev/shm`) where there is such
-    /// a file system. The test is about reading answers, and its thousands of throwaway
-    /// databases would otherwise wait on the disk's flushes, behind the rest of the suite's.
+    /// Where an engine of this test keeps its data: the test is about reading answers, and its
+    /// thousands of throwaway databases need no disk.
     private static func scratchDirectory() -> URL {
-        let memory = URL(fileURLWithPath: "/dev/shm")
-        guard FileManager.default.isWritableFile(atPath: memory.path) else { return temporaryDirectory("sdk-mutated") }
-        return memory.appendingPathComponent("sdk-mutated-\(UUID().uuidString)")
+        memoryBackedDirectory("sdk-mutated")
     }
 
     private static func startedEngine(

@@ -40,6 +40,15 @@ public func temporaryDirectory(_ prefix: String) -> URL {
     FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
 }
 
+/// A fresh directory in memory (`/dev/shm`) where there is such a file system, else a temporary
+/// one. For tests about concurrency or parsing rather than durability: their many commits would
+/// otherwise wait on the disk's flushes, and hold up the rest of the suite's behind them.
+public func memoryBackedDirectory(_ prefix: String) -> URL {
+    let memory = URL(fileURLWithPath: "/dev/shm")
+    guard FileManager.default.isWritableFile(atPath: memory.path) else { return temporaryDirectory(prefix) }
+    return memory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+}
+
 /// A child process whose combined stdout and stderr is collected as it arrives.
 public final class ChildProcess: @unchecked Sendable {
     private let process = Process()
