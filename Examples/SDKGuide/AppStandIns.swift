@@ -31,7 +31,10 @@ let logger = AppLogger()
 
 func showBanner(_ text: String) {}
 
-func showDevicePicker(_ devices: UserDevicesResponse) {}
+/// The app's picker: the device the user chose among the other download-enabled ones.
+func showDevicePicker(_ devices: UserDevicesResponse) async throws -> Device {
+    devices.devices.first { $0.downloadEnabled }!
+}
 
 /// The app's own catalogue service.
 struct Catalogue: Sendable {

@@ -72,7 +72,10 @@ do {
     try await engine.updateDownloadEnabled(true)
 } catch let error as BackplaneClientError where error.code == .deviceLimitReached {
     // details carry the count and the limit
-    showDevicePicker(try await engine.userDevices())   // let the user pick one to turn off
+    // Let the user pick a device to turn off (from the device in hand), then enable this one.
+    let picked = try await showDevicePicker(try await engine.userDevices())
+    try await engine.disableDownload(onDevice: picked.deviceId)
+    try await engine.updateDownloadEnabled(true)
 }
 
 try await engine.setNickname("Living room iPad")   // nil clears

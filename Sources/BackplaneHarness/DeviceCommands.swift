@@ -55,18 +55,31 @@ struct Devices: AsyncParsableCommand {
 
 struct EnableDownload: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "enable-download", abstract: "Ask the backplane to turn download on or off for this device.")
+        commandName: "enable-download",
+        abstract: "Ask the backplane to turn download on or off for this device, or off for another device of the user.")
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "on or off") var setting: OnOff
+    @Option(help: "Another device of the user (from `devices`): turn download off there, to free a place under the device limit.")
+    var device: String?
 
     enum OnOff: String, ExpressibleByArgument {
         case on, off
     }
 
+    func validate() throws {
+        if device != nil, setting == .on {
+            throw ValidationError("Another device's download can only be turned off; a device turns download on for itself.")
+        }
+    }
+
     func run() async throws {
         try await Session.run(try connection.configuration()) { engine in
-            let device = try await engine.updateDownloadEnabled(setting == .on)
-            return .object(["device": Output.json(device)])
+            let changed = if let device {
+                try await engine.disableDownload(onDevice: device)
+            } else {
+                try await engine.updateDownloadEnabled(setting == .on)
+            }
+            return .object(["device": Output.json(changed)])
         }
     }
 }

@@ -55,6 +55,11 @@ struct BackplaneAPI: Sendable {
                        body: DownloadEnabledRequest(downloadEnabled: enabled), as: device)
     }
 
+    func setSiblingDownloadEnabled(_ enabled: Bool, deviceId: String, as device: DeviceCredentials) async throws -> DeviceResponse {
+        try await send("PUT", "/v1/user-devices/\(Self.segment(deviceId))/download-enabled",
+                       body: DownloadEnabledRequest(downloadEnabled: enabled), as: device)
+    }
+
     func unregister(as device: DeviceCredentials) async throws -> DeviceResponse {
         try await send("POST", "/v1/devices/\(Self.segment(device.deviceId))/unregister", body: Optional<SyncRequest>.none, as: device)
     }

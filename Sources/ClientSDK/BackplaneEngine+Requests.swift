@@ -38,6 +38,20 @@ extension BackplaneEngine {
         try await deviceRequest { api, credentials in try await api.setDownloadEnabled(enabled, as: credentials) }
     }
 
+    /// Turns download off for another device of the user (one from `userDevices()`): frees a
+    /// place under the device limit from the device in hand, e.g. for a tablet left in a drawer,
+    /// so that this device can then enable itself. Turning another device on is refused (a
+    /// `.server` error, `forbidden`); a device of another user is `not_found`.
+    @discardableResult
+    public func disableDownload(onDevice deviceId: String) async throws -> Device {
+        let session = try running().session
+        return try await reporting {
+            try await session.request { api, credentials in
+                try await api.setSiblingDownloadEnabled(false, deviceId: deviceId, as: credentials).device
+            }
+        }
+    }
+
     @discardableResult
     public func setNickname(_ nickname: String?) async throws -> Device {
         try await updateProfile(DeviceProfileUpdate(nickname: nickname ?? ""))

@@ -86,4 +86,40 @@ import Testing
             #expect(unknown.status == .unauthorized)
         }
     }
+
+    /// The user at the device limit frees a place from the phone in hand: the phone turns the
+    /// tablet off, then enables itself. Never on for another device, never another user's.
+    @Test func aDeviceTurnsDownloadOffForASiblingButNeverOn() async throws {
+        let fixture = try await Fixture.make(deviceLimit: 1)
+        try await fixture.test { client in
+            _ = try await client.register(user: "hal", device: "tablet")
+            let (phone, registered) = try await client.register(user: "hal", device: "phone")
+            #expect(!registered.device.downloadEnabled)
+            _ = try await client.register(user: "ivy", device: "ivy-phone")
+            func sibling(_ id: String, _ enabled: Bool) async throws -> TestResponse {
+                try await client.device(.put, "/v1/user-devices/\(id)/download-enabled", json: DownloadEnabledRequest(downloadEnabled: enabled), as: phone)
+            }
+            func enabled(_ id: String) async throws -> Bool {
+                try await client.admin(.get, "/v1/admin/devices/\(id)").decode(DeviceResponse.self).device.downloadEnabled
+            }
+
+            let on = try await sibling("tablet", true)
+            #expect(on.status == .forbidden)
+            #expect(on.errorCode == .forbidden)
+            let foreign = try await sibling("ivy-phone", false)
+            #expect(foreign.status == .notFound)
+            #expect(try await sibling("nobody", false).status == .notFound)
+            #expect(try await enabled("ivy-phone"))
+            #expect(try await enabled("tablet"))
+
+            let off = try await sibling("tablet", false)
+            #expect(off.status == .ok)
+            #expect(try off.decode(DeviceResponse.self).device.deviceId == "tablet")
+            #expect(try await !enabled("tablet"))
+            let mine = try await client.device(
+                .put, "/v1/devices/phone/download-enabled", json: DownloadEnabledRequest(downloadEnabled: true), as: phone)
+            #expect(mine.status == .ok)
+            #expect(try await enabled("phone"))
+        }
+    }
 }

@@ -21,6 +21,8 @@ struct DevicesController {
             .patch("devices/:deviceId", use: updateProfile)
             .put("devices/:deviceId/download-enabled", use: setDownloadEnabled)
             .post("devices/:deviceId/unregister", use: unregister)
+            // Another device of the same user (not `:deviceId`: a device acts on itself only there).
+            .put("user-devices/:siblingId/download-enabled", use: setSiblingDownloadEnabled)
             // Reached only when a request for the channel was not a WebSocket upgrade.
             .get("devices/:deviceId/channel") { _, _ -> Response in
                 throw BackplaneError.badRequest("This is the device's WebSocket channel: connect with an HTTP Upgrade (websocket) request.")
@@ -66,6 +68,13 @@ struct DevicesController {
         let body = try await request.decode(as: DownloadEnabledRequest.self, context: context)
         return try await devices.setDownloadEnabled(
             applicationId: me.applicationId, deviceId: me.deviceId, enabled: body.downloadEnabled, origin: .device)
+    }
+
+    @Sendable func setSiblingDownloadEnabled(_ request: Request, context: DeviceRequestContext) async throws -> DeviceResponse {
+        let me = context.device
+        let body = try await request.decode(as: DownloadEnabledRequest.self, context: context)
+        return try await devices.setSiblingDownloadEnabled(
+            applicationId: me.applicationId, deviceId: me.deviceId, siblingId: try context.pathValue("siblingId"), enabled: body.downloadEnabled)
     }
 
     @Sendable func unregister(_ request: Request, context: DeviceRequestContext) async throws -> DeviceResponse {

@@ -207,6 +207,30 @@ public struct DeviceService: Sendable {
         return try await response(applicationId, device, includePushToken: true)
     }
 
+    /// A device turns download off for another device of its user: the vendor's way to free a
+    /// slot from the phone in hand when the user is at the device limit and the old tablet is in
+    /// a drawer. Never on (403: a device enables only itself, within the limit); a device of
+    /// another user, or an unknown one, is 404. The sibling is woken up to sync.
+    public func setSiblingDownloadEnabled(
+        applicationId: String, deviceId: String, siblingId: String, enabled: Bool
+    ) async throws -> DeviceResponse {
+        guard !enabled else {
+            throw BackplaneError.forbidden("A device may turn download off for another device of its user, never on; it enables only itself.")
+        }
+        let me = try await existing(applicationId, deviceId)
+        let now = now()
+        let sibling = try await mutate(applicationId, siblingId) { device, _ in
+            guard device.userId == me.userId, device.isRegistered else { throw BackplaneError.notFound("No device '\(siblingId)' of this user.") }
+            guard device.downloadEnabled else { return device }
+            var device = device
+            device.downloadEnabled = false
+            device.updatedAt = now
+            return device
+        }
+        if siblingId != deviceId { wakeUps.publish(.devices(applicationId: applicationId, deviceIds: [siblingId])) }
+        return try await response(applicationId, sibling, includePushToken: siblingId == deviceId)
+    }
+
     /// Disables and detaches the device; the row stays for audit and is hidden from device lists.
     /// Unregistering an unregistered device changes nothing.
     public func unregister(applicationId: String, deviceId: String, origin: Origin) async throws -> DeviceResponse {
