@@ -22,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        // Signs download entitlements (JWS, EdDSA) and, in the tests, verifies them as a license server would.
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
     ],
     targets: [
         // Wire models shared by the server and the SDK: Foundation only. Named for what it holds
@@ -42,6 +44,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ]
         ),
         .executableTarget(
@@ -98,6 +101,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ]
         ),
     ],

@@ -51,6 +51,8 @@ public struct BackplaneServices: Sendable {
     public let devices: DeviceService
     public let commands: CommandService
     public let sync: SyncService
+    public let entitlements: Entitlements
+    public let grants: DownloadGrantService
     public let feeds: FeedService
     public let subscriptions: SubscriptionService
     public let events: EventService
@@ -62,7 +64,9 @@ public struct BackplaneServices: Sendable {
         self.applications = ApplicationService(store: store, wakeUps: wakeUpHub)
         self.devices = DeviceService(store: store, wakeUps: wakeUpHub, now: now)
         self.commands = CommandService(store: store, wakeUps: wakeUpHub, now: now)
-        self.sync = SyncService(devices: devices, commands: commands)
+        self.entitlements = Entitlements(store: store, now: now)
+        self.grants = DownloadGrantService(store: store, entitlements: entitlements, now: now)
+        self.sync = SyncService(devices: devices, commands: commands, grants: grants)
         self.feeds = FeedService(store: store, wakeUps: wakeUpHub, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)
         self.events = EventService(store: store, now: now)
@@ -88,8 +92,12 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
     devices.addRoutes(to: signedByDevice)
     SubscriptionsController(subscriptions: services.subscriptions).addRoutes(to: signedByDevice)
     EventsController(events: services.events).addRoutes(to: callers.signedByDevice("v1/events", handlerRecordsNonce: true))
-    AdminController(devices: services.devices, applications: services.applications, commands: services.commands)
-        .addRoutes(to: callers.bearer("v1/admin", scope: .admin))
+    let admin = callers.bearer("v1/admin", scope: .admin)
+    AdminController(devices: services.devices, applications: services.applications, commands: services.commands).addRoutes(to: admin)
+    let grants = DownloadGrantsController(grants: services.grants, entitlements: services.entitlements, applications: services.applications)
+    grants.addDeviceRoutes(to: signedByDevice)
+    grants.addAdminRoutes(to: admin)
+    grants.addPublicRoutes(to: router)
     CMSController(feeds: services.feeds).addRoutes(to: callers.bearer("v1/cms/feeds", scope: .cms))
     ReportsController(events: services.events).addRoutes(to: callers.bearer("v1/reports/events", scope: .reporting))
     allowedMethods.learn(from: router)

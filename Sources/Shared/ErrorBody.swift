@@ -30,6 +30,11 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case deviceAlreadyRegistered = "device_already_registered"
     /// Enabling download would exceed the per-user device limit.
     case deviceLimitReached = "device_limit_reached"
+    /// A download permission is denied by a limit: `details.rule` names it (`DownloadRule`),
+    /// `details.counts` carries every count and limit.
+    case downloadLimitReached = "download_limit_reached"
+    /// A download permission is denied because the device is not download-enabled.
+    case downloadNotEnabled = "download_not_enabled"
     /// The request conflicts with the current state (e.g. revoking the last key).
     case conflict = "conflict"
     /// The route exists but not with this HTTP method.

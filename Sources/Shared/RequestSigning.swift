@@ -91,6 +91,8 @@ public enum WireLimits {
     public static let maxAssetIdsPerCommand = 1000
     /// Acknowledgements in one sync.
     public static let maxAcksPerSync = 500
+    /// Download reports in one sync.
+    public static let maxDownloadReportsPerSync = 500
     /// A device's reason for a failed or deferred command.
     public static let maxReasonLength = 500
     /// Episodes in one publish batch (413 above).

@@ -9,12 +9,18 @@ public struct SyncRequest: Codable, Sendable, Equatable {
     public var osVersion: String?
     /// Outcomes of commands from earlier syncs. Idempotent: send each until its result comes back.
     public var acks: [CommandAck]?
+    /// What became of granted downloads (completed, failed, deleted). Idempotent, like `acks`.
+    public var downloadReports: [DownloadReport]?
 
-    public init(sdkVersion: String? = nil, appVersion: String? = nil, osVersion: String? = nil, acks: [CommandAck]? = nil) {
+    public init(
+        sdkVersion: String? = nil, appVersion: String? = nil, osVersion: String? = nil, acks: [CommandAck]? = nil,
+        downloadReports: [DownloadReport]? = nil
+    ) {
         self.sdkVersion = sdkVersion
         self.appVersion = appVersion
         self.osVersion = osVersion
         self.acks = acks
+        self.downloadReports = downloadReports
     }
 }
 
@@ -29,13 +35,19 @@ public struct SyncResponse: Codable, Sendable, Equatable {
     public var commands: [Command]
     /// One result per acknowledgement sent.
     public var ackResults: [CommandAckResult]
+    /// One result per download report sent.
+    public var downloadReportResults: [DownloadReportResult]
 
-    public init(device: Device, settings: ApplicationSettings, serverTime: Date, commands: [Command] = [], ackResults: [CommandAckResult] = []) {
+    public init(
+        device: Device, settings: ApplicationSettings, serverTime: Date, commands: [Command] = [], ackResults: [CommandAckResult] = [],
+        downloadReportResults: [DownloadReportResult] = []
+    ) {
         self.device = device
         self.settings = settings
         self.serverTime = serverTime
         self.commands = commands
         self.ackResults = ackResults
+        self.downloadReportResults = downloadReportResults
     }
 
     /// Absent sections (from an older server) decode as empty.
@@ -46,5 +58,6 @@ public struct SyncResponse: Codable, Sendable, Equatable {
         serverTime = try container.decode(Date.self, forKey: .serverTime)
         commands = try container.decodeIfPresent([Command].self, forKey: .commands) ?? []
         ackResults = try container.decodeIfPresent([CommandAckResult].self, forKey: .ackResults) ?? []
+        downloadReportResults = try container.decodeIfPresent([DownloadReportResult].self, forKey: .downloadReportResults) ?? []
     }
 }

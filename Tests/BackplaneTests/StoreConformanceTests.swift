@@ -77,6 +77,51 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await store.devices(applicationId: applicationId, userId: "ann").count(where: \.downloadEnabled) == 3)
     }
 
+    /// A grant is decided on counts read in its own transaction: however many ask at once, the
+    /// account never holds more than its limit; unregistering the device releases its grants in
+    /// the same transaction, and a released grant no longer counts.
+    @Test(arguments: StoreKind.allCases)
+    func grantsHoldTheirLimitUnderConcurrencyAndEndWithTheDevice(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store)
+        _ = try await store.registerDevice(applicationId: applicationId, deviceId: "phone", userId: "ann") { _ in
+            (self.device(applicationId, "phone", user: "ann", enabled: true), ())
+        }
+        let limit = 4
+        @Sendable func ask(_ assetId: String) async throws -> Bool {
+            try await store.grantDownload(applicationId: applicationId, deviceId: "phone", assetId: assetId) { state in
+                guard state.accountHeld < limit else { return (nil, false) }
+                let grant = DownloadGrantRecord(
+                    rowId: nil, grantId: "g-\(assetId)", applicationId: applicationId, userId: "ann", deviceId: "phone", assetId: assetId,
+                    state: .active, countsForLifetime: true,
+                    window: DownloadWindow(expiryAfterDownloadSeconds: -1, expiryAfterPlaySeconds: -1, offlineViewingPeriodSeconds: -1),
+                    grantedAt: Self.now, updatedAt: Self.now)
+                return (grant, true)
+            }
+        }
+        let granted = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for number in 0..<40 { group.addTask { try await ask("a\(number)") } }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(granted == limit)
+        let held = try await store.downloadGrants(applicationId: applicationId, userId: "ann", deviceId: nil, beforeRowId: nil, limit: 100)
+        #expect(held.count == limit && held.allSatisfy { $0.state == .active })
+
+        _ = try await store.updateDevice(applicationId: applicationId, deviceId: "phone") { record, _ in
+            var record = record
+            record.unregisteredAt = Self.now
+            return record
+        }
+        let released = try await store.downloadGrants(applicationId: applicationId, userId: nil, deviceId: "phone", beforeRowId: nil, limit: 100)
+        #expect(released.map(\.state) == Array(repeating: .released, count: limit))
+        _ = try await store.updateDevice(applicationId: applicationId, deviceId: "phone") { record, _ in
+            var record = record
+            record.unregisteredAt = nil
+            return record
+        }
+        #expect(try await ask("after"))
+    }
+
     /// A nonce is accepted once per key, also when the same request arrives many times at once.
     @Test(arguments: StoreKind.allCases)
     func aNonceIsAcceptedOnceUnderConcurrency(_ kind: StoreKind) async throws {

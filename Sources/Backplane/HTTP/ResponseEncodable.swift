@@ -8,6 +8,9 @@ extension Command: ResponseEncodable {}
 extension CommandList: ResponseEncodable {}
 extension CreatedAppKey: ResponseEncodable {}
 extension DevicePage: ResponseEncodable {}
+extension DownloadGrantPage: ResponseEncodable {}
+extension DownloadPermissionResponse: ResponseEncodable {}
+extension EntitlementKeySet: ResponseEncodable {}
 extension DeviceResponse: ResponseEncodable {}
 extension Episode: ResponseEncodable {}
 extension EpisodeChanges: ResponseEncodable {}
@@ -18,6 +21,7 @@ extension EventPage: ResponseEncodable {}
 extension Feed: ResponseEncodable {}
 extension FeedList: ResponseEncodable {}
 extension HealthStatus: ResponseEncodable {}
+extension LifetimeResetResponse: ResponseEncodable {}
 extension RegisterDeviceResponse: ResponseEncodable {}
 extension SettingsResponse: ResponseEncodable {}
 extension SubscribeResponse: ResponseEncodable {}

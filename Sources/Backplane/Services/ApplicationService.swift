@@ -38,6 +38,10 @@ public struct ApplicationService: Sendable {
         return token
     }
 
+    public func exists(applicationId: String) async throws -> Bool {
+        try await store.application(id: applicationId) != nil
+    }
+
     public func settings(applicationId: String) async throws -> ApplicationSettings {
         guard let application = try await store.application(id: applicationId) else {
             throw BackplaneError.notFound("No application with id '\(applicationId)'.")

@@ -98,7 +98,8 @@ public struct CommandService: Sendable {
                 }
                 return command
             },
-            detach: { device in DeviceService.detached(device, at: now) })
+            detach: { device in DeviceService.detached(device, at: now) },
+            now: now)
         let (results, open) = try await store.syncCommands(applicationId: applicationId, deviceId: deviceId, acks: acks, rules: rules)
         return (open.map(\.wire), results)
     }
@@ -126,8 +127,16 @@ public struct CommandService: Sendable {
             updated.deferrals += 1
             updated.failureReason = ack.reason
         }
-        let detaches = updated.state == .succeeded && (command.type == .kill || command.type == .unregister)
-        return .init(updated: updated, result: .init(commandId: ack.commandId, status: .accepted), detachesDevice: detaches)
+        let succeeded = updated.state == .succeeded
+        let detaches = succeeded && (command.type == .kill || command.type == .unregister)
+        // A wipe or a deletion removed the downloads: their grants hold nothing any more.
+        let releases: CommandSyncRules.GrantRelease? = switch command.type {
+        case .wipe where succeeded, .kill where succeeded: .all
+        case .deleteAssets where succeeded: .assets(command.assetIds ?? [])
+        default: nil
+        }
+        return .init(
+            updated: updated, result: .init(commandId: ack.commandId, status: .accepted), detachesDevice: detaches, releasesGrants: releases)
     }
 
     /// An open command whose expiry passed is expired.

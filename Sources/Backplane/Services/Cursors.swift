@@ -94,6 +94,19 @@ enum DeviceCursor {
     }
 }
 
+/// The download grant list's opaque cursor: the last grant's row id (the list goes newest first).
+enum GrantCursor {
+    static func encode(_ rowId: Int64) -> String {
+        OpaqueCursor.encode("g1:\(rowId)")
+    }
+
+    static func decode(_ cursor: String) throws -> Int64 {
+        guard let text = OpaqueCursor.decode(cursor), text.hasPrefix("g1:"), let rowId = Int64(text.dropFirst(3)), rowId >= 0
+        else { throw OpaqueCursor.notIssued }
+        return rowId
+    }
+}
+
 /// The reporting API's opaque cursor: the last event's corrected time (ms) and row id.
 enum EventCursor {
     static func encode(_ key: EventKey) -> String {

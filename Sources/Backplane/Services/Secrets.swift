@@ -17,6 +17,8 @@ enum Secrets {
     static func tokenId() -> String { random(prefix: "tok_", byteCount: 9) }
     static func bearerToken() -> String { random(prefix: "bpt_", byteCount: 32) }
     static func deviceCredential() -> String { random(prefix: "dc_", byteCount: 32) }
+    static func grantId() -> String { random(prefix: "gr_", byteCount: 12) }
+    static func entitlementKeyId() -> String { random(prefix: "ek_", byteCount: 9) }
 
     /// Tokens and device credentials are 256-bit random values, so a plain SHA-256 is a sound
     /// one-way hash for storing them (no salt or slow KDF is needed for non-guessable inputs).

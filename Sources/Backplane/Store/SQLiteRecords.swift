@@ -106,6 +106,38 @@ extension SubscriptionRecord: SnakeCaseRecord {
     }
 }
 
+extension DownloadGrantRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "download_grants" }
+
+    public enum Columns {
+        public static let rowId = Column("row_id")
+        public static let grantId = Column("grant_id")
+        public static let applicationId = Column("application_id")
+        public static let userId = Column("user_id")
+        public static let deviceId = Column("device_id")
+        public static let assetId = Column("asset_id")
+        public static let state = Column("state")
+        public static let countsForLifetime = Column("counts_for_lifetime")
+        public static let updatedAt = Column("updated_at")
+    }
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) {
+        rowId = inserted.rowID
+    }
+}
+
+extension EntitlementKeyRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "entitlement_keys" }
+
+    public enum Columns {
+        public static let keyId = Column("key_id")
+        public static let applicationId = Column("application_id")
+        public static let createdAt = Column("created_at")
+        public static let retiredAt = Column("retired_at")
+    }
+}
+
 extension TokenScope: DatabaseValueConvertible {}
+extension DownloadGrantState: DatabaseValueConvertible {}
 extension CommandType: DatabaseValueConvertible {}
 extension CommandState: DatabaseValueConvertible {}

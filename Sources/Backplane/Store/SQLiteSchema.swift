@@ -139,6 +139,32 @@ extension SQLiteStore {
         migrator.registerMigration("v6: change log numbered per application") { db in
             try db.execute(sql: ChangeLogPerApplication.sql)
         }
+        migrator.registerMigration("v7: download grants, entitlement keys") { db in
+            try db.create(table: "download_grants") { t in
+                t.autoIncrementedPrimaryKey("row_id")
+                t.column("grant_id", .text).notNull().unique()
+                t.column("application_id", .text).notNull().references("applications", onDelete: .cascade)
+                t.column("user_id", .text).notNull()
+                t.column("device_id", .text).notNull()
+                t.column("asset_id", .text).notNull()
+                t.column("state", .text).notNull()
+                t.column("counts_for_lifetime", .boolean).notNull()
+                t.column("window", .text).notNull()
+                t.column("granted_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+            }
+            // The permission's counts (per user and asset, per user, per device) and the admin lists.
+            try db.create(index: "download_grants_by_user_asset", on: "download_grants", columns: ["application_id", "user_id", "asset_id", "state"])
+            try db.create(index: "download_grants_by_user", on: "download_grants", columns: ["application_id", "user_id", "state"])
+            try db.create(index: "download_grants_by_device", on: "download_grants", columns: ["application_id", "device_id", "state"])
+            try db.create(table: "entitlement_keys") { t in
+                t.primaryKey("key_id", .text)
+                t.column("application_id", .text).notNull().references("applications", onDelete: .cascade)
+                t.column("private_key", .blob).notNull()
+                t.column("created_at", .datetime).notNull()
+                t.column("retired_at", .datetime)
+            }
+        }
         return migrator
     }
 }

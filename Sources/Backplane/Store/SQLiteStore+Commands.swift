@@ -47,9 +47,19 @@ extension SQLiteStore {
                 let existing = try Self.command(db, applicationId: applicationId, commandId: ack.commandId)
                 let decision = rules.applyAck(ack, existing)
                 if let updated = decision.updated, updated != existing { try updated.update(db) }
+                if let release = decision.releasesGrants {
+                    let assetIds: [String]? = switch release {
+                    case .all: nil
+                    case .assets(let ids): ids
+                    }
+                    try Self.releaseGrants(db, applicationId: applicationId, deviceId: deviceId, assetIds: assetIds, at: rules.now)
+                }
                 if decision.detachesDevice, let device = try Self.device(db, applicationId: applicationId, deviceId: deviceId) {
                     let detached = rules.detach(device)
-                    if detached != device { try detached.update(db) }
+                    if detached != device {
+                        try detached.update(db)
+                        try Self.releaseGrants(db, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: rules.now)
+                    }
                 }
                 results.append(decision.result)
             }

@@ -52,6 +52,9 @@ extension SQLiteStore {
             var device = try change(existing, limit)
             device.rowId = existing.rowId
             if device != existing { try device.update(db) }
+            if existing.isRegistered, let unregisteredAt = device.unregisteredAt {
+                try Self.releaseGrants(db, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: unregisteredAt)
+            }
             return device
         }
     }

@@ -8,7 +8,7 @@ import BackplaneWire
 /// every implementation keeps (atomic device limit, nonces, command states, a change log numbered
 /// in commit order, event idempotency, durability) are the store contract in
 /// docs/architecture.md.
-public protocol BackplaneStore: ApplicationStore, NonceStore, DeviceStore, CommandStore, FeedStore, EventStore {
+public protocol BackplaneStore: ApplicationStore, NonceStore, DeviceStore, CommandStore, FeedStore, EventStore, DownloadGrantStore {
     /// True when the database answers a trivial query.
     func isReachable() async -> Bool
 }
@@ -55,7 +55,8 @@ public protocol DeviceStore: Sendable {
     ) async throws -> (DeviceRecord, Decision)
 
     /// Replaces an existing device row with what `change` returns, in one transaction with the read of
-    /// the row and its user's `DeviceLimitState`. Nil when no such device exists.
+    /// the row and its user's `DeviceLimitState`. Nil when no such device exists. A device this
+    /// unregisters releases its download grants in the same transaction.
     func updateDevice(
         applicationId: String, deviceId: String,
         _ change: @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
@@ -72,7 +73,8 @@ public protocol CommandStore: Sendable {
     func updateCommand(
         applicationId: String, commandId: String, _ change: @Sendable (CommandRecord) throws -> CommandRecord
     ) async throws -> CommandRecord?
-    /// One transaction: applies the acknowledgements, then delivers the device's open commands.
+    /// One transaction: applies the acknowledgements (with the download grants they release and
+    /// the detaching of the device they ask for), then delivers the device's open commands.
     /// Returns the ack results and the commands still open after delivery, in delivery order.
     func syncCommands(
         applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules
@@ -138,4 +140,36 @@ public protocol EventStore: Sendable {
     /// Deletes at most `limit` events whose corrected time is before `date`, in one short
     /// transaction, remembering per device the highest sequence removed. Returns how many.
     func deleteEvents(correctedBefore date: Date, limit: Int) async throws -> Int
+}
+
+/// Download grants and the keys that sign their entitlements. A grant is decided and recorded in
+/// the transaction that counts the user's grants, so concurrent requests never exceed a limit.
+public protocol DownloadGrantStore: Sendable {
+    /// One transaction: reads the device, the settings and the counts for `assetId`, asks
+    /// `decide`, and inserts the grant it returns, if any (nil keeps the held one). Throws
+    /// `StoreError.unknownDevice` when there is no such device.
+    func grantDownload<Decision: Sendable>(
+        applicationId: String, deviceId: String, assetId: String,
+        decide: @Sendable (DownloadPermissionState) throws -> (DownloadGrantRecord?, Decision)
+    ) async throws -> Decision
+    /// One transaction: for each report, in order, the grant it names (nil when the application
+    /// has none) is given to `apply`, and the grant `apply` returns, if any, replaces it.
+    func reportDownloads<Result: Sendable>(
+        applicationId: String, reports: [DownloadReport],
+        apply: @Sendable (DownloadReport, DownloadGrantRecord?) -> (DownloadGrantRecord?, Result)
+    ) async throws -> [Result]
+    /// A page of grants of a user or a device (all when both are nil), newest first, before `beforeRowId`.
+    func downloadGrants(
+        applicationId: String, userId: String?, deviceId: String?, beforeRowId: Int64?, limit: Int
+    ) async throws -> [DownloadGrantRecord]
+    /// Takes the user's downloads of the asset out of its lifetime count; returns how many.
+    func resetLifetimeDownloads(applicationId: String, userId: String, assetId: String, at: Date) async throws -> Int
+
+    /// The application's unretired entitlement keys, newest first; `make` creates the first one,
+    /// in the same transaction, when there is none.
+    func entitlementKeys(applicationId: String, orCreate make: @Sendable () -> EntitlementKeyRecord) async throws -> [EntitlementKeyRecord]
+    /// Adds a key that becomes the signing key.
+    func addEntitlementKey(_ key: EntitlementKeyRecord) async throws
+    /// Retires a key (tokens it signed stop verifying). Nil when the key is unknown.
+    func retireEntitlementKey(applicationId: String, keyId: String, at: Date) async throws -> EntitlementKeyRecord?
 }

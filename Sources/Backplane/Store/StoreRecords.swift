@@ -137,6 +137,14 @@ public struct CommandSyncRules: Sendable {
         public var result: CommandAckResult
         /// The acknowledged command takes the device out (kill, unregister): apply `detach`.
         public var detachesDevice: Bool
+        /// The acknowledged command deleted downloads (wipe, delete assets): their grants end as `released`.
+        public var releasesGrants: GrantRelease? = nil
+    }
+
+    /// Which of the device's download grants an acknowledged command ends.
+    public enum GrantRelease: Sendable, Equatable {
+        case all
+        case assets([String])
     }
 
     /// Given an ack and the command it names (nil when there is none in the application).
@@ -145,6 +153,8 @@ public struct CommandSyncRules: Sendable {
     public var deliver: @Sendable (CommandRecord) -> CommandRecord
     /// What detaching the device does to its row.
     public var detach: @Sendable (DeviceRecord) -> DeviceRecord
+    /// The time of the sync, for the grants it releases.
+    public var now: Date
 }
 
 /// What a device mutation sees, read inside the store's transaction so that a decision taken
@@ -221,10 +231,12 @@ public struct SignedRequestRecord: Sendable, Equatable {
 /// A store refused an operation for a reason the caller should have prevented.
 public enum StoreError: Error, CustomStringConvertible {
     case unknownApplication(String)
+    case unknownDevice(String)
 
     public var description: String {
         switch self {
         case .unknownApplication(let id): "No application with id \(id)."
+        case .unknownDevice(let id): "No device with id \(id)."
         }
     }
 }

@@ -1,0 +1,172 @@
+import Foundation
+import BackplaneWire
+
+/// Download permissions: the backplane decides whether a device may download an asset, under
+/// the application's limits, and records the grant in the same transaction as the counts it
+/// checked. Devices report what became of each grant in their syncs.
+public struct DownloadGrantService: Sendable {
+    let store: any BackplaneStore
+    let entitlements: Entitlements
+    let now: @Sendable () -> Date
+
+    public init(store: any BackplaneStore, entitlements: Entitlements, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.store = store
+        self.entitlements = entitlements
+        self.now = now
+    }
+
+    /// What a permission request came to.
+    enum Outcome: Sendable {
+        case granted(DownloadGrantRecord, DownloadCounts, created: Bool)
+        case denied(DownloadRule, DownloadCounts)
+        case notEnabled
+    }
+
+    /// Grants `request.assetId` to the device, or refuses with 409: `download_not_enabled`, or
+    /// `download_limit_reached` naming the first rule at its limit (lifetime, account, copies,
+    /// device) with every count. A device that holds a grant of the asset gets that grant again
+    /// (asking twice is safe and counts once).
+    public func requestPermission(
+        applicationId: String, deviceId: String, _ request: DownloadPermissionRequest
+    ) async throws -> (DownloadPermissionResponse, created: Bool) {
+        try Validate.identifier(request.assetId, field: "assetId")
+        if let limit = request.maxLifetimeDownloads, !(0...Self.maxLimit).contains(limit) {
+            throw BackplaneError.validation("'maxLifetimeDownloads' must be 0 to \(Self.maxLimit).", field: "maxLifetimeDownloads")
+        }
+        let now = now()
+        let outcome = try await store.grantDownload(applicationId: applicationId, deviceId: deviceId, assetId: request.assetId) { state in
+            let decision = Self.decide(request, state, now: now)
+            if case .granted(let grant, _, true) = decision { return (grant, decision) }
+            return (nil, decision)
+        }
+        switch outcome {
+        case .granted(let grant, let counts, let created):
+            let entitlement = try await entitlements.tokens(for: [grant])[0]
+            return (DownloadPermissionResponse(grant: Self.wire(grant, entitlement: entitlement), counts: counts), created)
+        case .denied(let rule, let counts):
+            throw BackplaneError.downloadLimitReached(rule: rule, counts: counts)
+        case .notEnabled:
+            throw BackplaneError(
+                .conflict, .downloadNotEnabled, "Device '\(deviceId)' is not download-enabled; enable it (within the device limit) first.")
+        }
+    }
+
+    /// Largest limit a request may carry.
+    static let maxLimit = 1_000_000
+
+    /// The rules, in order, on counts read in the transaction that records the grant.
+    static func decide(_ request: DownloadPermissionRequest, _ state: DownloadPermissionState, now: Date) -> Outcome {
+        guard state.device.isRegistered, state.device.downloadEnabled else { return .notEnabled }
+        let settings = state.settings
+        // The asset's own limit can only tighten the application's.
+        let lifetimeLimit = [settings.maxLifetimeDownloadsPerAsset, request.maxLifetimeDownloads ?? -1].filter { $0 >= 0 }.min() ?? -1
+        var counts = DownloadCounts(
+            assetLifetime: .init(used: state.lifetime, limit: lifetimeLimit),
+            account: .init(used: state.accountHeld, limit: settings.maxDownloadsPerAccount),
+            copies: .init(used: state.copiesHeld, limit: settings.maxCopiesPerAccount),
+            device: .init(used: state.deviceHeld, limit: settings.maxDownloadsPerDevice))
+        if let held = state.held { return .granted(held, counts, created: false) }
+        if let rule = DownloadRule.allCases.first(where: { counts[$0].isFull }) { return .denied(rule, counts) }
+        counts.assetLifetime.used += 1
+        counts.account.used += 1
+        counts.copies.used += 1
+        counts.device.used += 1
+        let grant = DownloadGrantRecord(
+            rowId: nil, grantId: Secrets.grantId(), applicationId: state.device.applicationId, userId: state.device.userId,
+            deviceId: state.device.deviceId, assetId: request.assetId, state: .active, countsForLifetime: true,
+            window: DownloadWindow(
+                expiryAfterDownloadSeconds: settings.expiryAfterDownloadSeconds, expiryAfterPlaySeconds: settings.expiryAfterPlaySeconds,
+                offlineViewingPeriodSeconds: settings.offlineViewingPeriodSeconds),
+            grantedAt: now, updatedAt: now)
+        return .granted(grant, counts, created: true)
+    }
+
+    /// The download section of a sync: applies the device's reports, each once.
+    func report(applicationId: String, deviceId: String, _ reports: [DownloadReport]) async throws -> [DownloadReportResult] {
+        guard !reports.isEmpty else { return [] }
+        guard reports.count <= WireLimits.maxDownloadReportsPerSync else {
+            throw BackplaneError.validation("At most \(WireLimits.maxDownloadReportsPerSync) download reports per sync.", field: "downloadReports")
+        }
+        for report in reports { try Validate.identifier(report.grantId, field: "downloadReports.grantId") }
+        let now = now()
+        return try await store.reportDownloads(applicationId: applicationId, reports: reports) { report, grant in
+            Self.apply(report, to: grant, from: deviceId, now: now)
+        }
+    }
+
+    /// The grant's state machine: active → completed | failed | deleted, completed → deleted.
+    /// A report that repeats where the grant is (or is past) changes nothing and says so.
+    static func apply(
+        _ report: DownloadReport, to grant: DownloadGrantRecord?, from deviceId: String, now: Date
+    ) -> (DownloadGrantRecord?, DownloadReportResult) {
+        guard let grant, grant.deviceId == deviceId else {
+            return (nil, .init(grantId: report.grantId, status: .rejected, message: "No such grant for this device."))
+        }
+        let target: DownloadGrantState = switch report.outcome {
+        case .completed: .completed
+        case .failed: .failed
+        case .deleted: .deleted
+        }
+        switch (grant.state, target) {
+        case (.active, _), (.completed, .deleted):
+            var updated = grant
+            updated.state = target
+            updated.updatedAt = now
+            // A download that failed was not a download: it leaves the lifetime count.
+            if target == .failed { updated.countsForLifetime = false }
+            return (updated, .init(grantId: grant.grantId, status: .accepted, state: target))
+        case (let state, _) where state == target || !state.holdsDownload:
+            return (nil, .init(grantId: grant.grantId, status: .duplicate, state: state, message: "The grant is \(state.rawValue)."))
+        default:
+            return (nil, .init(
+                grantId: grant.grantId, status: .rejected, state: grant.state,
+                message: "A \(grant.state.rawValue) grant cannot become \(target.rawValue)."))
+        }
+    }
+
+    // MARK: admin
+
+    public func list(applicationId: String, userId: String?, deviceId: String?, cursor: String?, limit: Int?) async throws -> DownloadGrantPage {
+        let limit = try Validate.pageLimit(limit, default: WireLimits.defaultPageSize, max: WireLimits.maxPageSize)
+        try Validate.optionalText(userId, field: "userId", maxLength: WireLimits.maxIdentifierLength)
+        try Validate.optionalText(deviceId, field: "deviceId", maxLength: WireLimits.maxIdentifierLength)
+        let before = try cursor.map(GrantCursor.decode)
+        // One extra row tells whether another page exists.
+        let rows = try await store.downloadGrants(
+            applicationId: applicationId, userId: userId, deviceId: deviceId, beforeRowId: before, limit: limit + 1)
+        let page = Array(rows.prefix(limit))
+        let tokens = try await entitlements.tokens(for: page)
+        return DownloadGrantPage(
+            grants: zip(page, tokens).map { Self.wire($0, entitlement: $1) },
+            nextCursor: rows.count > limit ? page.last?.rowId.map(GrantCursor.encode) : nil)
+    }
+
+    public func resetLifetime(applicationId: String, _ request: LifetimeResetRequest) async throws -> LifetimeResetResponse {
+        try Validate.identifier(request.userId, field: "userId")
+        try Validate.identifier(request.assetId, field: "assetId")
+        let reset = try await store.resetLifetimeDownloads(
+            applicationId: applicationId, userId: request.userId, assetId: request.assetId, at: now())
+        return LifetimeResetResponse(userId: request.userId, assetId: request.assetId, resetGrants: reset)
+    }
+
+    static func wire(_ grant: DownloadGrantRecord, entitlement: String) -> DownloadGrant {
+        DownloadGrant(
+            grantId: grant.grantId, assetId: grant.assetId, deviceId: grant.deviceId, userId: grant.userId, state: grant.state,
+            grantedAt: grant.grantedAt, updatedAt: grant.updatedAt, window: grant.window, entitlement: entitlement)
+    }
+}
+
+extension BackplaneError {
+    static func downloadLimitReached(rule: DownloadRule, counts: DownloadCounts) -> Self {
+        let count = counts[rule]
+        func object(_ count: DownloadCount) -> JSONValue { .object(["used": .int(Int64(count.used)), "limit": .int(Int64(count.limit))]) }
+        return .init(
+            .conflict, .downloadLimitReached,
+            "The \(rule.rawValue) limit is reached: \(count.used) of \(count.limit).",
+            details: [
+                "rule": .string(rule.rawValue),
+                "permanent": .bool(rule.isPermanent),
+                "counts": .object(Dictionary(uniqueKeysWithValues: DownloadRule.allCases.map { ($0.rawValue, object(counts[$0])) })),
+            ])
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import BackplaneWire
+
+/// A download granted to a device: it counts toward the user's limits while it holds a download
+/// (`active`, `completed`) and toward the asset's lifetime downloads unless it failed or an
+/// admin reset the count.
+public struct DownloadGrantRecord: Sendable, Equatable, Codable {
+    /// Store-assigned, increasing: the key of admin pagination. Nil before the first insert.
+    public var rowId: Int64?
+    public var grantId: String
+    public var applicationId: String
+    public var userId: String
+    public var deviceId: String
+    public var assetId: String
+    public var state: DownloadGrantState
+    /// False once an admin reset the user's lifetime count of the asset.
+    public var countsForLifetime: Bool
+    public var window: DownloadWindow
+    public var grantedAt: Date
+    public var updatedAt: Date
+}
+
+/// What a permission decision sees, read inside the store's transaction that records the grant,
+/// so that no concurrent request can push a count over its limit.
+public struct DownloadPermissionState: Sendable {
+    public var device: DeviceRecord
+    public var settings: ApplicationSettings
+    /// The device's grant of this asset that still holds a download, if any.
+    public var held: DownloadGrantRecord?
+    /// Grants holding a download across the user's devices.
+    public var accountHeld: Int
+    /// Grants holding a download on this device.
+    public var deviceHeld: Int
+    /// Grants of this asset holding a download across the user's devices.
+    public var copiesHeld: Int
+    /// Grants of this asset to the user that count toward its lifetime downloads.
+    public var lifetime: Int
+}
+
+/// A key that signs entitlements. The newest unretired key of an application signs; every
+/// unretired key is published, so tokens signed before a rotation still verify.
+public struct EntitlementKeyRecord: Sendable, Equatable, Codable {
+    public var keyId: String
+    public var applicationId: String
+    /// The Ed25519 private key's raw 32 bytes.
+    public var privateKey: Data
+    public var createdAt: Date
+    public var retiredAt: Date?
+}

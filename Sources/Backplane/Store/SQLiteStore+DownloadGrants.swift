@@ -1,0 +1,122 @@
+import Foundation
+import GRDB
+import BackplaneWire
+
+/// Download grants, counted and recorded in one transaction, and the entitlement signing keys.
+extension SQLiteStore {
+    public func grantDownload<Decision: Sendable>(
+        applicationId: String, deviceId: String, assetId: String,
+        decide: @Sendable (DownloadPermissionState) throws -> (DownloadGrantRecord?, Decision)
+    ) async throws -> Decision {
+        try await write { db in
+            guard let device = try Self.device(db, applicationId: applicationId, deviceId: deviceId) else {
+                throw StoreError.unknownDevice(deviceId)
+            }
+            guard let application = try ApplicationRecord.fetchOne(db, key: applicationId) else {
+                throw StoreError.unknownApplication(applicationId)
+            }
+            let holding = Self.holdsDownload
+            let ofUser = DownloadGrantRecord.filter { $0.applicationId == applicationId && $0.userId == device.userId }
+            let ofAsset = ofUser.filter { $0.assetId == assetId }
+            let state = DownloadPermissionState(
+                device: device, settings: application.settings,
+                held: try ofAsset.filter { $0.deviceId == deviceId }.filter(holding).fetchOne(db),
+                accountHeld: try ofUser.filter(holding).fetchCount(db),
+                deviceHeld: try DownloadGrantRecord
+                    .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }.filter(holding).fetchCount(db),
+                copiesHeld: try ofAsset.filter(holding).fetchCount(db),
+                lifetime: try ofAsset.filter { $0.countsForLifetime }.fetchCount(db))
+            let (grant, decision) = try decide(state)
+            if var grant { try grant.insert(db) }
+            return decision
+        }
+    }
+
+    public func reportDownloads<Result: Sendable>(
+        applicationId: String, reports: [DownloadReport],
+        apply: @Sendable (DownloadReport, DownloadGrantRecord?) -> (DownloadGrantRecord?, Result)
+    ) async throws -> [Result] {
+        try await write { db in
+            try reports.map { report in
+                let existing = try DownloadGrantRecord
+                    .filter { $0.applicationId == applicationId && $0.grantId == report.grantId }.fetchOne(db)
+                let (updated, result) = apply(report, existing)
+                if let updated, updated != existing { try updated.update(db) }
+                return result
+            }
+        }
+    }
+
+    public func downloadGrants(
+        applicationId: String, userId: String?, deviceId: String?, beforeRowId: Int64?, limit: Int
+    ) async throws -> [DownloadGrantRecord] {
+        try await read { db in
+            var request = DownloadGrantRecord.filter { $0.applicationId == applicationId }
+            if let userId { request = request.filter { $0.userId == userId } }
+            if let deviceId { request = request.filter { $0.deviceId == deviceId } }
+            if let beforeRowId { request = request.filter { $0.rowId < beforeRowId } }
+            return try request.order(\.rowId.desc).limit(limit).fetchAll(db)
+        }
+    }
+
+    public func resetLifetimeDownloads(applicationId: String, userId: String, assetId: String, at: Date) async throws -> Int {
+        let columns = DownloadGrantRecord.Columns.self
+        let counted = DownloadGrantRecord
+            .filter { $0.applicationId == applicationId && $0.userId == userId }
+            .filter { $0.assetId == assetId && $0.countsForLifetime }
+        return try await write { db in
+            try counted.updateAll(db, [columns.countsForLifetime.set(to: false), columns.updatedAt.set(to: at)])
+        }
+    }
+
+    /// Grants that hold a download: they count toward the account, copies and device limits.
+    private static let holdsDownload = [DownloadGrantState.active, .completed].contains(DownloadGrantRecord.Columns.state)
+
+    /// Ends the device's grants that hold a download (of `assetIds`, or all) as `released`: the
+    /// device was wiped, killed or unregistered, or deleted the assets on command.
+    static func releaseGrants(_ db: Database, applicationId: String, deviceId: String, assetIds: [String]?, at: Date) throws {
+        var request = DownloadGrantRecord
+            .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }
+            .filter(Self.holdsDownload)
+        if let assetIds { request = request.filter(assetIds.contains(DownloadGrantRecord.Columns.assetId)) }
+        try request.updateAll(db, [
+            DownloadGrantRecord.Columns.state.set(to: DownloadGrantState.released), DownloadGrantRecord.Columns.updatedAt.set(to: at),
+        ])
+    }
+
+    public func entitlementKeys(applicationId: String, orCreate make: @Sendable () -> EntitlementKeyRecord) async throws -> [EntitlementKeyRecord] {
+        let request = EntitlementKeyRecord
+            .filter { $0.applicationId == applicationId && $0.retiredAt == nil }
+            .order(Column.rowID.desc)  // insertion order: the newest signs
+        let keys = try await read { db in try request.fetchAll(db) }
+        guard keys.isEmpty else { return keys }
+        return try await write { db in
+            // Another request may have created it meanwhile.
+            let keys = try request.fetchAll(db)
+            guard keys.isEmpty else { return keys }
+            var key = make()
+            try key.insert(db)
+            return [key]
+        }
+    }
+
+    public func addEntitlementKey(_ key: EntitlementKeyRecord) async throws {
+        try await write { db in
+            var key = key
+            try key.insert(db)
+        }
+    }
+
+    public func retireEntitlementKey(applicationId: String, keyId: String, at: Date) async throws -> EntitlementKeyRecord? {
+        try await write { db in
+            guard var key = try EntitlementKeyRecord.filter({ $0.applicationId == applicationId && $0.keyId == keyId }).fetchOne(db) else {
+                return nil
+            }
+            if key.retiredAt == nil {
+                key.retiredAt = at
+                try key.update(db)
+            }
+            return key
+        }
+    }
+}

@@ -1,0 +1,280 @@
+import Foundation
+
+// Download permissions: a device asks the backplane before it downloads an asset; the answer is
+// a grant (with the counts and a signed entitlement) or a denial naming the rule. The device
+// reports what became of each grant in its syncs, as it acknowledges commands.
+
+/// `POST /v1/download-grants`: may this device download `assetId`?
+public struct DownloadPermissionRequest: Codable, Sendable, Equatable {
+    public var assetId: String
+    /// The asset's own limit on downloads per account over its lifetime, from the app's asset
+    /// metadata. It can only tighten the application's setting.
+    public var maxLifetimeDownloads: Int?
+
+    public init(assetId: String, maxLifetimeDownloads: Int? = nil) {
+        self.assetId = assetId
+        self.maxLifetimeDownloads = maxLifetimeDownloads
+    }
+}
+
+/// The rules a download permission is checked against, in the order they are checked.
+public enum DownloadRule: String, Codable, Sendable, CaseIterable {
+    /// Downloads of one asset by one account, ever (`maxLifetimeDownloadsPerAsset`): permanent
+    /// until an admin resets the count.
+    case assetLifetime
+    /// Assets held at once across the account's devices (`maxDownloadsPerAccount`).
+    case account
+    /// Copies of one asset held at once across the account's devices (`maxCopiesPerAccount`).
+    case copies
+    /// Assets held at once on the device (`maxDownloadsPerDevice`).
+    case device
+
+    /// A denial by this rule can end without an admin: a held download completes, fails or is deleted.
+    public var isPermanent: Bool { self == .assetLifetime }
+}
+
+/// How much of a limit is used. `limit` is `-1` when there is none.
+public struct DownloadCount: Codable, Sendable, Equatable {
+    public var used: Int
+    public var limit: Int
+
+    public init(used: Int, limit: Int) {
+        self.used = used
+        self.limit = limit
+    }
+
+    /// One more would go over the limit.
+    public var isFull: Bool { limit >= 0 && used >= limit }
+}
+
+/// The counts of every rule, as they stand after the answer (a grant is counted in them).
+public struct DownloadCounts: Codable, Sendable, Equatable {
+    public var assetLifetime: DownloadCount
+    public var account: DownloadCount
+    public var copies: DownloadCount
+    public var device: DownloadCount
+
+    public init(assetLifetime: DownloadCount, account: DownloadCount, copies: DownloadCount, device: DownloadCount) {
+        self.assetLifetime = assetLifetime
+        self.account = account
+        self.copies = copies
+        self.device = device
+    }
+
+    public subscript(rule: DownloadRule) -> DownloadCount {
+        switch rule {
+        case .assetLifetime: assetLifetime
+        case .account: account
+        case .copies: copies
+        case .device: device
+        }
+    }
+}
+
+/// How long a downloaded asset stays playable: the application's settings (`-1` is never).
+public struct DownloadWindow: Codable, Sendable, Equatable {
+    public var expiryAfterDownloadSeconds: Int
+    public var expiryAfterPlaySeconds: Int
+    public var offlineViewingPeriodSeconds: Int
+
+    public init(expiryAfterDownloadSeconds: Int, expiryAfterPlaySeconds: Int, offlineViewingPeriodSeconds: Int) {
+        self.expiryAfterDownloadSeconds = expiryAfterDownloadSeconds
+        self.expiryAfterPlaySeconds = expiryAfterPlaySeconds
+        self.offlineViewingPeriodSeconds = offlineViewingPeriodSeconds
+    }
+}
+
+/// Where a grant is. `active` and `completed` grants hold a download (they count); the others
+/// have ended and free their place (but a download, once granted, stays in the lifetime count).
+public enum DownloadGrantState: String, Codable, Sendable, CaseIterable {
+    /// Granted; the download is under way.
+    case active
+    /// The download completed: the asset is on the device.
+    case completed
+    /// The download failed; it does not count toward the asset's lifetime downloads.
+    case failed
+    /// The asset was deleted from the device.
+    case deleted
+    /// Ended by the backplane: the device was wiped, killed or unregistered.
+    case released
+
+    public var holdsDownload: Bool { self == .active || self == .completed }
+}
+
+/// A granted download.
+public struct DownloadGrant: Codable, Sendable, Equatable {
+    public var grantId: String
+    public var assetId: String
+    public var deviceId: String
+    public var userId: String
+    public var state: DownloadGrantState
+    public var grantedAt: Date
+    public var updatedAt: Date
+    public var window: DownloadWindow
+    /// A compact JWS (EdDSA) signed by the backplane that says this device was granted this
+    /// asset: a DRM license server checks it with the keys at
+    /// `/v1/applications/{applicationId}/entitlement-keys` before it issues a persistent license.
+    public var entitlement: String
+
+    public init(
+        grantId: String, assetId: String, deviceId: String, userId: String, state: DownloadGrantState, grantedAt: Date,
+        updatedAt: Date, window: DownloadWindow, entitlement: String
+    ) {
+        self.grantId = grantId
+        self.assetId = assetId
+        self.deviceId = deviceId
+        self.userId = userId
+        self.state = state
+        self.grantedAt = grantedAt
+        self.updatedAt = updatedAt
+        self.window = window
+        self.entitlement = entitlement
+    }
+}
+
+/// The answer to a permission request that is granted: 201 for a new grant, 200 when the device
+/// already held one for the asset (asking again is safe).
+public struct DownloadPermissionResponse: Codable, Sendable, Equatable {
+    public var grant: DownloadGrant
+    public var counts: DownloadCounts
+
+    public init(grant: DownloadGrant, counts: DownloadCounts) {
+        self.grant = grant
+        self.counts = counts
+    }
+}
+
+/// What became of a granted download, reported by the device in a sync.
+public struct DownloadReport: Codable, Sendable, Equatable {
+    public enum Outcome: String, Codable, Sendable {
+        case completed, failed, deleted
+    }
+
+    public var grantId: String
+    public var outcome: Outcome
+
+    public init(grantId: String, outcome: Outcome) {
+        self.grantId = grantId
+        self.outcome = outcome
+    }
+}
+
+/// One per report sent. Like command acknowledgements: send a report until its result comes back.
+public struct DownloadReportResult: Codable, Sendable, Equatable {
+    public enum Status: String, Codable, Sendable {
+        /// Recorded.
+        case accepted
+        /// The grant is already there or past it (a repeated report); nothing changed.
+        case duplicate
+        /// Not this device's grant, or a step back (completed after deleted); nothing changed.
+        case rejected
+    }
+
+    public var grantId: String
+    public var status: Status
+    public var state: DownloadGrantState?
+    public var message: String?
+
+    public init(grantId: String, status: Status, state: DownloadGrantState? = nil, message: String? = nil) {
+        self.grantId = grantId
+        self.status = status
+        self.state = state
+        self.message = message
+    }
+}
+
+/// `GET /v1/applications/{applicationId}/entitlement-keys`: the public keys that verify
+/// entitlements, as a JSON Web Key Set (RFC 7517; Ed25519 keys as RFC 8037 `OKP` keys).
+public struct EntitlementKeySet: Codable, Sendable, Equatable {
+    public struct Key: Codable, Sendable, Equatable {
+        public var kty: String
+        public var crv: String
+        /// The public key, base64url without padding.
+        public var x: String
+        public var kid: String
+        public var alg: String
+        public var use: String
+
+        public init(kty: String = "OKP", crv: String = "Ed25519", x: String, kid: String, alg: String = "EdDSA", use: String = "sig") {
+            self.kty = kty
+            self.crv = crv
+            self.x = x
+            self.kid = kid
+            self.alg = alg
+            self.use = use
+        }
+    }
+
+    public var keys: [Key]
+
+    public init(keys: [Key]) {
+        self.keys = keys
+    }
+}
+
+/// The claims of an entitlement (the JWS payload). Times are seconds since 1970 (JWT NumericDate).
+public struct EntitlementClaims: Codable, Sendable, Equatable {
+    /// Always `backplane`.
+    public var iss: String
+    /// The application id.
+    public var aud: String
+    /// The user id.
+    public var sub: String
+    /// The grant id.
+    public var jti: String
+    /// When the download was granted.
+    public var iat: Int64
+    public var deviceId: String
+    public var assetId: String
+    public var window: DownloadWindow
+
+    public static let issuer = "backplane"
+
+    public init(aud: String, sub: String, jti: String, iat: Int64, deviceId: String, assetId: String, window: DownloadWindow) {
+        self.iss = Self.issuer
+        self.aud = aud
+        self.sub = sub
+        self.jti = jti
+        self.iat = iat
+        self.deviceId = deviceId
+        self.assetId = assetId
+        self.window = window
+    }
+}
+
+/// `GET /v1/admin/download-grants`: grants of a user or a device, newest first.
+public struct DownloadGrantPage: Codable, Sendable, Equatable {
+    public var grants: [DownloadGrant]
+    /// Pass as `cursor` for the next page; absent on the last.
+    public var nextCursor: String?
+
+    public init(grants: [DownloadGrant], nextCursor: String?) {
+        self.grants = grants
+        self.nextCursor = nextCursor
+    }
+}
+
+/// `POST /v1/admin/download-grants/reset-lifetime`: the user may download the asset again as
+/// if never before (the lifetime rule is the one an admin has to reset).
+public struct LifetimeResetRequest: Codable, Sendable, Equatable {
+    public var userId: String
+    public var assetId: String
+
+    public init(userId: String, assetId: String) {
+        self.userId = userId
+        self.assetId = assetId
+    }
+}
+
+public struct LifetimeResetResponse: Codable, Sendable, Equatable {
+    public var userId: String
+    public var assetId: String
+    /// Grants taken out of the lifetime count.
+    public var resetGrants: Int
+
+    public init(userId: String, assetId: String, resetGrants: Int) {
+        self.userId = userId
+        self.assetId = assetId
+        self.resetGrants = resetGrants
+    }
+}
