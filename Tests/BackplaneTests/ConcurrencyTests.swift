@@ -3,11 +3,8 @@ import HTTPTypes
 import HummingbirdTesting
 import BackplaneWire
 import Testing
-import TestSupport
 
-/// The device limit's check-and-set must hold under concurrent requests for one user. The
-/// databases are in memory where possible: the tests are about atomicity, and their hundreds of
-/// commits would otherwise hold up the rest of the suite behind the disk's flushes.
+/// The device limit's check-and-set must hold under concurrent requests for one user.
 @Suite struct ConcurrencyTests {
     /// In process every registration runs at once; over HTTP, async-http-client spreads them over
     /// its pool of connections (HummingbirdTesting's `.live` client pipelines everything on one
@@ -17,7 +14,7 @@ import TestSupport
     /// limit of 3) for a loaded CI machine.
     @Test(arguments: [(TestingSetup.router, 120), (.ahc(.http), 12)])
     func concurrentRegistrationsEnableExactlyTheLimit(setup: TestingSetup, registrations: Int) async throws {
-        let fixture = try await Fixture.make(deviceLimit: 3, directory: memoryBackedDirectory("backplane-concurrency"))
+        let fixture = try await Fixture.make(deviceLimit: 3)
         try await fixture.test(setup) { client in
             let results = try await withThrowingTaskGroup(of: RegisterDeviceResponse.self) { group in
                 for index in 0..<registrations {
@@ -35,7 +32,7 @@ import TestSupport
     }
 
     @Test func concurrentEnableRequestsEnableExactlyTheLimit() async throws {
-        let fixture = try await Fixture.make(deviceLimit: 0, directory: memoryBackedDirectory("backplane-concurrency"))
+        let fixture = try await Fixture.make(deviceLimit: 0)
         try await fixture.test { client in
             var identities: [DeviceIdentity] = []
             for index in 0..<100 {
@@ -61,7 +58,7 @@ import TestSupport
     }
 
     @Test func concurrentAdminEnablesRespectTheLimit() async throws {
-        let fixture = try await Fixture.make(deviceLimit: 0, directory: memoryBackedDirectory("backplane-concurrency"))
+        let fixture = try await Fixture.make(deviceLimit: 0)
         try await fixture.test { client in
             for index in 0..<50 { try await client.register(user: "family", device: "device-\(index)") }
             _ = try await client.admin(.patch, "/v1/admin/settings", json: ApplicationSettingsUpdate(deviceLimit: 2))

@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdTesting
 import BackplaneWire
 import Testing
+import TestSupport
 
 /// A backplane on a fresh SQLite data directory with one application, its app key and an admin token.
 struct Fixture {
@@ -17,8 +18,7 @@ struct Fixture {
     let deviceKeys = DeviceKeys()
 
     static func make(deviceLimit: Int? = nil, directory: URL? = nil, clock: TestClock? = nil) async throws -> Fixture {
-        let directory = directory ?? FileManager.default.temporaryDirectory
-            .appendingPathComponent("backplane-tests-\(UUID().uuidString)")
+        let directory = directory ?? temporaryDirectory("backplane-tests")
         let store = try SQLiteStore(directory: directory)
         let services = clock.map { clock in BackplaneServices(store: store, now: { clock.now }) } ?? BackplaneServices(store: store)
         let (application, key) = try await services.applications.createApplication(name: "test app")

@@ -48,14 +48,14 @@ import TestSupport
         // Registration and unregistration end an engine's life cycle: a fresh engine for each
         // answer. Every other route: one engine that lives through all of its mutations, as an app
         // does through a run of bad answers.
-        let sharedDirectory = Self.scratchDirectory()
+        let sharedDirectory = temporaryDirectory("sdk-mutated")
         defer { try? FileManager.default.removeItem(at: sharedDirectory) }
         let sharedEngine: BackplaneEngine? = operation.needsFreshEngine ? nil : try await Self.startedEngine(transport, in: sharedDirectory)
         let requestsBefore = transport.requestCount
         for mutation in mutations {
             transport.override(route, with: TransportResponse(status: original.status, body: mutation.body))
             let engine: BackplaneEngine
-            let directory = Self.scratchDirectory()
+            let directory = temporaryDirectory("sdk-mutated")
             if let sharedEngine {
                 engine = sharedEngine
             } else {
@@ -135,12 +135,6 @@ import TestSupport
 
     private struct RecordingFailed: Error {
         var reason: String
-    }
-
-    /// Where an engine of this test keeps its data: the test is about reading answers, and its
-    /// thousands of throwaway databases need no disk.
-    private static func scratchDirectory() -> URL {
-        memoryBackedDirectory("sdk-mutated")
     }
 
     private static func startedEngine(

@@ -35,18 +35,15 @@ public enum FirstRunOutput {
     }
 }
 
-/// A fresh directory under the system's temporary directory.
+/// A fresh directory for a test's data: in memory (`/dev/shm`) where there is such a file
+/// system, else under the system's temporary directory. What the tests need of their files is
+/// that they outlive a process (restarts, kill -9), which memory gives; on a disk, the suite's
+/// thousands of commits wait on its flushes, and the SDK's synchronous database calls hold the
+/// few threads of the concurrency pool meanwhile, so every test stalls behind them.
 public func temporaryDirectory(_ prefix: String) -> URL {
-    FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
-}
-
-/// A fresh directory in memory (`/dev/shm`) where there is such a file system, else a temporary
-/// one. For tests about concurrency or parsing rather than durability: their many commits would
-/// otherwise wait on the disk's flushes, and hold up the rest of the suite's behind them.
-public func memoryBackedDirectory(_ prefix: String) -> URL {
     let memory = URL(fileURLWithPath: "/dev/shm")
-    guard FileManager.default.isWritableFile(atPath: memory.path) else { return temporaryDirectory(prefix) }
-    return memory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+    let root = FileManager.default.isWritableFile(atPath: memory.path) ? memory : FileManager.default.temporaryDirectory
+    return root.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
 }
 
 /// A child process whose combined stdout and stderr is collected as it arrives.
