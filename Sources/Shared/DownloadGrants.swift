@@ -7,8 +7,9 @@ import Foundation
 /// `POST /v1/download-grants`: may this device download `assetId`?
 public struct DownloadPermissionRequest: Codable, Sendable, Equatable {
     public var assetId: String
-    /// The asset's own limit on downloads per account over its lifetime, from the app's asset
-    /// metadata. It can only tighten the application's setting.
+    /// A tighter lifetime limit the app puts on itself for this asset (from its own asset
+    /// metadata): it can only tighten the application's setting, never loosen it, so it binds an
+    /// honest app only; the application's limit binds every caller.
     public var maxLifetimeDownloads: Int?
 
     public init(assetId: String, maxLifetimeDownloads: Int? = nil) {
@@ -29,7 +30,8 @@ public enum DownloadRule: String, Codable, Sendable, CaseIterable {
     /// Assets held at once on the device (`maxDownloadsPerDevice`).
     case device
 
-    /// A denial by this rule can end without an admin: a held download completes, fails or is deleted.
+    /// A denial by this rule lasts until an admin resets the count; the others may clear once a
+    /// held download is deleted, fails or is released.
     public var isPermanent: Bool { self == .assetLifetime }
 }
 
@@ -85,17 +87,19 @@ public struct DownloadWindow: Codable, Sendable, Equatable {
 }
 
 /// Where a grant is. `active` and `completed` grants hold a download (they count); the others
-/// have ended and free their place (but a download, once granted, stays in the lifetime count).
+/// have ended and free their place. Every grant stays in the asset's lifetime count (a failed
+/// download too: a permission was spent) until an admin resets it.
 public enum DownloadGrantState: String, Codable, Sendable, CaseIterable {
     /// Granted; the download is under way.
     case active
     /// The download completed: the asset is on the device.
     case completed
-    /// The download failed; it does not count toward the asset's lifetime downloads.
+    /// The download failed.
     case failed
     /// The asset was deleted from the device.
     case deleted
-    /// Ended by the backplane: the device was wiped, killed or unregistered.
+    /// Ended by the backplane: the device was wiped, killed, unregistered or moved to another
+    /// user, or deleted the asset on command.
     case released
 
     public var holdsDownload: Bool { self == .active || self == .completed }
@@ -111,14 +115,15 @@ public struct DownloadGrant: Codable, Sendable, Equatable {
     public var grantedAt: Date
     public var updatedAt: Date
     public var window: DownloadWindow
-    /// A compact JWS (EdDSA) signed by the backplane that says this device was granted this
-    /// asset: a DRM license server checks it with the keys at
-    /// `/v1/applications/{applicationId}/entitlement-keys` before it issues a persistent license.
-    public var entitlement: String
+    /// A compact JWS (EdDSA) signed by the backplane that says this device held a grant of this
+    /// asset when it was issued (it expires after `Entitlements` lifetime, an hour): a DRM
+    /// license server checks it with the keys at `/v1/applications/{applicationId}/entitlement-keys`
+    /// before it issues a persistent license. Absent once the grant has ended.
+    public var entitlement: String?
 
     public init(
         grantId: String, assetId: String, deviceId: String, userId: String, state: DownloadGrantState, grantedAt: Date,
-        updatedAt: Date, window: DownloadWindow, entitlement: String
+        updatedAt: Date, window: DownloadWindow, entitlement: String?
     ) {
         self.grantId = grantId
         self.assetId = assetId
@@ -164,9 +169,10 @@ public struct DownloadReportResult: Codable, Sendable, Equatable {
     public enum Status: String, Codable, Sendable {
         /// Recorded.
         case accepted
-        /// The grant is already there or past it (a repeated report); nothing changed.
+        /// The grant is already there (a repeated report), or was released; nothing changed.
         case duplicate
-        /// Not this device's grant, or a step back (completed after deleted); nothing changed.
+        /// Not this device's grant, or a step the grant cannot take (completed after deleted,
+        /// completed after failed); nothing changed.
         case rejected
     }
 
@@ -222,20 +228,24 @@ public struct EntitlementClaims: Codable, Sendable, Equatable {
     public var sub: String
     /// The grant id.
     public var jti: String
-    /// When the download was granted.
+    /// When the token was issued.
     public var iat: Int64
+    /// When the token stops being accepted: it proves a grant held at `iat`, for a license
+    /// request made soon after. A device asks again (same grant, new token) to renew.
+    public var exp: Int64
     public var deviceId: String
     public var assetId: String
     public var window: DownloadWindow
 
     public static let issuer = "backplane"
 
-    public init(aud: String, sub: String, jti: String, iat: Int64, deviceId: String, assetId: String, window: DownloadWindow) {
+    public init(aud: String, sub: String, jti: String, iat: Int64, exp: Int64, deviceId: String, assetId: String, window: DownloadWindow) {
         self.iss = Self.issuer
         self.aud = aud
         self.sub = sub
         self.jti = jti
         self.iat = iat
+        self.exp = exp
         self.deviceId = deviceId
         self.assetId = assetId
         self.window = window

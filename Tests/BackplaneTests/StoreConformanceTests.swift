@@ -2,6 +2,7 @@
 import Foundation
 import BackplaneWire
 import Testing
+import TestSupport
 
 /// The store contract (docs/architecture.md), checked through the store protocols alone, so
 /// every implementation runs the same suite: each test takes the kind of store as its argument.
@@ -14,7 +15,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     func make() throws -> any BackplaneStore {
         switch self {
         case .sqliteFile:
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-conformance-\(UUID().uuidString)")
+            let directory = temporaryDirectory("store-conformance")
             return try SQLiteStore(directory: directory)
         case .sqliteInMemory:
             return try SQLiteStore.inMemory()

@@ -94,11 +94,14 @@ import FoundationNetworking
         let harness = try backplane.harness(user: "household-1")
 
         // Four devices of one user with a limit of three: the fourth reports the limit.
+        var deviceIds: [String] = []
         for index in 1...3 {
             let (status, json) = try await harness.run(["register"], device: "d\(index)")
             #expect(status == 0)
             #expect(Self.downloadEnabled(json) == true)
+            if case .object(let status) = json["status"], case .string(let id) = status["deviceId"] { deviceIds.append(id) }
         }
+        #expect(deviceIds.count == 3)
         let (fourthStatus, fourth) = try await harness.run(["register"], device: "d4")
         #expect(fourthStatus == 0)
         #expect(Self.events(fourth).contains("deviceLimitReached"))
@@ -108,8 +111,18 @@ import FoundationNetworking
         #expect(refusedStatus == 3)
         #expect(Self.events(refused).contains("deviceLimitReached"))
 
-        // Disable one, then the fourth can be enabled.
-        #expect(try await harness.run(["enable-download", "off"], device: "d1").status == 0)
+        // From the fourth, the device in hand: d1 is turned off (never on from there), then the
+        // fourth can be enabled.
+        let d1 = try #require(deviceIds.first)
+        #expect(try await harness.run(["enable-download", "on", "--device", d1], device: "d4").status == 64)
+        let (offStatus, off) = try await harness.run(["enable-download", "off", "--device", d1], device: "d4")
+        #expect(offStatus == 0)
+        if case .object(let result) = off["result"], case .object(let device) = result["device"] {
+            #expect(device["deviceId"] == .string(d1))
+            #expect(device["downloadEnabled"] == .bool(false))
+        } else {
+            Issue.record("enable-download --device printed no device: \(off)")
+        }
         let (enabledStatus, enabled) = try await harness.run(["enable-download", "on"], device: "d4")
         #expect(enabledStatus == 0)
         #expect(Self.downloadEnabled(enabled) == true)

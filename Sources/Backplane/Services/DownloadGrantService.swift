@@ -22,10 +22,11 @@ public struct DownloadGrantService: Sendable {
         case notEnabled
     }
 
-    /// Grants `request.assetId` to the device, or refuses with 409: `download_not_enabled`, or
+    /// Grants `request.assetId` to the device, or refuses with 409: `download_not_enabled` (also
+    /// for a grant the device holds: no token is issued while download is off), or
     /// `download_limit_reached` naming the first rule at its limit (lifetime, account, copies,
-    /// device) with every count. A device that holds a grant of the asset gets that grant again
-    /// (asking twice is safe and counts once).
+    /// device) with every count. A device that holds a grant of the asset gets that grant again,
+    /// with a new entitlement (asking twice is safe and counts once).
     public func requestPermission(
         applicationId: String, deviceId: String, _ request: DownloadPermissionRequest
     ) async throws -> (DownloadPermissionResponse, created: Bool) {
@@ -41,7 +42,7 @@ public struct DownloadGrantService: Sendable {
         }
         switch outcome {
         case .granted(let grant, let counts, let created):
-            let entitlement = try await entitlements.tokens(for: [grant])[0]
+            let entitlement = try await entitlements.tokens(for: [grant]).first ?? nil
             return (DownloadPermissionResponse(grant: Self.wire(grant, entitlement: entitlement), counts: counts), created)
         case .denied(let rule, let counts):
             throw BackplaneError.downloadLimitReached(rule: rule, counts: counts)
@@ -112,10 +113,10 @@ public struct DownloadGrantService: Sendable {
             var updated = grant
             updated.state = target
             updated.updatedAt = now
-            // A download that failed was not a download: it leaves the lifetime count.
-            if target == .failed { updated.countsForLifetime = false }
+            // A failed download stays in the lifetime count: otherwise "ask, report failed, ask"
+            // would be a way around the one permanent rule.
             return (updated, .init(grantId: grant.grantId, status: .accepted, state: target))
-        case (let state, _) where state == target || !state.holdsDownload:
+        case (let state, _) where state == target || state == .released:
             return (nil, .init(grantId: grant.grantId, status: .duplicate, state: state, message: "The grant is \(state.rawValue)."))
         default:
             return (nil, .init(
@@ -149,7 +150,7 @@ public struct DownloadGrantService: Sendable {
         return LifetimeResetResponse(userId: request.userId, assetId: request.assetId, resetGrants: reset)
     }
 
-    static func wire(_ grant: DownloadGrantRecord, entitlement: String) -> DownloadGrant {
+    static func wire(_ grant: DownloadGrantRecord, entitlement: String?) -> DownloadGrant {
         DownloadGrant(
             grantId: grant.grantId, assetId: grant.assetId, deviceId: grant.deviceId, userId: grant.userId, state: grant.state,
             grantedAt: grant.grantedAt, updatedAt: grant.updatedAt, window: grant.window, entitlement: entitlement)

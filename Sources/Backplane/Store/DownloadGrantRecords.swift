@@ -2,8 +2,7 @@ import Foundation
 import BackplaneWire
 
 /// A download granted to a device: it counts toward the user's limits while it holds a download
-/// (`active`, `completed`) and toward the asset's lifetime downloads unless it failed or an
-/// admin reset the count.
+/// (`active`, `completed`) and toward the asset's lifetime downloads until an admin resets the count.
 public struct DownloadGrantRecord: Sendable, Equatable, Codable {
     /// Store-assigned, increasing: the key of admin pagination. Nil before the first insert.
     public var rowId: Int64?

@@ -38,6 +38,10 @@ extension SQLiteStore {
             var (device, decision) = try decide(RegistrationState(existing: existing, limit: limit))
             device.rowId = existing?.rowId
             try device.save(db)
+            // A device moved to another user takes none of the old user's downloads along.
+            if let existing, existing.userId != device.userId {
+                try Self.releaseGrants(db, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: device.updatedAt)
+            }
             return (device, decision)
         }
     }

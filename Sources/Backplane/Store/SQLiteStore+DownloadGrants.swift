@@ -70,7 +70,7 @@ extension SQLiteStore {
     }
 
     /// Grants that hold a download: they count toward the account, copies and device limits.
-    private static let holdsDownload = [DownloadGrantState.active, .completed].contains(DownloadGrantRecord.Columns.state)
+    private static let holdsDownload = DownloadGrantState.allCases.filter(\.holdsDownload).contains(DownloadGrantRecord.Columns.state)
 
     /// Ends the device's grants that hold a download (of `assetIds`, or all) as `released`: the
     /// device was wiped, killed or unregistered, or deleted the assets on command.
@@ -84,12 +84,14 @@ extension SQLiteStore {
         ])
     }
 
-    public func entitlementKeys(applicationId: String, orCreate make: @Sendable () -> EntitlementKeyRecord) async throws -> [EntitlementKeyRecord] {
+    public func entitlementKeys(
+        applicationId: String, orCreate make: (@Sendable () -> EntitlementKeyRecord)?
+    ) async throws -> [EntitlementKeyRecord] {
         let request = EntitlementKeyRecord
             .filter { $0.applicationId == applicationId && $0.retiredAt == nil }
             .order(Column.rowID.desc)  // insertion order: the newest signs
         let keys = try await read { db in try request.fetchAll(db) }
-        guard keys.isEmpty else { return keys }
+        guard keys.isEmpty, let make else { return keys }
         return try await write { db in
             // Another request may have created it meanwhile.
             let keys = try request.fetchAll(db)

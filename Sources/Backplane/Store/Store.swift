@@ -48,7 +48,8 @@ public protocol DeviceStore: Sendable {
     /// A page of devices with `rowId` greater than `afterRowId`, in `rowId` order.
     func devices(applicationId: String, filter: DeviceFilter, afterRowId: Int64?, limit: Int) async throws -> [DeviceRecord]
 
-    /// Inserts or replaces the device row decided by `decide`, in one transaction with the read of `RegistrationState`.
+    /// Inserts or replaces the device row decided by `decide`, in one transaction with the read of
+    /// `RegistrationState`. A device that moves to another user releases its download grants in it.
     func registerDevice<Decision: Sendable>(
         applicationId: String, deviceId: String, userId: String,
         decide: @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
@@ -165,9 +166,11 @@ public protocol DownloadGrantStore: Sendable {
     /// Takes the user's downloads of the asset out of its lifetime count; returns how many.
     func resetLifetimeDownloads(applicationId: String, userId: String, assetId: String, at: Date) async throws -> Int
 
-    /// The application's unretired entitlement keys, newest first; `make` creates the first one,
-    /// in the same transaction, when there is none.
-    func entitlementKeys(applicationId: String, orCreate make: @Sendable () -> EntitlementKeyRecord) async throws -> [EntitlementKeyRecord]
+    /// The application's unretired entitlement keys, newest first. When there is none, `make`
+    /// (if given) creates the first one in the same transaction.
+    func entitlementKeys(
+        applicationId: String, orCreate make: (@Sendable () -> EntitlementKeyRecord)?
+    ) async throws -> [EntitlementKeyRecord]
     /// Adds a key that becomes the signing key.
     func addEntitlementKey(_ key: EntitlementKeyRecord) async throws
     /// Retires a key (tokens it signed stop verifying). Nil when the key is unknown.
