@@ -65,7 +65,7 @@ public struct BackplaneServices: Sendable {
         self.devices = DeviceService(store: store, wakeUps: wakeUpHub, now: now)
         self.commands = CommandService(store: store, wakeUps: wakeUpHub, now: now)
         self.entitlements = Entitlements(store: store, now: now)
-        self.grants = DownloadGrantService(store: store, entitlements: entitlements, now: now)
+        self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
         self.sync = SyncService(devices: devices, commands: commands, grants: grants)
         self.feeds = FeedService(store: store, wakeUps: wakeUpHub, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)

@@ -288,3 +288,16 @@ public struct LifetimeResetResponse: Codable, Sendable, Equatable {
         self.resetGrants = resetGrants
     }
 }
+
+/// `POST /v1/admin/download-grants/{grantId}/revoke`: the device is told to delete the asset (a
+/// `deleteAssets` command, sent at its next sync or at once over its channel); the grant is
+/// `released` when the device acknowledges the deletion.
+public struct RevokedGrant: Codable, Sendable, Equatable {
+    public var grant: DownloadGrant
+    public var command: Command
+
+    public init(grant: DownloadGrant, command: Command) {
+        self.grant = grant
+        self.command = command
+    }
+}

@@ -176,6 +176,33 @@ import Testing
         }
     }
 
+    @Test func aRevokedGrantIsDeletedOnTheDeviceAndReleasedWhenAcknowledged() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let phone = try await client.register(user: "hu", device: "phone").0
+            let granted = try await grant(client, "film", as: phone).grant
+            func state() async throws -> DownloadGrantState? {
+                try await client.admin(.get, "/v1/admin/download-grants?deviceId=phone").decode(DownloadGrantPage.self).grants.first?.state
+            }
+            let revoked = try await client.admin(.post, "/v1/admin/download-grants/\(granted.grantId)/revoke")
+            #expect(revoked.status == .ok, "\(revoked.text)")
+            let command = try revoked.decode(RevokedGrant.self).command
+            #expect(command.type == .deleteAssets && command.assetIds == ["film"] && command.deviceId == "phone")
+
+            // The device finds the deletion at its next sync; the grant holds until it is done.
+            let synced = try await client.device(.post, "/v1/sync", as: phone).decode(SyncResponse.self)
+            #expect(synced.commands.map(\.commandId) == [command.commandId])
+            #expect(try await state() == .active)
+            let acked = try await client.device(
+                .post, "/v1/sync", json: SyncRequest(acks: [CommandAck(commandId: command.commandId, outcome: .succeeded)]), as: phone)
+            #expect(try acked.decode(SyncResponse.self).ackResults.map(\.status) == [.accepted])
+            #expect(try await state() == .released)
+
+            #expect(try await client.admin(.post, "/v1/admin/download-grants/\(granted.grantId)/revoke").status == .conflict)
+            #expect(try await client.admin(.post, "/v1/admin/download-grants/gr_unknown/revoke").status == .notFound)
+        }
+    }
+
     /// 200 requests at once for different assets, from one device with room for 7: exactly 7 granted.
     @Test(arguments: [(TestingSetup.router, 200), (.ahc(.http), 24)])
     func concurrentRequestsNeverExceedALimit(setup: TestingSetup, requests: Int) async throws {

@@ -18,6 +18,7 @@ struct DownloadGrantsController {
         group
             .get("download-grants", use: list)
             .post("download-grants/reset-lifetime", use: resetLifetime)
+            .post("download-grants/:grantId/revoke", use: revoke)
             .post("entitlement-keys", use: rotate)
             .post("entitlement-keys/:keyId/retire", use: retire)
     }
@@ -43,6 +44,10 @@ struct DownloadGrantsController {
     @Sendable func resetLifetime(_ request: Request, context: TokenRequestContext) async throws -> LifetimeResetResponse {
         let body = try await request.decode(as: LifetimeResetRequest.self, context: context)
         return try await grants.resetLifetime(applicationId: context.applicationId, body)
+    }
+
+    @Sendable func revoke(_ request: Request, context: TokenRequestContext) async throws -> RevokedGrant {
+        try await grants.revoke(applicationId: context.applicationId, grantId: try context.pathValue("grantId"))
     }
 
     @Sendable func rotate(_ request: Request, context: TokenRequestContext) async throws -> EditedResponse<EntitlementKeySet> {

@@ -23,6 +23,7 @@ extension FeedList: ResponseEncodable {}
 extension HealthStatus: ResponseEncodable {}
 extension LifetimeResetResponse: ResponseEncodable {}
 extension RegisterDeviceResponse: ResponseEncodable {}
+extension RevokedGrant: ResponseEncodable {}
 extension SettingsResponse: ResponseEncodable {}
 extension SubscribeResponse: ResponseEncodable {}
 extension SubscriptionList: ResponseEncodable {}

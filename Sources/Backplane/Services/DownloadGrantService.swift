@@ -7,11 +7,15 @@ import BackplaneWire
 public struct DownloadGrantService: Sendable {
     let store: any BackplaneStore
     let entitlements: Entitlements
+    let commands: CommandService
     let now: @Sendable () -> Date
 
-    public init(store: any BackplaneStore, entitlements: Entitlements, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        store: any BackplaneStore, entitlements: Entitlements, commands: CommandService, now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.store = store
         self.entitlements = entitlements
+        self.commands = commands
         self.now = now
     }
 
@@ -148,6 +152,27 @@ public struct DownloadGrantService: Sendable {
         let reset = try await store.resetLifetimeDownloads(
             applicationId: applicationId, userId: request.userId, assetId: request.assetId, at: now())
         return LifetimeResetResponse(userId: request.userId, assetId: request.assetId, resetGrants: reset)
+    }
+
+    /// Revokes a grant that holds a download: the device is told to delete the asset, through
+    /// the command queue (so it happens once, survives restarts on both sides and is
+    /// acknowledged), and the acknowledgement releases the grant. 404 for an unknown grant, 409
+    /// for one that has ended.
+    public func revoke(applicationId: String, grantId: String) async throws -> RevokedGrant {
+        try Validate.identifier(grantId, field: "grantId")
+        guard let grant = try await store.downloadGrant(applicationId: applicationId, grantId: grantId) else {
+            throw BackplaneError.notFound("No download grant '\(grantId)'.")
+        }
+        guard grant.state.holdsDownload else {
+            throw BackplaneError.conflict("The grant is \(grant.state.rawValue); there is nothing to revoke.")
+        }
+        let enqueued = try await commands.enqueue(
+            applicationId: applicationId, EnqueueCommandRequest(type: .deleteAssets, deviceId: grant.deviceId, assetIds: [grant.assetId]))
+        guard let command = enqueued.commands.first else {
+            throw BackplaneError.conflict("Device '\(grant.deviceId)' is no longer registered.")
+        }
+        let entitlement = try await entitlements.tokens(for: [grant]).first ?? nil
+        return RevokedGrant(grant: Self.wire(grant, entitlement: entitlement), command: command)
     }
 
     static func wire(_ grant: DownloadGrantRecord, entitlement: String?) -> DownloadGrant {

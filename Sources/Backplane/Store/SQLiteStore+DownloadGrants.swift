@@ -47,6 +47,12 @@ extension SQLiteStore {
         }
     }
 
+    public func downloadGrant(applicationId: String, grantId: String) async throws -> DownloadGrantRecord? {
+        try await read { db in
+            try DownloadGrantRecord.filter { $0.applicationId == applicationId && $0.grantId == grantId }.fetchOne(db)
+        }
+    }
+
     public func downloadGrants(
         applicationId: String, userId: String?, deviceId: String?, beforeRowId: Int64?, limit: Int
     ) async throws -> [DownloadGrantRecord] {

@@ -159,6 +159,7 @@ public protocol DownloadGrantStore: Sendable {
         applicationId: String, reports: [DownloadReport],
         apply: @Sendable (DownloadReport, DownloadGrantRecord?) -> (DownloadGrantRecord?, Result)
     ) async throws -> [Result]
+    func downloadGrant(applicationId: String, grantId: String) async throws -> DownloadGrantRecord?
     /// A page of grants of a user or a device (all when both are nil), newest first, before `beforeRowId`.
     func downloadGrants(
         applicationId: String, userId: String?, deviceId: String?, beforeRowId: Int64?, limit: Int
