@@ -172,6 +172,10 @@ struct EventOutput: Encodable {
         case .downloadWarning(let assetId, let message):
             assetIds = [assetId]
             self.message = message
+        case .downloadDenied(let assetId, let rule, _, let permanent):
+            assetIds = [assetId]
+            reason = rule.rawValue
+            willRetry = !permanent
         case .downloadsBlocked(let block):
             reason = block.rawValue
         case .downloadRemoved(let assetId, let reason):

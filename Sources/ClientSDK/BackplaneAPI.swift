@@ -60,6 +60,10 @@ struct BackplaneAPI: Sendable {
                        body: DownloadEnabledRequest(downloadEnabled: enabled), as: device)
     }
 
+    func requestDownloadPermission(_ request: DownloadPermissionRequest, as device: DeviceCredentials) async throws -> DownloadPermissionResponse {
+        try await send("POST", "/v1/download-grants", body: request, as: device)
+    }
+
     func unregister(as device: DeviceCredentials) async throws -> DeviceResponse {
         try await send("POST", "/v1/devices/\(Self.segment(device.deviceId))/unregister", body: Optional<SyncRequest>.none, as: device)
     }

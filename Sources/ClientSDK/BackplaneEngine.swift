@@ -172,7 +172,10 @@ public actor BackplaneEngine {
             let content = ContentStore(dataDirectory: configuration.dataDirectory, local: local)
             let downloads = DownloadRunner(
                 local: local, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
-                broadcaster: broadcaster, eventLogger: eventLogger, signal: downloadSignal)
+                broadcaster: broadcaster, eventLogger: eventLogger, signal: downloadSignal,
+                askBackplane: { request in
+                    try await session.request { api, credentials in try await api.requestDownloadPermission(request, as: credentials) }
+                })
             let subscriptions = SubscriptionSync(
                 configuration: configuration, session: session, local: local, content: content, downloads: downloads,
                 eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle)

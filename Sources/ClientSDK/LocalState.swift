@@ -167,6 +167,17 @@ final class LocalStore: Sendable {
             // What a completed download came from; null for files the app copied in.
             try db.alter(table: "assets") { t in t.add(column: "request", .blob) }
         }
+        migrator.registerMigration("v6: download grants and their reports") { db in
+            // The backplane's grant of a queued or completed download, when it was asked for one.
+            try db.alter(table: "downloads") { t in t.add(column: "grant_id", .text) }
+            try db.alter(table: "assets") { t in t.add(column: "grant_id", .text) }
+            // What became of granted downloads, kept until a sync's answer settles each.
+            try db.create(table: "grant_reports") { t in
+                t.primaryKey("grant_id", .text)
+                t.column("outcome", .text).notNull()
+                t.column("recorded_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 

@@ -50,6 +50,10 @@ public enum SDKEvent: Sendable {
     /// Bytes arrived; at most once per percent or per second of each asset.
     case downloadProgress(assetId: String, bytes: Int64, expectedBytes: Int64?, fraction: Double?)
     case downloadCompleted(DownloadAsset)
+    /// The backplane refused the asset's download: `rule` is at its limit (`counts` has every
+    /// count). A permanent denial (`assetLifetime`) fails the asset; another is asked again at
+    /// the next pass through the queue.
+    case downloadDenied(assetId: String, rule: DownloadRule, counts: DownloadCounts?, permanent: Bool)
     /// A try failed; `willRetry` is false once the asset is `failed` (fatal, or its third pass).
     case downloadError(assetId: String, failure: DownloadFailure, willRetry: Bool)
     /// Something about a download the app may want to know that did not stop it.
@@ -90,6 +94,7 @@ public enum SDKEvent: Sendable {
         case .downloadStarted: "downloadStarted"
         case .downloadProgress: "downloadProgress"
         case .downloadCompleted: "downloadCompleted"
+        case .downloadDenied: "downloadDenied"
         case .downloadError: "downloadError"
         case .downloadWarning: "downloadWarning"
         case .downloadsBlocked: "downloadsBlocked"

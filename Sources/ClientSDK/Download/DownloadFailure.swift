@@ -22,6 +22,9 @@ public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomString
         /// A storage rule (`maxStorage`, `headroom`) leaves no room: the asset is blocked, not
         /// failed, and goes on when there is room.
         case noSpace
+        /// The backplane denied the download permission (the message names the rule). Only the
+        /// lifetime rule fails the asset; the others are asked again at the next pass.
+        case permissionDenied
     }
 
     public var kind: Kind

@@ -35,11 +35,23 @@ public struct DownloadOptions: Sendable {
         didSet { storageRecheck = max(storageRecheck, .milliseconds(10)) }
     }
 
+    /// When the engine asks the backplane for permission before an asset's download starts.
+    public var askPermission: PermissionAsking
+
+    /// When to ask the backplane for a download permission (`POST /v1/download-grants`).
+    public enum PermissionAsking: Sendable, Equatable {
+        /// When the application sets any download limit (per device, per account, copies, lifetime).
+        case whenLimited
+        /// Before every download, also without limits: for apps whose license server checks entitlements.
+        case always
+    }
+
     public init(
         parallelFiles: Int = 4, maxStorage: Int64? = nil, headroom: Int64 = 500 << 20, maxDownloadedAssets: Int = 100,
         downloadOverCellular: Bool = false, network: any NetworkMonitor = AlwaysOnNetwork(),
-        retryPassDelay: Duration = .seconds(30), storageRecheck: Duration = .seconds(30)
+        retryPassDelay: Duration = .seconds(30), storageRecheck: Duration = .seconds(30), askPermission: PermissionAsking = .whenLimited
     ) {
+        self.askPermission = askPermission
         self.parallelFiles = Self.clampParallel(parallelFiles)
         self.maxStorage = maxStorage.map { max($0, 0) }
         self.headroom = max(headroom, 0)

@@ -36,6 +36,8 @@ struct QueuedDownload: Sendable, Equatable {
     var expectedBytes: Int64?
     var expectedIsEstimate = false
     var addedAt: Date
+    /// The backplane's grant for this download, once asked and granted.
+    var grantId: String?
 
     var assetId: String { request.assetId }
 }
@@ -64,6 +66,7 @@ extension LocalStore {
             let all = try Self.fetchAssets(db, where: nil)
             let doomed = assetIds.map { ids in all.filter { ids.contains($0.assetId) } } ?? all
             for asset in doomed {
+                try Self.reportGrant(ofAsset: asset.assetId, in: "assets", .deleted, db)
                 try db.execute(sql: "DELETE FROM assets WHERE asset_id = ?", arguments: [asset.assetId])
             }
             return doomed
@@ -145,6 +148,7 @@ extension LocalStore {
             let queued = try String.fetchAll(db, sql: "SELECT asset_id FROM downloads ORDER BY position")
             let doomed = assetIds.map { ids in queued.filter(ids.contains) } ?? queued
             for assetId in doomed {
+                try Self.reportGrant(ofAsset: assetId, in: "downloads", .deleted, db)
                 try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [assetId])
             }
             return doomed
@@ -165,7 +169,7 @@ extension LocalStore {
         try queue.write { db in
             guard var download = try Self.fetchQueue(db, assetId: assetId).first else { return nil }
             change(&download)
-            try Self.store(download, db)
+            try Self.storeDownload(download, db)
             return download
         }
     }
@@ -176,21 +180,25 @@ extension LocalStore {
         try queue.write { db in
             for var download in try Self.fetchQueue(db) {
                 change(&download)
-                try Self.store(download, db)
+                try Self.storeDownload(download, db)
             }
         }
     }
 
+    static func queuedDownload(_ db: Database, assetId: String) throws -> QueuedDownload? {
+        try fetchQueue(db, assetId: assetId).first
+    }
+
     /// Writes the fields of a queued asset that change while it is queued.
-    private static func store(_ download: QueuedDownload, _ db: Database) throws {
+    static func storeDownload(_ download: QueuedDownload, _ db: Database) throws {
         try db.execute(
             sql: """
                 UPDATE downloads SET paused = ?, failed = ?, error_count = ?, last_failure = ?, bytes_downloaded = ?,
-                  expected_bytes = ?, expected_is_estimate = ? WHERE asset_id = ?
+                  expected_bytes = ?, expected_is_estimate = ?, grant_id = ? WHERE asset_id = ?
                 """,
             arguments: [
                 download.paused, download.failed, download.errorCount, try download.lastFailure.map { try encoder.encode($0) },
-                download.bytesDownloaded, download.expectedBytes, download.expectedIsEstimate, download.assetId,
+                download.bytesDownloaded, download.expectedBytes, download.expectedIsEstimate, download.grantId, download.assetId,
             ])
     }
 
@@ -261,9 +269,15 @@ extension LocalStore {
     func completeDownload(_ asset: LocalAsset) throws -> Bool {
         let request = try asset.request.map { try Self.encoder.encode($0) }
         return try queue.write { db in
+            let grantId = try String.fetchOne(db, sql: "SELECT grant_id FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
             try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
             guard db.changesCount > 0 else { return false }
             try Self.insertAsset(asset, request: request, db)
+            // The grant moves with the asset; the backplane hears of the completion at the next sync.
+            if let grantId {
+                try db.execute(sql: "UPDATE assets SET grant_id = ? WHERE asset_id = ?", arguments: [grantId, asset.assetId])
+                try Self.recordGrantReport(grantId, .completed, db)
+            }
             // A subscription item of this asset is downloaded now, in the same commit.
             try db.execute(
                 sql: "UPDATE subscription_items SET state = ? WHERE asset_id = ? AND state = ?",
@@ -291,7 +305,7 @@ extension LocalStore {
                 position: place, paused: row["paused"], failed: row["failed"], errorCount: row["error_count"],
                 lastFailure: try (row["last_failure"] as Data?).map { try decoder.decode(DownloadFailure.self, from: $0) },
                 bytesDownloaded: row["bytes_downloaded"], expectedBytes: row["expected_bytes"],
-                expectedIsEstimate: row["expected_is_estimate"], addedAt: row["added_at"])
+                expectedIsEstimate: row["expected_is_estimate"], addedAt: row["added_at"], grantId: row["grant_id"])
         }
     }
 }

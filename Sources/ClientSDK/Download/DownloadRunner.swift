@@ -21,6 +21,8 @@ actor DownloadRunner {
     let downloader: AssetDownloader
     /// Wakes the loop: queue changes, the switch, the backplane's answers, the network, freed space.
     nonisolated let signal: WakeSignal
+    /// Asks the backplane for a download permission (`POST /v1/download-grants`).
+    let askBackplane: @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
     private nonisolated let tasks = Mutex(Tasks())
 
     private struct Tasks {
@@ -56,8 +58,10 @@ actor DownloadRunner {
 
     init(
         local: LocalStore, content: ContentStore, options: DownloadOptions, snapshot: DeviceSnapshot, lifecycle: EngineLifecycle,
-        broadcaster: EventBroadcaster, eventLogger: EventLogger, signal: WakeSignal
+        broadcaster: EventBroadcaster, eventLogger: EventLogger, signal: WakeSignal,
+        askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
     ) {
+        self.askBackplane = askBackplane
         self.local = local
         self.content = content
         self.options = options
@@ -180,6 +184,7 @@ actor DownloadRunner {
     private func download(_ queued: QueuedDownload) async {
         let assetId = queued.assetId
         let request = queued.request
+        if queued.grantId == nil, needsPermission(), await !permission(for: queued) { return }
         let directory = content.directory(for: assetId)
         if queued.bytesDownloaded == 0, queued.errorCount == 0 { _ = try? eventLogger.log(.downloadStart(assetId: assetId)) }
         setStatus(.downloading(assetId: assetId))
@@ -242,11 +247,61 @@ actor DownloadRunner {
         broadcaster.emit(.downloadCompleted(DownloadAsset(completed: asset, root: content.root)))
     }
 
-    private func failed(_ assetId: String, _ failure: DownloadFailure) {
-        let updated = try? local.updateDownload(assetId: assetId) { download in
+    /// Whether the backplane must be asked before a download starts: when the application sets
+    /// a download limit, or always if the app says so.
+    private func needsPermission() -> Bool {
+        if options.askPermission == .always { return true }
+        guard let settings = snapshot.current?.settings else { return true }
+        return [settings.maxDownloadsPerDevice, settings.maxDownloadsPerAccount, settings.maxLifetimeDownloadsPerAsset,
+                settings.maxCopiesPerAccount].contains { $0 >= 0 }
+    }
+
+    /// Asks the backplane; true when the download may start (the grant is recorded with it).
+    /// A denial by a rule that can change, or no answer, leaves the asset for the next pass; a
+    /// lifetime denial fails it.
+    private func permission(for queued: QueuedDownload) async -> Bool {
+        let assetId = queued.assetId
+        do {
+            let response = try await askBackplane(DownloadPermissionRequest(assetId: assetId))
+            try local.recordGrant(response.grant.grantId, forDownload: assetId)
+            return true
+        } catch let error as BackplaneClientError where error.code == .downloadLimitReached {
+            let rule = error.details?["rule"]?.stringValue.flatMap(DownloadRule.init(rawValue:)) ?? .account
+            let counts = error.details?["counts"].flatMap { try? JSONDecoder().decode(DownloadCounts.self, from: JSONEncoder().encode($0)) }
+            _ = try? eventLogger.log(.downloadLimitReached(Self.limitType(rule), assetId: assetId))
+            broadcaster.emit(.downloadDenied(assetId: assetId, rule: rule, counts: counts, permanent: rule.isPermanent))
+            let failure = DownloadFailure(.permissionDenied, error.message)
+            if rule.isPermanent {
+                failed(assetId, failure, forGood: true)
+            } else {
+                _ = try? local.updateDownload(assetId: assetId) { $0.lastFailure = failure }
+                erroredThisPass.insert(assetId)
+            }
+        } catch let error as BackplaneClientError where error.code == .downloadNotEnabled {
+            // The backplane turned download off since the last sync: the next sync says so.
+            _ = try? local.updateDownload(assetId: assetId) { $0.lastFailure = DownloadFailure(.permissionDenied, error.message) }
+            erroredThisPass.insert(assetId)
+        } catch {
+            // No answer (offline, the engine stopping): asked again at the next pass.
+            erroredThisPass.insert(assetId)
+        }
+        return false
+    }
+
+    private static func limitType(_ rule: DownloadRule) -> DownloadLimitType {
+        switch rule {
+        case .assetLifetime: .asset
+        case .account: .account
+        case .copies: .copies
+        case .device: .device
+        }
+    }
+
+    private func failed(_ assetId: String, _ failure: DownloadFailure, forGood: Bool = false) {
+        let updated = try? local.recordFailure(assetId: assetId) { download in
             download.errorCount += 1
             download.lastFailure = failure
-            download.failed = failure.isFatal || download.errorCount >= Self.maxErrorPasses
+            download.failed = forGood || failure.isFatal || download.errorCount >= Self.maxErrorPasses
         }
         erroredThisPass.insert(assetId)
         let willRetry = updated.map { !$0.failed } ?? false

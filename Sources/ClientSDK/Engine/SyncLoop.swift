@@ -113,9 +113,10 @@ actor SyncLoop {
         // Registered first, so that the round trip timed below is the sync's alone.
         _ = try await session.credentials()
         let pending = try local.access { try $0.unacknowledgedOutcomes(limit: WireLimits.maxAcksPerSync) }
+        let grantReports = try local.access { try $0.pendingGrantReports(limit: WireLimits.maxDownloadReportsPerSync) }
         let report = SyncRequest(
             appVersion: configuration.device.appVersion, osVersion: configuration.device.osVersion,
-            acks: pending.isEmpty ? nil : pending.map(\.ack))
+            acks: pending.isEmpty ? nil : pending.map(\.ack), downloadReports: grantReports.isEmpty ? nil : grantReports)
         let sentAt = Date()
         let response = try await session.request { api, credentials in try await api.sync(report, as: credentials) }
         let receivedAt = Date()
@@ -126,6 +127,8 @@ actor SyncLoop {
         // rejected one never will be.
         let answered = Dictionary(response.ackResults.map { ($0.commandId, $0.status) }, uniquingKeysWith: { first, _ in first })
         try local.access { try $0.markAcknowledged(Array(answered.keys)) }
+        // So is every answered download report: the backplane records it, or never will.
+        try local.access { try $0.settleGrantReports(response.downloadReportResults) }
         let finishing = pending.first { outcome in
             (outcome.type == .kill || outcome.type == .unregister) && outcome.ack.outcome == .succeeded
                 && [.accepted, .duplicate].contains(answered[outcome.ack.commandId])
