@@ -184,7 +184,16 @@ actor DownloadRunner {
     private func download(_ queued: QueuedDownload) async {
         let assetId = queued.assetId
         let request = queued.request
-        if queued.grantId == nil, needsPermission(), await !permission(for: queued) { return }
+        var queued = queued
+        if queued.grantId == nil, needsPermission() {
+            guard await permission(for: queued) else { return }
+            // The actor ran other calls while the backplane answered: the asset may have been
+            // removed, paused or failed, the engine stopped, or a rule may now block the queue.
+            guard lifecycle.isRunning, !Task.isCancelled, currentBlock() == nil,
+                  let current = try? local.queuedDownload(assetId: queued.assetId), !current.paused, !current.failed
+            else { return }
+            queued = current
+        }
         let directory = content.directory(for: assetId)
         if queued.bytesDownloaded == 0, queued.errorCount == 0 { _ = try? eventLogger.log(.downloadStart(assetId: assetId)) }
         setStatus(.downloading(assetId: assetId))
@@ -263,8 +272,15 @@ actor DownloadRunner {
         let assetId = queued.assetId
         do {
             let response = try await askBackplane(DownloadPermissionRequest(assetId: assetId))
-            try local.recordGrant(response.grant.grantId, forDownload: assetId)
-            return true
+            let grantId = response.grant.grantId
+            // A grant id the backplane would refuse in a report would stop every later sync.
+            guard response.grant.assetId == assetId, !grantId.isEmpty, grantId.utf8.count <= WireLimits.maxIdentifierLength,
+                  !grantId.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) })
+            else {
+                erroredThisPass.insert(assetId)
+                return false
+            }
+            return try local.recordGrant(grantId, forDownload: assetId)
         } catch let error as BackplaneClientError where error.code == .downloadLimitReached {
             let rule = error.details?["rule"]?.stringValue.flatMap(DownloadRule.init(rawValue:)) ?? .account
             let counts = error.details?["counts"].flatMap { try? JSONDecoder().decode(DownloadCounts.self, from: JSONEncoder().encode($0)) }

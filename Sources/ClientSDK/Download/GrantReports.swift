@@ -6,10 +6,24 @@ import BackplaneWire
 /// answer settles each report: recorded in the transaction that completes, fails or deletes the
 /// download, so a kill at any point neither loses nor repeats one.
 extension LocalStore {
-    /// Records the grant of a queued download, once the backplane gave it.
-    func recordGrant(_ grantId: String, forDownload assetId: String) throws {
+    /// Records the grant of a queued download, once the backplane gave it; false when the
+    /// download left the queue while the backplane answered (the grant is then reported deleted
+    /// at once, so that it does not hold a place).
+    ///
+    /// The backplane gives back a grant the device still holds as far as it knows. When an
+    /// unsent report ends that grant (the asset was deleted, or failed for good and its retries
+    /// were cleared, and queued again before the next sync), the backplane never learns of that
+    /// end: the report is dropped and the grant goes on with the new download, which the
+    /// backplane's counts already hold.
+    func recordGrant(_ grantId: String, forDownload assetId: String) throws -> Bool {
         try queue.write { db in
             try db.execute(sql: "UPDATE downloads SET grant_id = ? WHERE asset_id = ?", arguments: [grantId, assetId])
+            guard db.changesCount > 0 else {
+                try Self.recordGrantReport(grantId, .deleted, db)
+                return false
+            }
+            try db.execute(sql: "DELETE FROM grant_reports WHERE grant_id = ?", arguments: [grantId])
+            return true
         }
     }
 
@@ -40,12 +54,17 @@ extension LocalStore {
     }
 
     /// Forgets the reports a sync's answer settled (accepted, duplicate or rejected alike: none
-    /// would be answered otherwise if sent again).
-    func settleGrantReports(_ results: [DownloadReportResult]) throws {
-        guard !results.isEmpty else { return }
+    /// would be answered otherwise if sent again): only those that were `sent`, with the outcome
+    /// sent, so that an outcome recorded while the sync was out (deleted after completed) goes
+    /// up next time, and an answer naming a report never sent settles nothing.
+    func settleGrantReports(_ results: [DownloadReportResult], sent: [DownloadReport]) throws {
+        let answered = Set(results.map(\.grantId))
+        let settled = sent.filter { answered.contains($0.grantId) }
+        guard !settled.isEmpty else { return }
         try queue.write { db in
-            for result in results {
-                try db.execute(sql: "DELETE FROM grant_reports WHERE grant_id = ?", arguments: [result.grantId])
+            for report in settled {
+                try db.execute(
+                    sql: "DELETE FROM grant_reports WHERE grant_id = ? AND outcome = ?", arguments: [report.grantId, report.outcome.rawValue])
             }
         }
     }

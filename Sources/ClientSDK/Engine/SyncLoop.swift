@@ -128,7 +128,7 @@ actor SyncLoop {
         let answered = Dictionary(response.ackResults.map { ($0.commandId, $0.status) }, uniquingKeysWith: { first, _ in first })
         try local.access { try $0.markAcknowledged(Array(answered.keys)) }
         // So is every answered download report: the backplane records it, or never will.
-        try local.access { try $0.settleGrantReports(response.downloadReportResults) }
+        try local.access { try $0.settleGrantReports(response.downloadReportResults, sent: grantReports) }
         let finishing = pending.first { outcome in
             (outcome.type == .kill || outcome.type == .unregister) && outcome.ack.outcome == .succeeded
                 && [.accepted, .duplicate].contains(answered[outcome.ack.commandId])
