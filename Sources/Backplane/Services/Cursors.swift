@@ -81,30 +81,27 @@ enum EpisodeCursor {
     }
 }
 
-/// The opaque admin pagination cursor: the last row's store id, base64url-encoded.
-enum DeviceCursor {
-    static func encode(_ rowId: Int64) -> String {
-        OpaqueCursor.encode("d1:\(rowId)")
+/// An opaque admin pagination cursor: the last row's store id behind a kind prefix,
+/// base64url-encoded. The prefix keeps one list's cursor from being taken by another.
+struct RowIdCursor {
+    let prefix: String
+
+    func encode(_ rowId: Int64) -> String {
+        OpaqueCursor.encode("\(prefix)\(rowId)")
     }
 
-    static func decode(_ cursor: String) throws -> Int64 {
-        guard let text = OpaqueCursor.decode(cursor), text.hasPrefix("d1:"), let rowId = Int64(text.dropFirst(3)), rowId >= 0
+    func decode(_ cursor: String) throws -> Int64 {
+        guard let text = OpaqueCursor.decode(cursor), text.hasPrefix(prefix), let rowId = Int64(text.dropFirst(prefix.count)), rowId >= 0
         else { throw OpaqueCursor.notIssued }
         return rowId
     }
 }
 
-/// The download grant list's opaque cursor: the last grant's row id (the list goes newest first).
-enum GrantCursor {
-    static func encode(_ rowId: Int64) -> String {
-        OpaqueCursor.encode("g1:\(rowId)")
-    }
-
-    static func decode(_ cursor: String) throws -> Int64 {
-        guard let text = OpaqueCursor.decode(cursor), text.hasPrefix("g1:"), let rowId = Int64(text.dropFirst(3)), rowId >= 0
-        else { throw OpaqueCursor.notIssued }
-        return rowId
-    }
+extension RowIdCursor {
+    /// The admin device list's cursor.
+    static let device = RowIdCursor(prefix: "d1:")
+    /// The download grant list's cursor: the last grant's row id (the list goes newest first).
+    static let grant = RowIdCursor(prefix: "g1:")
 }
 
 /// The reporting API's opaque cursor: the last event's corrected time (ms) and row id.

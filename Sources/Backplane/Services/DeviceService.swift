@@ -294,11 +294,11 @@ public struct DeviceService: Sendable {
         let limit = try Validate.pageLimit(limit, default: WireLimits.defaultPageSize, max: WireLimits.maxPageSize)
         try Validate.optionalText(filter.userId, field: "userId", maxLength: WireLimits.maxIdentifierLength)
         try Validate.optionalText(filter.externalDeviceId, field: "externalDeviceId", maxLength: WireLimits.maxIdentifierLength)
-        let after = try cursor.map(DeviceCursor.decode)
+        let after = try cursor.map(RowIdCursor.device.decode)
         // One extra row tells whether another page exists.
         let rows = try await store.devices(applicationId: applicationId, filter: filter, afterRowId: after, limit: limit + 1)
         let page = rows.prefix(limit)
-        let next = rows.count > limit ? page.last?.rowId.map(DeviceCursor.encode) : nil
+        let next = rows.count > limit ? page.last?.rowId.map(RowIdCursor.device.encode) : nil
         return DevicePage(devices: page.map { $0.wire(includePushToken: true) }, nextCursor: next)
     }
 

@@ -135,7 +135,7 @@ public struct DownloadGrantService: Sendable {
         let limit = try Validate.pageLimit(limit, default: WireLimits.defaultPageSize, max: WireLimits.maxPageSize)
         try Validate.optionalText(userId, field: "userId", maxLength: WireLimits.maxIdentifierLength)
         try Validate.optionalText(deviceId, field: "deviceId", maxLength: WireLimits.maxIdentifierLength)
-        let before = try cursor.map(GrantCursor.decode)
+        let before = try cursor.map(RowIdCursor.grant.decode)
         // One extra row tells whether another page exists.
         let rows = try await store.downloadGrants(
             applicationId: applicationId, userId: userId, deviceId: deviceId, beforeRowId: before, limit: limit + 1)
@@ -143,7 +143,7 @@ public struct DownloadGrantService: Sendable {
         let tokens = try await entitlements.tokens(for: page)
         return DownloadGrantPage(
             grants: zip(page, tokens).map { Self.wire($0, entitlement: $1) },
-            nextCursor: rows.count > limit ? page.last?.rowId.map(GrantCursor.encode) : nil)
+            nextCursor: rows.count > limit ? page.last?.rowId.map(RowIdCursor.grant.encode) : nil)
     }
 
     public func resetLifetime(applicationId: String, _ request: LifetimeResetRequest) async throws -> LifetimeResetResponse {
