@@ -53,6 +53,7 @@ public struct BackplaneServices: Sendable {
     public let sync: SyncService
     public let entitlements: Entitlements
     public let grants: DownloadGrantService
+    public let assetPolicies: AssetPolicyService
     public let feeds: FeedService
     public let subscriptions: SubscriptionService
     public let events: EventService
@@ -66,6 +67,7 @@ public struct BackplaneServices: Sendable {
         self.commands = CommandService(store: store, wakeUps: wakeUpHub, now: now)
         self.entitlements = Entitlements(store: store, now: now)
         self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
+        self.assetPolicies = AssetPolicyService(store: store, now: now)
         self.sync = SyncService(devices: devices, commands: commands, grants: grants)
         self.feeds = FeedService(store: store, wakeUps: wakeUpHub, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)
@@ -94,7 +96,8 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
     EventsController(events: services.events).addRoutes(to: callers.signedByDevice("v1/events", handlerRecordsNonce: true))
     let admin = callers.bearer("v1/admin", scope: .admin)
     AdminController(devices: services.devices, applications: services.applications, commands: services.commands).addRoutes(to: admin)
-    let grants = DownloadGrantsController(grants: services.grants, entitlements: services.entitlements, applications: services.applications)
+    let grants = DownloadGrantsController(
+        grants: services.grants, assetPolicies: services.assetPolicies, entitlements: services.entitlements, applications: services.applications)
     grants.addDeviceRoutes(to: signedByDevice)
     grants.addAdminRoutes(to: admin)
     grants.addPublicRoutes(to: router)

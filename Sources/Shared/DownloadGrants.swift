@@ -12,6 +12,9 @@ public struct DownloadPermissionRequest: Codable, Sendable, Equatable {
     /// honest app only; the application's limit binds every caller.
     public var maxLifetimeDownloads: Int?
 
+    /// The largest `maxLifetimeDownloads` a request may carry.
+    public static let maxLifetimeDownloadsLimit = 1_000_000
+
     public init(assetId: String, maxLifetimeDownloads: Int? = nil) {
         self.assetId = assetId
         self.maxLifetimeDownloads = maxLifetimeDownloads
@@ -70,19 +73,6 @@ public struct DownloadCounts: Codable, Sendable, Equatable {
         case .copies: copies
         case .device: device
         }
-    }
-}
-
-/// How long a downloaded asset stays playable: the application's settings (`-1` is never).
-public struct DownloadWindow: Codable, Sendable, Equatable {
-    public var expiryAfterDownloadSeconds: Int
-    public var expiryAfterPlaySeconds: Int
-    public var offlineViewingPeriodSeconds: Int
-
-    public init(expiryAfterDownloadSeconds: Int, expiryAfterPlaySeconds: Int, offlineViewingPeriodSeconds: Int) {
-        self.expiryAfterDownloadSeconds = expiryAfterDownloadSeconds
-        self.expiryAfterPlaySeconds = expiryAfterPlaySeconds
-        self.offlineViewingPeriodSeconds = offlineViewingPeriodSeconds
     }
 }
 

@@ -62,6 +62,9 @@ public struct EpisodeInput: Codable, Sendable, Equatable {
     /// Override the application's settings for this asset.
     public var expiryAfterDownloadSeconds: Int?
     public var expiryAfterPlaySeconds: Int?
+    /// Downloads of this asset one account may make over its lifetime; overrides the
+    /// application's `maxLifetimeDownloadsPerAsset` (an admin's asset policy overrides this).
+    public var maxLifetimeDownloads: Int?
     public var sizeBytes: Int64?
     public var customFields: [String: JSONValue]?
 
@@ -69,8 +72,9 @@ public struct EpisodeInput: Codable, Sendable, Equatable {
         assetId: String, title: String? = nil, description: String? = nil, downloadURL: String? = nil, mediaType: MediaType? = nil,
         permittedMimeTypes: [String]? = nil, maxBitrate: Int? = nil, publishDate: Date? = nil, expiryDate: Date? = nil,
         expiryAfterDownloadSeconds: Int? = nil, expiryAfterPlaySeconds: Int? = nil, sizeBytes: Int64? = nil,
-        customFields: [String: JSONValue]? = nil
+        customFields: [String: JSONValue]? = nil, maxLifetimeDownloads: Int? = nil
     ) {
+        self.maxLifetimeDownloads = maxLifetimeDownloads
         self.assetId = assetId
         self.title = title
         self.description = description

@@ -123,6 +123,41 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await ask("after"))
     }
 
+    /// The permission transaction sees the asset's policy and its newest published episode.
+    @Test(arguments: StoreKind.allCases)
+    func thePermissionSeesTheAssetsPolicyAndNewestEpisode(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store)
+        _ = try await store.registerDevice(applicationId: applicationId, deviceId: "phone", userId: "ann") { _ in
+            (self.device(applicationId, "phone", user: "ann", enabled: true), ())
+        }
+        @Sendable func seen() async throws -> (AssetPolicy?, EpisodeInput?) {
+            try await store.grantDownload(applicationId: applicationId, deviceId: "phone", assetId: "film") { state in
+                (nil, (state.policy, state.episode))
+            }
+        }
+        #expect(try await seen() == (nil, nil))
+        for (feed, title, at) in [("a", "older", 0.0), ("b", "newer", 60.0)] {
+            _ = try await store.upsertFeed(FeedRecord(
+                applicationId: applicationId, feedId: feed, title: feed, metadata: nil, createdAt: Self.now, updatedAt: Self.now, deletedAt: nil))
+            let episode = EpisodeInput(assetId: "film", title: title, expiryAfterPlaySeconds: Int(at))
+            _ = try await store.writeEpisodes(applicationId: applicationId, feedId: feed, assetIds: ["film"]) { _ in
+                [EpisodeWrite(record: EpisodeRecord(
+                    applicationId: applicationId, feedId: feed, assetId: "film", episode: episode, announcedAt: Self.now,
+                    updatedAt: Self.now.addingTimeInterval(at), retractedAt: nil), kind: .added)]
+            }
+        }
+        #expect(try await seen().1?.title == "newer")
+
+        let policy = AssetPolicy(expiryDate: Self.now.addingTimeInterval(3_600), maxLifetimeDownloads: 2)
+        try await store.setAssetPolicy(AssetPolicyRecord(applicationId: applicationId, assetId: "film", policy: policy, updatedAt: Self.now))
+        #expect(try await seen().0 == policy)
+        #expect(try await store.assetPolicy(applicationId: applicationId, assetId: "film")?.policy == policy)
+        #expect(try await store.deleteAssetPolicy(applicationId: applicationId, assetId: "film"))
+        #expect(try await !store.deleteAssetPolicy(applicationId: applicationId, assetId: "film"))
+        #expect(try await seen().0 == nil)
+    }
+
     /// A nonce is accepted once per key, also when the same request arrives many times at once.
     @Test(arguments: StoreKind.allCases)
     func aNonceIsAcceptedOnceUnderConcurrency(_ kind: StoreKind) async throws {

@@ -2,11 +2,12 @@ import Foundation
 import Hummingbird
 import BackplaneWire
 
-/// Download permissions: the device asks (signed by the device), admins look at and reset grants
-/// and rotate the entitlement keys (bearer, admin scope), and anyone may fetch the public keys
+/// Download permissions: the device asks (signed by the device), admins look at and reset grants,
+/// set asset policies and rotate the entitlement keys (bearer, admin scope), and anyone may fetch the public keys
 /// that verify entitlements (a license server has no credentials of ours).
 struct DownloadGrantsController {
     let grants: DownloadGrantService
+    let assetPolicies: AssetPolicyService
     let entitlements: Entitlements
     let applications: ApplicationService
 
@@ -19,6 +20,9 @@ struct DownloadGrantsController {
             .get("download-grants", use: list)
             .post("download-grants/reset-lifetime", use: resetLifetime)
             .post("download-grants/:grantId/revoke", use: revoke)
+            .put("asset-policies/:assetId", use: setPolicy)
+            .get("asset-policies/:assetId", use: policy)
+            .delete("asset-policies/:assetId", use: deletePolicy)
             .post("entitlement-keys", use: rotate)
             .post("entitlement-keys/:keyId/retire", use: retire)
     }
@@ -48,6 +52,20 @@ struct DownloadGrantsController {
 
     @Sendable func revoke(_ request: Request, context: TokenRequestContext) async throws -> RevokedGrant {
         try await grants.revoke(applicationId: context.applicationId, grantId: try context.pathValue("grantId"))
+    }
+
+    @Sendable func setPolicy(_ request: Request, context: TokenRequestContext) async throws -> AssetPolicyEntry {
+        let body = try await request.decode(as: AssetPolicy.self, context: context)
+        return try await assetPolicies.set(applicationId: context.applicationId, assetId: try context.pathValue("assetId"), body)
+    }
+
+    @Sendable func policy(_ request: Request, context: TokenRequestContext) async throws -> AssetPolicyEntry {
+        try await assetPolicies.get(applicationId: context.applicationId, assetId: try context.pathValue("assetId"))
+    }
+
+    @Sendable func deletePolicy(_ request: Request, context: TokenRequestContext) async throws -> HTTPResponse.Status {
+        try await assetPolicies.delete(applicationId: context.applicationId, assetId: try context.pathValue("assetId"))
+        return .noContent
     }
 
     @Sendable func rotate(_ request: Request, context: TokenRequestContext) async throws -> EditedResponse<EntitlementKeySet> {

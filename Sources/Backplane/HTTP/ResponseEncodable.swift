@@ -3,6 +3,7 @@ import BackplaneWire
 
 // The BackplaneWire types are what the routes return.
 extension AppKey: ResponseEncodable {}
+extension AssetPolicyEntry: ResponseEncodable {}
 extension AppKeyList: ResponseEncodable {}
 extension Command: ResponseEncodable {}
 extension CommandList: ResponseEncodable {}

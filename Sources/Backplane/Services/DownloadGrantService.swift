@@ -56,15 +56,16 @@ public struct DownloadGrantService: Sendable {
         }
     }
 
-    /// Largest limit a request may carry.
-    static let maxLimit = 1_000_000
+    static let maxLimit = DownloadPermissionRequest.maxLifetimeDownloadsLimit
 
     /// The rules, in order, on counts read in the transaction that records the grant.
     static func decide(_ request: DownloadPermissionRequest, _ state: DownloadPermissionState, now: Date) -> Outcome {
         guard state.device.isRegistered, state.device.downloadEnabled else { return .notEnabled }
         let settings = state.settings
-        // The asset's own limit can only tighten the application's.
-        let lifetimeLimit = [settings.maxLifetimeDownloadsPerAsset, request.maxLifetimeDownloads ?? -1].filter { $0 >= 0 }.min() ?? -1
+        // The asset's limit set by an admin or the CMS replaces the application's; the one the
+        // request carries can only tighten it.
+        let assetLimit = state.policy?.maxLifetimeDownloads ?? state.episode?.maxLifetimeDownloads ?? settings.maxLifetimeDownloadsPerAsset
+        let lifetimeLimit = [assetLimit, request.maxLifetimeDownloads ?? -1].filter { $0 >= 0 }.min() ?? -1
         var counts = DownloadCounts(
             assetLifetime: .init(used: state.lifetime, limit: lifetimeLimit),
             account: .init(used: state.accountHeld, limit: settings.maxDownloadsPerAccount),
@@ -80,8 +81,7 @@ public struct DownloadGrantService: Sendable {
             rowId: nil, grantId: Secrets.grantId(), applicationId: state.device.applicationId, userId: state.device.userId,
             deviceId: state.device.deviceId, assetId: request.assetId, state: .active, countsForLifetime: true,
             window: DownloadWindow(
-                expiryAfterDownloadSeconds: settings.expiryAfterDownloadSeconds, expiryAfterPlaySeconds: settings.expiryAfterPlaySeconds,
-                offlineViewingPeriodSeconds: settings.offlineViewingPeriodSeconds),
+                settings: settings, asset: state.policy.map { $0.availability.over(state.episode?.availability) } ?? state.episode?.availability),
             grantedAt: now, updatedAt: now)
         return .granted(grant, counts, created: true)
     }

@@ -168,13 +168,7 @@ public struct FeedService: Sendable {
         if let size = episode.sizeBytes, size < 0 {
             throw BackplaneError.validation("'\(path).sizeBytes' must not be negative.", field: "\(path).sizeBytes")
         }
-        if let value = episode.expiryAfterDownloadSeconds { try Validate.setting(value, field: "\(path).expiryAfterDownloadSeconds") }
-        if let value = episode.expiryAfterPlaySeconds { try Validate.setting(value, field: "\(path).expiryAfterPlaySeconds") }
-        try Validate.date(episode.publishDate, field: "\(path).publishDate")
-        try Validate.date(episode.expiryDate, field: "\(path).expiryDate")
-        if let publish = episode.publishDate, let expiry = episode.expiryDate, expiry <= publish {
-            throw BackplaneError.validation("'\(path).expiryDate' must be after its publishDate.", field: "\(path).expiryDate")
-        }
+        try Validate.availability(episode.availability, maxLifetimeDownloads: episode.maxLifetimeDownloads, at: "\(path).")
         try validateFields(episode.customFields, field: "\(path).customFields")
     }
 

@@ -50,6 +50,13 @@ enum Validate {
         }
     }
 
+    /// An asset's availability (an episode's, a policy's): each value in range, and a window
+    /// that ends after it starts. `prefix` names the object in errors (`episodes[2].`).
+    static func availability(_ availability: AssetAvailability, maxLifetimeDownloads: Int?, at prefix: String = "") throws {
+        if let (field, message) = availability.problem(prefix: prefix) { throw BackplaneError.validation(message, field: field) }
+        if let value = maxLifetimeDownloads { try setting(value, field: "\(prefix)maxLifetimeDownloads") }
+    }
+
     static func settings(_ settings: ApplicationSettings) throws {
         try setting(settings.deviceLimit, field: "deviceLimit")
         try setting(settings.expiryAfterDownloadSeconds, field: "expiryAfterDownloadSeconds")

@@ -34,6 +34,19 @@ public struct DownloadPermissionState: Sendable {
     public var copiesHeld: Int
     /// Grants of this asset to the user that count toward its lifetime downloads.
     public var lifetime: Int
+    /// The admin's policy for the asset, if any.
+    public var policy: AssetPolicy?
+    /// The asset's episode (the most recently updated one still published, when several feeds
+    /// carry it), if any.
+    public var episode: EpisodeInput?
+}
+
+/// An admin's rules for one asset.
+public struct AssetPolicyRecord: Sendable, Equatable, Codable {
+    public var applicationId: String
+    public var assetId: String
+    public var policy: AssetPolicy
+    public var updatedAt: Date
 }
 
 /// A key that signs entitlements. The newest unretired key of an application signs; every

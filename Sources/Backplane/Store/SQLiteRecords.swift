@@ -137,6 +137,15 @@ extension EntitlementKeyRecord: SnakeCaseRecord {
     }
 }
 
+extension AssetPolicyRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "asset_policies" }
+
+    public enum Columns {
+        public static let applicationId = Column("application_id")
+        public static let assetId = Column("asset_id")
+    }
+}
+
 extension TokenScope: DatabaseValueConvertible {}
 extension DownloadGrantState: DatabaseValueConvertible {}
 extension CommandType: DatabaseValueConvertible {}

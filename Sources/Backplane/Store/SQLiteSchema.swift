@@ -165,6 +165,17 @@ extension SQLiteStore {
                 t.column("retired_at", .datetime)
             }
         }
+        migrator.registerMigration("v8: asset policies") { db in
+            try db.create(table: "asset_policies") { t in
+                t.column("application_id", .text).notNull().references("applications", onDelete: .cascade)
+                t.column("asset_id", .text).notNull()
+                t.column("policy", .text).notNull()
+                t.column("updated_at", .datetime).notNull()
+                t.primaryKey(["application_id", "asset_id"])
+            }
+            // A permission looks up the asset's episode whichever feed carries it.
+            try db.create(index: "episodes_by_asset", on: "episodes", columns: ["application_id", "asset_id", "updated_at"])
+        }
         return migrator
     }
 }

@@ -25,7 +25,11 @@ extension SQLiteStore {
                 deviceHeld: try DownloadGrantRecord
                     .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }.filter(holding).fetchCount(db),
                 copiesHeld: try ofAsset.filter(holding).fetchCount(db),
-                lifetime: try ofAsset.filter { $0.countsForLifetime }.fetchCount(db))
+                lifetime: try ofAsset.filter { $0.countsForLifetime }.fetchCount(db),
+                policy: try AssetPolicyRecord.fetchOne(db, key: ["application_id": applicationId, "asset_id": assetId])?.policy,
+                episode: try EpisodeRecord
+                    .filter { $0.applicationId == applicationId && $0.assetId == assetId && $0.retractedAt == nil }
+                    .order(EpisodeRecord.Columns.updatedAt.desc).fetchOne(db)?.episode)
             let (grant, decision) = try decide(state)
             if var grant { try grant.insert(db) }
             return decision
@@ -88,6 +92,21 @@ extension SQLiteStore {
         try request.updateAll(db, [
             DownloadGrantRecord.Columns.state.set(to: DownloadGrantState.released), DownloadGrantRecord.Columns.updatedAt.set(to: at),
         ])
+    }
+
+    public func setAssetPolicy(_ record: AssetPolicyRecord) async throws {
+        try await write { db in
+            var record = record
+            try record.upsert(db)
+        }
+    }
+
+    public func assetPolicy(applicationId: String, assetId: String) async throws -> AssetPolicyRecord? {
+        try await read { db in try AssetPolicyRecord.fetchOne(db, key: ["application_id": applicationId, "asset_id": assetId]) }
+    }
+
+    public func deleteAssetPolicy(applicationId: String, assetId: String) async throws -> Bool {
+        try await write { db in try AssetPolicyRecord.deleteOne(db, key: ["application_id": applicationId, "asset_id": assetId]) }
     }
 
     public func entitlementKeys(

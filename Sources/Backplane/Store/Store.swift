@@ -146,7 +146,8 @@ public protocol EventStore: Sendable {
 /// Download grants and the keys that sign their entitlements. A grant is decided and recorded in
 /// the transaction that counts the user's grants, so concurrent requests never exceed a limit.
 public protocol DownloadGrantStore: Sendable {
-    /// One transaction: reads the device, the settings and the counts for `assetId`, asks
+    /// One transaction: reads the device, the settings, the counts, the policy and the episode of
+    /// `assetId`, asks
     /// `decide`, and inserts the grant it returns, if any (nil keeps the held one). Throws
     /// `StoreError.unknownDevice` when there is no such device.
     func grantDownload<Decision: Sendable>(
@@ -166,6 +167,12 @@ public protocol DownloadGrantStore: Sendable {
     ) async throws -> [DownloadGrantRecord]
     /// Takes the user's downloads of the asset out of its lifetime count; returns how many.
     func resetLifetimeDownloads(applicationId: String, userId: String, assetId: String, at: Date) async throws -> Int
+
+    /// Creates or replaces an asset's policy.
+    func setAssetPolicy(_ record: AssetPolicyRecord) async throws
+    func assetPolicy(applicationId: String, assetId: String) async throws -> AssetPolicyRecord?
+    /// False when there was none.
+    func deleteAssetPolicy(applicationId: String, assetId: String) async throws -> Bool
 
     /// The application's unretired entitlement keys, newest first. When there is none, `make`
     /// (if given) creates the first one in the same transaction.
