@@ -44,3 +44,11 @@ struct Catalogue: Sendable {
 }
 
 let cms = Catalogue()
+
+/// The app's player.
+struct Player: Sendable {
+    func play(_ url: URL) {}
+}
+
+let player = Player()
+let downloadedFile = URL(fileURLWithPath: "/downloads/episode-7.mp4")

@@ -84,3 +84,12 @@ try await engine.setPushToken(tokenString)         // give the backplane the pla
 let list = try await engine.userDevices()          // the user's devices, enabled count, settings
 try await engine.unregister()                      // leave the user's devices; stops syncing
 let status = await engine.status                   // device id, registration, last sync, last error
+
+switch try await engine.rights.recordPlayStart(assetId: "episode-7") {
+case .valid: player.play(downloadedFile)   // valid(until:): when its window ends, if it does
+case .notYetAvailable(let from): showBanner("Available from \(from)")
+case .offlinePeriodExceeded, .untrustedTime: showBanner("Connect to the internet to keep watching")
+case .expired, .noRights: showBanner("This download has expired")
+}
+// when playback stops
+try await engine.rights.recordPlayStop(assetId: "episode-7", watchedSeconds: 1_260)

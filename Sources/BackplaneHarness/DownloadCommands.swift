@@ -189,6 +189,11 @@ struct DownloadOutput: Encodable {
     var errorCount: Int
     var failure: DownloadFailure?
     var blockedBy: String?
+    /// What the backplane said: notAsked, granted or denied.
+    var permission: String
+    var grantId: String?
+    /// denied: the rule at its limit, every count, and whether only an admin can lift it.
+    var denial: DownloadDenial?
     var position: Int?
     var path: String?
 
@@ -203,6 +208,12 @@ struct DownloadOutput: Encodable {
         errorCount = asset.errorCount
         position = asset.position
         path = asset.localURL?.path
+        permission = asset.permission.name
+        switch asset.permission {
+        case .granted(let grantId): self.grantId = grantId
+        case .denied(let denial): self.denial = denial
+        case .notAsked: break
+        }
         switch asset.state {
         case .failed(let reason): failure = reason
         case .blocked(let reason): blockedBy = reason.rawValue

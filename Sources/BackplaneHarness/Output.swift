@@ -185,6 +185,11 @@ struct EventOutput: Encodable {
             self.status = status.name
             if case .downloading(let assetId) = status { assetIds = [assetId] }
             if case .blocked(let block) = status { reason = block.rawValue }
+        case .assetExpired(let assetId, let reason):
+            assetIds = [assetId]
+            self.reason = reason.rawValue
+        case .trustedTimeLost(let reason):
+            self.reason = reason.rawValue
         case .unregistered, .startingRemoteKill, .remoteKill, .downloadsUnblocked:
             break
         }

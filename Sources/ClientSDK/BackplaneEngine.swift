@@ -24,6 +24,8 @@ public actor BackplaneEngine {
     public nonisolated let eventLogger: EventLogger
     /// The download queue and its rules.
     public nonisolated var downloads: DownloadManager { DownloadManager(engine: self) }
+    /// Whether downloaded assets may be played, on a trusted clock.
+    public nonisolated var rights: RightsManager { RightsManager(engine: self) }
 
     /// Lifecycle: a stopped engine (shut down) stays stopped; an unregistered one can `start()` again.
     public enum State: String, Sendable {
@@ -53,6 +55,7 @@ public actor BackplaneEngine {
         let syncLoop: SyncLoop
         let channel: WakeUpChannel
         let downloads: DownloadRunner
+        let rights: RightsKeeper
     }
 
     public init(configuration: BackplaneClientConfiguration) {
@@ -97,6 +100,7 @@ public actor BackplaneEngine {
         if configuration.sync.useWakeUpChannel { parts.channel.start() }
         parts.uploader.start()
         parts.downloads.start()
+        parts.rights.start()
     }
 
     /// Stops syncing and ends every event stream. The engine cannot be started again.
@@ -124,6 +128,7 @@ public actor BackplaneEngine {
         components?.channel.stop()
         components?.uploader.stop()
         components?.downloads.stop()
+        components?.rights.stop()
     }
 
     // MARK: state
@@ -170,9 +175,16 @@ public actor BackplaneEngine {
                 deviceId: deviceId, deviceKey: deviceKey, configuration: configuration, local: local, clock: clock,
                 broadcaster: broadcaster, snapshot: snapshot)
             let content = ContentStore(dataDirectory: configuration.dataDirectory, local: local)
+            let trustedClock = TrustedClock(
+                deviceClock: configuration.rights.deviceClock, tolerance: configuration.rights.clockTolerance,
+                stored: try local.load(TrustedClock.Stored.self, .trustedClock), save: { try local.save($0, .trustedClock) })
+            let rights = RightsKeeper(
+                local: local, content: content, clock: trustedClock, snapshot: snapshot, options: configuration.rights,
+                eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle, downloadSignal: downloadSignal)
             let downloads = DownloadRunner(
                 local: local, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
-                broadcaster: broadcaster, eventLogger: eventLogger, signal: downloadSignal,
+                broadcaster: broadcaster, eventLogger: eventLogger, signal: downloadSignal, clock: trustedClock,
+                licenses: configuration.rights.licenseProvider, requestSync: { [weak self] in Task { await self?.syncNow() } },
                 askBackplane: { request in
                     try await session.request { api, credentials in try await api.requestDownloadPermission(request, as: credentials) }
                 })
@@ -188,13 +200,13 @@ public actor BackplaneEngine {
             let syncLoop = SyncLoop(
                 configuration: configuration, session: session, local: local, snapshot: snapshot, clock: clock,
                 broadcaster: broadcaster, lifecycle: lifecycle, commands: commands, uploader: uploader,
-                subscriptions: subscriptions, engine: self)
+                subscriptions: subscriptions, trustedClock: trustedClock, engine: self)
             let channel = WakeUpChannel(
                 session: session, retry: configuration.sync.retry, broadcaster: broadcaster, lifecycle: lifecycle,
                 onWakeUp: { [weak syncLoop] in syncLoop?.wakeUp() })
             let loaded = Components(
                 local: local, content: content, snapshot: snapshot, session: session, subscriptions: subscriptions,
-                uploader: uploader, syncLoop: syncLoop, channel: channel, downloads: downloads)
+                uploader: uploader, syncLoop: syncLoop, channel: channel, downloads: downloads, rights: rights)
             components = loaded
             return loaded
         } catch let error as BackplaneClientError {
@@ -229,6 +241,14 @@ public actor BackplaneEngine {
             throw BackplaneClientError(kind: .notRunning, message: "The engine was shut down; create a new one.")
         }
         return try loadComponents().downloads
+    }
+
+    /// The rights keeper, usable whenever the engine is not shut down (rights are judged offline).
+    func rightsKeeper() throws -> RightsKeeper {
+        guard state != .shutDown else {
+            throw BackplaneClientError(kind: .notRunning, message: "The engine was shut down; create a new one.")
+        }
+        return try loadComponents().rights
     }
 
     /// The collaborators of a running engine.
@@ -282,6 +302,10 @@ extension BackplaneEngine: EngineControl {
 
     func syncSucceeded() {
         lastError = nil
+        // Time is trusted again and the settings may have changed: expired assets go now.
+        components?.rights.sweepSoon()
+        // Places freed by the reports this sync carried may let denied assets through.
+        if let downloads = components?.downloads { Task { await downloads.retryDenied() } }
     }
 
     func deviceLeft(after command: CommandType) async {

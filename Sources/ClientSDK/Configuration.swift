@@ -25,6 +25,8 @@ public struct BackplaneClientConfiguration: Sendable {
     public var subscriptions: SubscriptionOptions
     /// How downloads run and the storage and network rules that stop them.
     public var downloads: DownloadOptions
+    /// How playback rights are judged: the clocks, the expiry sweep, the app's license provider.
+    public var rights: RightsOptions
 
     /// HTTP; defaults to async-http-client's shared client. Swap it in tests or to add a proxy.
     public var transport: (any Transport)?
@@ -35,7 +37,7 @@ public struct BackplaneClientConfiguration: Sendable {
         backplaneURL: URL, appKeyId: String, appKeySecret: String, userId: String, dataDirectory: URL,
         device: DeviceDescription = DeviceDescription(), sync: SyncOptions = SyncOptions(),
         eventLog: EventLogOptions = EventLogOptions(), subscriptions: SubscriptionOptions = SubscriptionOptions(),
-        downloads: DownloadOptions = DownloadOptions(), transport: (any Transport)? = nil,
+        downloads: DownloadOptions = DownloadOptions(), rights: RightsOptions = RightsOptions(), transport: (any Transport)? = nil,
         identityStore: (any DeviceIdentityStore)? = nil
     ) {
         self.backplaneURL = backplaneURL
@@ -48,6 +50,7 @@ public struct BackplaneClientConfiguration: Sendable {
         self.eventLog = eventLog
         self.subscriptions = subscriptions
         self.downloads = downloads
+        self.rights = rights
         self.transport = transport
         self.identityStore = identityStore
     }

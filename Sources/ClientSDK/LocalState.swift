@@ -178,6 +178,22 @@ final class LocalStore: Sendable {
                 t.column("recorded_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v7: rights") { db in
+            // The window the backplane granted, and the license the app's provider holds.
+            // The backplane's last denial, until a grant replaces it.
+            try db.alter(table: "downloads") { t in
+                t.add(column: "window", .blob)
+                t.add(column: "license", .blob)
+                t.add(column: "denial", .blob)
+            }
+            // Also when the download completed and when it was first played, in trusted time.
+            try db.alter(table: "assets") { t in
+                t.add(column: "window", .blob)
+                t.add(column: "license", .blob)
+                t.add(column: "downloaded_at", .datetime)
+                t.add(column: "first_played_at", .datetime)
+            }
+        }
         return migrator
     }
 
@@ -322,6 +338,7 @@ final class LocalStore: Sendable {
         case lastSync = "last-sync"
         case feedCursor = "feed-cursor"
         case downloadsSwitchedOff = "downloads-switched-off"
+        case trustedClock = "trusted-clock"
     }
 
     func load<Value: Decodable>(_ type: Value.Type, _ key: Key) throws -> Value? {

@@ -65,6 +65,11 @@ public enum SDKEvent: Sendable {
     /// An asset left the queue or the device (`reason` says who asked).
     case downloadRemoved(assetId: String, reason: AssetDeletionReason)
     case downloadEngineStatusChanged(DownloadEngineStatus)
+    /// A downloaded asset's window ended; the expiry sweep deleted its files.
+    case assetExpired(assetId: String, reason: ExpiryReason)
+    /// The device's clock was set since the last sync: assets with a window are not playable
+    /// (`untrustedTime`) until the next sync.
+    case trustedTimeLost(UntrustedReason)
 
     /// A stable name, e.g. for logs and the harness's JSON lines.
     public var name: String {
@@ -101,6 +106,8 @@ public enum SDKEvent: Sendable {
         case .downloadsUnblocked: "downloadsUnblocked"
         case .downloadRemoved: "downloadRemoved"
         case .downloadEngineStatusChanged: "downloadEngineStatusChanged"
+        case .assetExpired: "assetExpired"
+        case .trustedTimeLost: "trustedTimeLost"
         }
     }
 }

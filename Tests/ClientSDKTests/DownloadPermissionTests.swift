@@ -14,7 +14,8 @@ import TestSupport
     }
 
     @Test func aDeniedAssetWaitsUntilTheDeviceDeletesWhatHoldsItsPlace() async throws {
-        let bench = try await DownloadBench.start()
+        // No retry pass within the test: only a sync asks again.
+        let bench = try await DownloadBench.start { $0.retryPassDelay = .seconds(3_600) }
         _ = try await bench.server.services.applications.updateSettings(
             applicationId: bench.server.applicationId, ApplicationSettingsUpdate(maxDownloadsPerAccount: 1))
         try await bench.engine.sync()
@@ -30,6 +31,13 @@ import TestSupport
         #expect(assetId == "two" && rule == .account && !permanent)
         #expect(counts?.account == DownloadCount(used: 1, limit: 1))
         #expect(bench.origin.requests("/two.mp4") == 0)
+        let two = try await bench.engine.downloads.asset("two")
+        #expect(two?.state == .blocked(.permissionDenied))
+        #expect(two?.permission == .denied(DownloadDenial(rule: .account, counts: counts, permanent: false)))
+        guard case .granted = try await bench.engine.downloads.asset("one")?.permission else {
+            Issue.record("one was not granted")
+            return
+        }
 
         // The completion goes up with the next sync.
         try await bench.engine.sync()

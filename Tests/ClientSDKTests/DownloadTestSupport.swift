@@ -13,7 +13,8 @@ struct DownloadBench {
 
     static func start(
         user: String = "dora", dataDirectory: URL = temporaryDirectory("sdk-download"), server: InProcessBackplane? = nil,
-        origin: TestOrigin? = nil, options: (inout DownloadOptions) -> Void = { _ in }
+        origin: TestOrigin? = nil, options: (inout DownloadOptions) -> Void = { _ in },
+        rights: (inout RightsOptions) -> Void = { _ in }
     ) async throws -> DownloadBench {
         let server = if let server { server } else { try await InProcessBackplane.start() }
         let origin = if let origin { origin } else { try await TestOrigin.start() }
@@ -22,6 +23,7 @@ struct DownloadBench {
         configuration.downloads.storageRecheck = .milliseconds(100)
         configuration.downloads.headroom = 0
         options(&configuration.downloads)
+        rights(&configuration.rights)
         let engine = BackplaneEngine(configuration: configuration)
         let events = EventRecorder(engine.events())
         try await engine.start()

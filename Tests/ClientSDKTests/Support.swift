@@ -27,9 +27,10 @@ final class InProcessBackplane: Sendable {
     }
 
     /// A new data directory with one application, served on a free port.
-    static func start(deviceLimit: Int? = nil) async throws -> InProcessBackplane {
+    /// `now` is the backplane's clock (tests of rights move it with the device's).
+    static func start(deviceLimit: Int? = nil, now: @escaping @Sendable () -> Date = { Date() }) async throws -> InProcessBackplane {
         let directory = temporaryDirectory("backplane-sdk-server")
-        let services = BackplaneServices(store: try SQLiteStore(directory: directory))
+        let services = BackplaneServices(store: try SQLiteStore(directory: directory), now: now)
         let (application, key) = try await services.applications.createApplication(name: "sdk tests")
         if let deviceLimit {
             _ = try await services.applications.updateSettings(applicationId: application.id, .init(deviceLimit: deviceLimit))

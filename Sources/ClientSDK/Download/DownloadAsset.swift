@@ -32,12 +32,21 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
     /// completes at another size (a flat file by any byte, HLS by more than 10 %) completes with
     /// a `downloadWarning`: the catalogue or the origin is out of step.
     public var declaredSize: Int64?
+    /// When the asset may be played, over the application's settings (an episode's values for
+    /// subscription items, kept up to date as the CMS changes them). A window the backplane
+    /// granted lies under these.
+    public var availability: AssetAvailability?
+    /// Downloads of this asset the app allows one account over its lifetime, sent with the
+    /// permission request: it can only tighten the backplane's limit (nil: the backplane's).
+    public var maxLifetimeDownloads: Int?
 
     public init(
         assetId: String, url: URL, kind: Kind = .file, allowedMIMETypes: Set<String>? = nil, maxVideoBitrate: Int? = nil,
         audioLanguages: [String]? = nil, subtitleLanguages: [String]? = nil, metadata: [String: String] = [:],
-        declaredSize: Int64? = nil
+        declaredSize: Int64? = nil, availability: AssetAvailability? = nil, maxLifetimeDownloads: Int? = nil
     ) {
+        self.maxLifetimeDownloads = maxLifetimeDownloads
+        self.availability = availability
         self.assetId = assetId
         self.url = url
         self.kind = kind
@@ -71,6 +80,11 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
         }
         if let maxVideoBitrate, maxVideoBitrate < 0 { return "maxVideoBitrate must not be negative." }
         if let declaredSize, declaredSize < 0 { return "declaredSize must not be negative." }
+        if let problem = availability?.problem { return problem.message }
+        let limit = DownloadPermissionRequest.maxLifetimeDownloadsLimit
+        if let maxLifetimeDownloads, !(0...limit).contains(maxLifetimeDownloads) {
+            return "maxLifetimeDownloads must be 0 to \(limit)."
+        }
         if metadata.reduce(0, { $0 + $1.key.utf8.count + $1.value.utf8.count }) > Self.maxMetadataBytes {
             return "The asset's metadata is larger than \(Self.maxMetadataBytes) bytes."
         }
@@ -95,6 +109,9 @@ public enum DownloadBlock: String, Sendable, Equatable, Codable {
     case maxDownloadedAssets
     /// The application's `maxDownloadsPerDevice` completed assets are on the device.
     case maxDownloadsPerDevice
+    /// This asset only: the backplane denied its download by a rule that can change (see
+    /// `DownloadAsset.permission`); it is asked again after the next sync or retry pass.
+    case permissionDenied
 }
 
 /// Where an asset is.
@@ -145,6 +162,8 @@ public struct DownloadAsset: Sendable, Equatable {
     public var position: Int?
     public var addedAt: Date
     public var completedAt: Date?
+    /// What the backplane said of its download.
+    public var permission: DownloadPermissionStatus = .notAsked
     /// Completed: what to play, under the data directory (the flat file or the local master
     /// playlist, which refers only to local files).
     public var localURL: URL?
@@ -154,6 +173,37 @@ public struct DownloadAsset: Sendable, Equatable {
         if state == .completed { return 1 }
         guard let expectedBytes, expectedBytes > 0 else { return nil }
         return min(Double(bytesDownloaded) / Double(expectedBytes), 1)
+    }
+}
+
+/// What the backplane said when asked for an asset's download (`DownloadOptions.askPermission`).
+public enum DownloadPermissionStatus: Sendable, Equatable {
+    /// Not asked (no limit is set, or the asset has not reached its turn).
+    case notAsked
+    case granted(grantId: String)
+    case denied(DownloadDenial)
+
+    /// A stable name, e.g. for the harness.
+    public var name: String {
+        switch self {
+        case .notAsked: "notAsked"
+        case .granted: "granted"
+        case .denied: "denied"
+        }
+    }
+}
+
+/// A denied download permission: the rule at its limit, with every count.
+public struct DownloadDenial: Sendable, Equatable, Codable {
+    public var rule: DownloadRule
+    public var counts: DownloadCounts?
+    /// Only an admin's reset lifts it (the lifetime rule); the asset is `failed`.
+    public var permanent: Bool
+
+    public init(rule: DownloadRule, counts: DownloadCounts?, permanent: Bool) {
+        self.rule = rule
+        self.counts = counts
+        self.permanent = permanent
     }
 }
 

@@ -25,6 +25,9 @@ public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomString
         /// The backplane denied the download permission (the message names the rule). Only the
         /// lifetime rule fails the asset; the others are asked again at the next pass.
         case permissionDenied
+        /// The app's license provider could not acquire the asset's license (see the message):
+        /// tried again on the next pass, like a network failure.
+        case license
     }
 
     public var kind: Kind

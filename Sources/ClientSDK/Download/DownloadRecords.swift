@@ -12,6 +12,8 @@ public struct LocalAsset: Sendable, Equatable, Codable {
     public var addedAt: Date
     /// The download it came from; nil for a file the app copied in (`addDownloadedAsset`).
     public var request: DownloadRequest?
+    /// The backplane's grant of its download, when one was asked for.
+    public internal(set) var grantId: String?
 
     public init(assetId: String, relativePath: String, size: Int64, addedAt: Date, request: DownloadRequest? = nil) {
         self.assetId = assetId
@@ -36,8 +38,13 @@ struct QueuedDownload: Sendable, Equatable {
     var expectedBytes: Int64?
     var expectedIsEstimate = false
     var addedAt: Date
-    /// The backplane's grant for this download, once asked and granted.
+    /// The backplane's grant for this download, once asked and granted, and its window.
     var grantId: String?
+    var window: DownloadWindow?
+    /// The license provider's answer, once asked (a failure is asked again).
+    var license: LicenseState?
+    /// The backplane's last denial, until a grant replaces it.
+    var denial: DownloadDenial?
 
     var assetId: String { request.assetId }
 }
@@ -78,19 +85,22 @@ extension LocalStore {
             sql: """
                 INSERT INTO assets (asset_id, relative_path, size, added_at, request) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(asset_id) DO UPDATE SET relative_path = excluded.relative_path, size = excluded.size,
-                  added_at = excluded.added_at, request = excluded.request
+                  added_at = excluded.added_at, request = excluded.request,
+                  window = NULL, license = NULL, downloaded_at = NULL, first_played_at = NULL
                 """,
             arguments: [asset.assetId, asset.relativePath, asset.size, asset.addedAt, request])
     }
 
     private static func fetchAssets(_ db: Database, where assetId: String?) throws -> [LocalAsset] {
-        let sql = "SELECT asset_id, relative_path, size, added_at, request FROM assets"
+        let sql = "SELECT asset_id, relative_path, size, added_at, request, grant_id FROM assets"
         let rows = try assetId.map { try Row.fetchAll(db, sql: sql + " WHERE asset_id = ?", arguments: [$0]) }
             ?? Row.fetchAll(db, sql: sql + " ORDER BY added_at, asset_id")
         return try rows.map { row in
-            LocalAsset(
+            var asset = LocalAsset(
                 assetId: row["asset_id"], relativePath: row["relative_path"], size: row["size"], addedAt: row["added_at"],
                 request: try (row["request"] as Data?).map { try decoder.decode(DownloadRequest.self, from: $0) })
+            asset.grantId = row["grant_id"]
+            return asset
         }
     }
 
@@ -194,11 +204,12 @@ extension LocalStore {
         try db.execute(
             sql: """
                 UPDATE downloads SET paused = ?, failed = ?, error_count = ?, last_failure = ?, bytes_downloaded = ?,
-                  expected_bytes = ?, expected_is_estimate = ?, grant_id = ? WHERE asset_id = ?
+                  expected_bytes = ?, expected_is_estimate = ?, grant_id = ?, denial = ? WHERE asset_id = ?
                 """,
             arguments: [
                 download.paused, download.failed, download.errorCount, try download.lastFailure.map { try encoder.encode($0) },
-                download.bytesDownloaded, download.expectedBytes, download.expectedIsEstimate, download.grantId, download.assetId,
+                download.bytesDownloaded, download.expectedBytes, download.expectedIsEstimate, download.grantId,
+                try download.denial.map { try encoder.encode($0) }, download.assetId,
             ])
     }
 
@@ -266,13 +277,18 @@ extension LocalStore {
     /// item, if any, becomes downloaded), in one transaction.
     /// Returns false, recording nothing, when the asset left the queue meanwhile (removed or
     /// wiped while its last file came in).
-    func completeDownload(_ asset: LocalAsset) throws -> Bool {
+    func completeDownload(_ asset: LocalAsset, downloadedAt: Date) throws -> Bool {
         let request = try asset.request.map { try Self.encoder.encode($0) }
         return try queue.write { db in
-            let grantId = try String.fetchOne(db, sql: "SELECT grant_id FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
+            let queued = try Row.fetchOne(db, sql: "SELECT grant_id, window, license FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
+            let grantId: String? = queued?["grant_id"]
             try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
             guard db.changesCount > 0 else { return false }
             try Self.insertAsset(asset, request: request, db)
+            // Its rights come along: the granted window, the license, and when the window started.
+            try db.execute(
+                sql: "UPDATE assets SET window = ?, license = ?, downloaded_at = ?, first_played_at = NULL WHERE asset_id = ?",
+                arguments: [queued?["window"] as Data?, queued?["license"] as Data?, downloadedAt, asset.assetId])
             // The grant moves with the asset; the backplane hears of the completion at the next sync.
             if let grantId {
                 try db.execute(sql: "UPDATE assets SET grant_id = ? WHERE asset_id = ?", arguments: [grantId, asset.assetId])
@@ -305,7 +321,10 @@ extension LocalStore {
                 position: place, paused: row["paused"], failed: row["failed"], errorCount: row["error_count"],
                 lastFailure: try (row["last_failure"] as Data?).map { try decoder.decode(DownloadFailure.self, from: $0) },
                 bytesDownloaded: row["bytes_downloaded"], expectedBytes: row["expected_bytes"],
-                expectedIsEstimate: row["expected_is_estimate"], addedAt: row["added_at"], grantId: row["grant_id"])
+                expectedIsEstimate: row["expected_is_estimate"], addedAt: row["added_at"], grantId: row["grant_id"],
+                window: try (row["window"] as Data?).map { try decoder.decode(DownloadWindow.self, from: $0) },
+                license: try (row["license"] as Data?).map { try decoder.decode(LicenseState.self, from: $0) },
+                denial: try (row["denial"] as Data?).map { try decoder.decode(DownloadDenial.self, from: $0) })
         }
     }
 }

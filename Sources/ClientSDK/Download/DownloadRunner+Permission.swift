@@ -13,43 +13,89 @@ extension DownloadRunner {
                 settings.maxCopiesPerAccount].contains { $0 >= 0 }
     }
 
-    /// Asks the backplane; true when the download may start (the grant is recorded with it).
-    /// A denial by a rule that can change, or no answer, leaves the asset for the next pass; a
-    /// lifetime denial fails it.
-    func permission(for queued: QueuedDownload) async -> Bool {
+    /// Asks the backplane; the grant when the download may start (it is recorded with its
+    /// window). A denial by a rule that can change, or no answer, leaves the asset for the next
+    /// pass; a lifetime denial fails it.
+    func permission(for queued: QueuedDownload) async -> DownloadGrant? {
         let assetId = queued.assetId
         do {
-            let response = try await askBackplane(DownloadPermissionRequest(assetId: assetId))
+            let response = try await askBackplane(
+                DownloadPermissionRequest(assetId: assetId, maxLifetimeDownloads: queued.request.maxLifetimeDownloads))
             let grantId = response.grant.grantId
             // A grant id the backplane would refuse in a report would stop every later sync.
             guard response.grant.assetId == assetId, !grantId.isEmpty, grantId.utf8.count <= WireLimits.maxIdentifierLength,
                   !grantId.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) })
             else {
                 erroredThisPass.insert(assetId)
-                return false
+                return nil
             }
-            return try local.recordGrant(grantId, forDownload: assetId)
+            return try local.recordGrant(grantId, window: response.grant.window, forDownload: assetId) ? response.grant : nil
         } catch let error as BackplaneClientError where error.code == .downloadLimitReached {
             let rule = error.details?["rule"]?.stringValue.flatMap(DownloadRule.init(rawValue:)) ?? .account
             let counts = error.details?["counts"].flatMap { try? JSONDecoder().decode(DownloadCounts.self, from: JSONEncoder().encode($0)) }
             _ = try? eventLogger.log(.downloadLimitReached(Self.limitType(rule), assetId: assetId))
             broadcaster.emit(.downloadDenied(assetId: assetId, rule: rule, counts: counts, permanent: rule.isPermanent))
             let failure = DownloadFailure(.permissionDenied, error.message)
+            let denial = DownloadDenial(rule: rule, counts: counts, permanent: rule.isPermanent)
+            _ = try? local.updateDownload(assetId: assetId) { download in
+                download.lastFailure = failure
+                download.denial = denial
+            }
             if rule.isPermanent {
                 failed(assetId, failure, forGood: true)
             } else {
-                _ = try? local.updateDownload(assetId: assetId) { $0.lastFailure = failure }
                 erroredThisPass.insert(assetId)
+                deniedThisPass.insert(assetId)
             }
         } catch let error as BackplaneClientError where error.code == .downloadNotEnabled {
-            // The backplane turned download off since the last sync: the next sync says so.
+            // The backplane turned download off since the last sync: a sync now says so, and
+            // the queue blocks until it is on again.
             _ = try? local.updateDownload(assetId: assetId) { $0.lastFailure = DownloadFailure(.permissionDenied, error.message) }
             erroredThisPass.insert(assetId)
+            requestSync()
         } catch {
             // No answer (offline, the engine stopping): asked again at the next pass.
             erroredThisPass.insert(assetId)
         }
-        return false
+        return nil
+    }
+
+    /// After a sync: the backplane has heard of the deletions and failures that free places,
+    /// so assets denied by a rule that can change are asked again without waiting for the
+    /// next retry pass.
+    func retryDenied() {
+        guard !deniedThisPass.isEmpty else { return }
+        erroredThisPass.subtract(deniedThisPass)
+        deniedThisPass = []
+        signal.signal()
+    }
+
+    /// Asks the app's license provider for the asset's license before its files come; its
+    /// outcome is stored with the asset. False when it failed (a try of the download that failed).
+    func acquireLicense(for queued: QueuedDownload, grant: DownloadGrant?) async -> Bool {
+        let request = LicenseRequest(
+            assetId: queued.assetId, url: queued.request.url, kind: queued.request.kind, entitlement: grant?.entitlement,
+            window: grant?.window ?? queued.window)
+        do {
+            let license = try await licenses.acquireLicense(for: request)
+            try local.recordLicense(license, assetId: queued.assetId)
+            return true
+        } catch {
+            let message = "The license provider failed: \(error)"
+            try? local.recordLicense(.failed(message), assetId: queued.assetId)
+            failed(queued.assetId, DownloadFailure(.license, message))
+            return false
+        }
+    }
+
+    /// The queued download as it is now, if it should still start: the actor ran other calls
+    /// during an await, so the asset may have been removed, paused or failed, the engine
+    /// stopped, or a rule may now block the queue.
+    func stillWanted(_ assetId: String) -> QueuedDownload? {
+        guard lifecycle.isRunning, !Task.isCancelled, currentBlock() == nil,
+              let current = try? local.queuedDownload(assetId: assetId), !current.paused, !current.failed
+        else { return nil }
+        return current
     }
 
     private static func limitType(_ rule: DownloadRule) -> DownloadLimitType {

@@ -113,6 +113,7 @@ extension DownloadRunner {
         if queued.paused { return .paused }
         if case .downloading(queued.assetId) = status { return .downloading }
         if let block { return .blocked(block) }
+        if queued.denial != nil { return .blocked(.permissionDenied) }
         return .pending
     }
 
@@ -136,7 +137,8 @@ extension DownloadAsset {
         self.init(
             request: queued.request, state: state, bytesDownloaded: queued.bytesDownloaded, expectedBytes: queued.expectedBytes,
             expectedBytesIsEstimate: queued.expectedIsEstimate, errorCount: queued.errorCount, lastFailure: queued.lastFailure,
-            position: queued.position, addedAt: queued.addedAt, completedAt: nil, localURL: nil)
+            position: queued.position, addedAt: queued.addedAt, completedAt: nil,
+            permission: queued.grantId.map { .granted(grantId: $0) } ?? queued.denial.map { .denied($0) } ?? .notAsked, localURL: nil)
     }
 
     init(completed asset: LocalAsset, root: URL) {
@@ -144,7 +146,8 @@ extension DownloadAsset {
         self.init(
             request: request, state: .completed, bytesDownloaded: asset.size, expectedBytes: asset.size,
             expectedBytesIsEstimate: false, errorCount: 0, lastFailure: nil, position: nil, addedAt: asset.addedAt,
-            completedAt: asset.addedAt, localURL: root.appendingPathComponent(asset.relativePath))
+            completedAt: asset.addedAt, permission: asset.grantId.map { .granted(grantId: $0) } ?? .notAsked,
+            localURL: root.appendingPathComponent(asset.relativePath))
     }
 }
 

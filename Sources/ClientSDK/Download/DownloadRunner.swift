@@ -15,7 +15,7 @@ actor DownloadRunner {
     let content: ContentStore
     nonisolated let options: DownloadOptions
     let snapshot: DeviceSnapshot
-    private let lifecycle: EngineLifecycle
+    let lifecycle: EngineLifecycle
     let broadcaster: EventBroadcaster
     let eventLogger: EventLogger
     let downloader: AssetDownloader
@@ -23,6 +23,12 @@ actor DownloadRunner {
     nonisolated let signal: WakeSignal
     /// Asks the backplane for a download permission (`POST /v1/download-grants`).
     let askBackplane: @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
+    /// Trusted time: when a download completes, its expiry after download starts.
+    let clock: TrustedClock
+    let licenses: any LicenseProvider
+    /// Asks the engine for a sync now (the backplane refused a permission for a reason the
+    /// last sync did not say: download turned off).
+    let requestSync: @Sendable () -> Void
     private nonisolated let tasks = Mutex(Tasks())
 
     private struct Tasks {
@@ -33,6 +39,8 @@ actor DownloadRunner {
 
     /// Assets whose try in this pass ended in an error.
     var erroredThisPass: Set<String> = []
+    /// Those of them the backplane denied by a rule that can change: asked again after a sync.
+    var deniedThisPass: Set<String> = []
     /// Assets being checked for the queue (their playlists fetched).
     var preparing: Set<String> = []
     /// The room the storage rules left when a download ran out of it; the queue stays blocked
@@ -58,10 +66,14 @@ actor DownloadRunner {
 
     init(
         local: LocalStore, content: ContentStore, options: DownloadOptions, snapshot: DeviceSnapshot, lifecycle: EngineLifecycle,
-        broadcaster: EventBroadcaster, eventLogger: EventLogger, signal: WakeSignal,
+        broadcaster: EventBroadcaster, eventLogger: EventLogger, signal: WakeSignal, clock: TrustedClock, licenses: any LicenseProvider,
+        requestSync: @escaping @Sendable () -> Void = {},
         askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
     ) {
         self.askBackplane = askBackplane
+        self.clock = clock
+        self.licenses = licenses
+        self.requestSync = requestSync
         self.local = local
         self.content = content
         self.options = options
@@ -185,13 +197,17 @@ actor DownloadRunner {
         let assetId = queued.assetId
         let request = queued.request
         var queued = queued
+        var grant: DownloadGrant?
         if queued.grantId == nil, needsPermission() {
-            guard await permission(for: queued) else { return }
+            guard let granted = await permission(for: queued) else { return }
+            grant = granted
             // The actor ran other calls while the backplane answered: the asset may have been
             // removed, paused or failed, the engine stopped, or a rule may now block the queue.
-            guard lifecycle.isRunning, !Task.isCancelled, currentBlock() == nil,
-                  let current = try? local.queuedDownload(assetId: queued.assetId), !current.paused, !current.failed
-            else { return }
+            guard let current = stillWanted(assetId) else { return }
+            queued = current
+        }
+        if queued.license?.isUsable != true {
+            guard await acquireLicense(for: queued, grant: grant), let current = stillWanted(assetId) else { return }
             queued = current
         }
         let directory = content.directory(for: assetId)
@@ -236,7 +252,7 @@ actor DownloadRunner {
 
     private func completed(_ asset: LocalAsset, after elapsed: Duration) {
         do {
-            guard try local.completeDownload(asset) else {
+            guard try local.completeDownload(asset, downloadedAt: clock.now().date ?? Date()) else {
                 // Removed while it finished: whoever removed it has said so; the files go too.
                 try? content.removeFiles(of: asset.assetId)
                 return
@@ -253,7 +269,9 @@ actor DownloadRunner {
             _ = try? eventLogger.log(.downloadWarning(assetId: asset.assetId, code: "sizeMismatch", message: mismatch))
             broadcaster.emit(.downloadWarning(assetId: asset.assetId, message: mismatch))
         }
-        broadcaster.emit(.downloadCompleted(DownloadAsset(completed: asset, root: content.root)))
+        // As recorded, with the grant it came with.
+        let recorded = (try? local.asset(assetId: asset.assetId)) ?? asset
+        broadcaster.emit(.downloadCompleted(DownloadAsset(completed: recorded, root: content.root)))
     }
 
     func failed(_ assetId: String, _ failure: DownloadFailure, forGood: Bool = false) {

@@ -15,15 +15,25 @@ extension LocalStore {
     /// were cleared, and queued again before the next sync), the backplane never learns of that
     /// end: the report is dropped and the grant goes on with the new download, which the
     /// backplane's counts already hold.
-    func recordGrant(_ grantId: String, forDownload assetId: String) throws -> Bool {
-        try queue.write { db in
-            try db.execute(sql: "UPDATE downloads SET grant_id = ? WHERE asset_id = ?", arguments: [grantId, assetId])
+    func recordGrant(_ grantId: String, window: DownloadWindow, forDownload assetId: String) throws -> Bool {
+        let window = try Self.encoder.encode(window)
+        return try queue.write { db in
+            try db.execute(
+                sql: "UPDATE downloads SET grant_id = ?, window = ?, denial = NULL WHERE asset_id = ?", arguments: [grantId, window, assetId])
             guard db.changesCount > 0 else {
                 try Self.recordGrantReport(grantId, .deleted, db)
                 return false
             }
             try db.execute(sql: "DELETE FROM grant_reports WHERE grant_id = ?", arguments: [grantId])
             return true
+        }
+    }
+
+    /// A new registration: the backplane released the grants of the old one (an unregister, a
+    /// move to another user), so queued downloads ask again (a grant still held is answered again).
+    func forgetQueuedGrants() throws {
+        try queue.write { db in
+            try db.execute(sql: "UPDATE downloads SET grant_id = NULL, window = NULL WHERE grant_id IS NOT NULL")
         }
     }
 

@@ -106,6 +106,8 @@ actor DeviceSession {
             throw BackplaneClientError(kind: .localStorage, message: "Could not store the device credential.", underlying: error)
         }
         registration = stored
+        // The backplane released the grants of an earlier registration; a held one is answered again.
+        try? local.forgetQueuedGrants()
         broadcaster.emit(.registered(response.device, outcome: response.outcome))
         try snapshot.record(device: response.device, settings: response.settings, serverTime: response.serverTime, syncedAt: nil)
         if response.deviceLimitReached {

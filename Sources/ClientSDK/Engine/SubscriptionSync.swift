@@ -123,6 +123,10 @@ struct SubscriptionSync: Sendable {
             if var existing {
                 existing.metadata = metadata
                 try local.access { try $0.saveItem(existing) }
+                // The CMS may move an episode's window after its download (a new expiry date).
+                if metadata.availability.problem == nil {
+                    try local.access { try $0.updateAvailability(metadata.downloadAvailability, assetId: metadata.assetId) }
+                }
                 result = .updated
                 break
             }
@@ -197,7 +201,12 @@ extension EpisodeInput {
         return DownloadRequest(
             assetId: assetId, url: url, kind: mediaType == .hls ? .hls : .file,
             allowedMIMETypes: permittedMimeTypes.map { Set($0.map { $0.lowercased() }) }, maxVideoBitrate: maxBitrate,
-            metadata: metadata, declaredSize: sizeBytes)
+            metadata: metadata, declaredSize: sizeBytes, availability: downloadAvailability)
+    }
+
+    /// The episode's availability, nil when it sets none.
+    var downloadAvailability: AssetAvailability? {
+        availability == AssetAvailability() ? nil : availability
     }
 }
 
@@ -207,7 +216,9 @@ extension DownloadRequest {
     var episode: EpisodeInput {
         EpisodeInput(
             assetId: assetId, title: metadata["title"], downloadURL: url.absoluteString, mediaType: kind == .hls ? .hls : .file,
-            permittedMimeTypes: allowedMIMETypes?.sorted(), maxBitrate: maxVideoBitrate, sizeBytes: declaredSize)
+            permittedMimeTypes: allowedMIMETypes?.sorted(), maxBitrate: maxVideoBitrate, publishDate: availability?.publishDate,
+            expiryDate: availability?.expiryDate, expiryAfterDownloadSeconds: availability?.expiryAfterDownloadSeconds,
+            expiryAfterPlaySeconds: availability?.expiryAfterPlaySeconds, sizeBytes: declaredSize)
     }
 }
 

@@ -16,6 +16,8 @@ actor SyncLoop {
     private let commands: CommandExecutor
     private let uploader: EventUploader
     private let subscriptions: SubscriptionSync
+    /// Rights' time: set from each sync's server time.
+    private let trustedClock: TrustedClock
     private weak let engine: (any EngineControl)?
 
     private var inFlight: Task<SyncResult, any Error>?
@@ -28,8 +30,9 @@ actor SyncLoop {
     init(
         configuration: BackplaneClientConfiguration, session: DeviceSession, local: LocalStore, snapshot: DeviceSnapshot,
         clock: ServerClock, broadcaster: EventBroadcaster, lifecycle: EngineLifecycle, commands: CommandExecutor,
-        uploader: EventUploader, subscriptions: SubscriptionSync, engine: any EngineControl
+        uploader: EventUploader, subscriptions: SubscriptionSync, trustedClock: TrustedClock, engine: any EngineControl
     ) {
+        self.trustedClock = trustedClock
         self.configuration = configuration
         self.session = session
         self.local = local
@@ -118,9 +121,13 @@ actor SyncLoop {
             appVersion: configuration.device.appVersion, osVersion: configuration.device.osVersion,
             acks: pending.isEmpty ? nil : pending.map(\.ack), downloadReports: grantReports.isEmpty ? nil : grantReports)
         let sentAt = Date()
+        let sentMonotonic = trustedClock.monotonicNow
         let response = try await session.request { api, credentials in try await api.sync(report, as: credentials) }
         let receivedAt = Date()
         clock.observe(serverTime: response.serverTime, sentAt: sentAt, receivedAt: receivedAt)
+        if WireLimits.acceptedDates.contains(response.serverTime) {
+            trustedClock.synced(serverTime: response.serverTime, roundTrip: trustedClock.monotonicNow - sentMonotonic)
+        }
         try snapshot.record(device: response.device, settings: response.settings, serverTime: response.serverTime, syncedAt: receivedAt)
 
         // Every answered ack is settled: accepted and duplicate are recorded server-side, and a

@@ -1,0 +1,54 @@
+import Foundation
+import BackplaneWire
+
+/// The app's DRM licenses, handled where the download engine says when: acquired before an
+/// asset's files are fetched, renewed by the expiry sweep before they end, released when the
+/// asset is deleted. Clear and AES-128 content need none (`NoLicenseProvider`).
+public protocol LicenseProvider: Sendable {
+    /// Before the download of `asset` starts: `.acquired(until:)` (nil: a license that does not
+    /// end), or `.notRequired` for content that needs none. Throwing fails this try of the download; it is tried again on the next pass through the
+    /// queue (three tries in all, like any download error).
+    func acquireLicense(for asset: LicenseRequest) async throws -> LicenseState
+    /// The license of a downloaded asset ends within `RightsOptions.licenseRenewalLead`. Returns
+    /// the new end. Throwing leaves the old one (tried again at the next sweep).
+    func renewLicense(for asset: LicenseRequest) async throws -> Date?
+    /// The asset was deleted (by the user, a command, its expiry). Called once per deletion.
+    func releaseLicense(assetId: String) async
+}
+
+/// What a license provider is told about an asset.
+public struct LicenseRequest: Sendable, Equatable {
+    public var assetId: String
+    public var url: URL
+    public var kind: DownloadRequest.Kind
+    /// The backplane's signed entitlement for this device and asset, when a permission was asked
+    /// (`DownloadOptions.askPermission`): the proof a license server checks before it issues a
+    /// persistent license (see docs/sdk.md). It is valid for an hour from when it was issued.
+    public var entitlement: String?
+    /// The window the asset is played in, when the backplane granted it.
+    public var window: DownloadWindow?
+}
+
+/// Where an asset's license is.
+public enum LicenseState: Sendable, Equatable, Codable {
+    /// The content needs none.
+    case notRequired
+    /// Acquired; it ends then (nil: never).
+    case acquired(until: Date?)
+    /// The last acquisition or renewal failed with this message.
+    case failed(String)
+
+    /// Acquired or not needed: the download may go on.
+    public var isUsable: Bool {
+        if case .failed = self { return false }
+        return true
+    }
+}
+
+/// No DRM: every call succeeds at once with no license.
+public struct NoLicenseProvider: LicenseProvider {
+    public init() {}
+    public func acquireLicense(for asset: LicenseRequest) async throws -> LicenseState { .notRequired }
+    public func renewLicense(for asset: LicenseRequest) async throws -> Date? { nil }
+    public func releaseLicense(assetId: String) async {}
+}

@@ -1,0 +1,67 @@
+import Foundation
+
+/// How the SDK judges whether a downloaded asset may be played: the clocks it trusts and how
+/// often it deletes what expired. Values out of range are clamped, in `init` and on assignment.
+public struct RightsOptions: Sendable {
+    /// The device's clocks; swap it in tests to move time.
+    public var deviceClock: any DeviceClock
+    /// How far the device's wall clock may drift from the monotonic clock (or, after a restart,
+    /// fall behind the latest trusted time) before the SDK takes it for a clock that was set and
+    /// stops trusting time until the next sync: 1 s to 1 day.
+    public var clockTolerance: TimeInterval {
+        didSet { clockTolerance = Self.clampTolerance(clockTolerance) }
+    }
+    /// The longest the expiry sweep waits between runs (it also runs at start, after each sync
+    /// and at the next instant an asset expires): at least 10 ms.
+    public var sweepInterval: Duration {
+        didSet { sweepInterval = max(sweepInterval, .milliseconds(10)) }
+    }
+    /// Acquires, renews and releases the app's DRM licenses; the default does nothing.
+    public var licenseProvider: any LicenseProvider
+    /// How long before a license ends the sweep asks the provider to renew it (at least 0).
+    public var licenseRenewalLead: TimeInterval {
+        didSet { licenseRenewalLead = Self.clampLead(licenseRenewalLead) }
+    }
+
+    public init(
+        deviceClock: any DeviceClock = SystemDeviceClock(), clockTolerance: TimeInterval = 300, sweepInterval: Duration = .seconds(300),
+        licenseProvider: any LicenseProvider = NoLicenseProvider(), licenseRenewalLead: TimeInterval = 86_400
+    ) {
+        self.licenseRenewalLead = Self.clampLead(licenseRenewalLead)
+        self.deviceClock = deviceClock
+        self.clockTolerance = Self.clampTolerance(clockTolerance)
+        self.sweepInterval = max(sweepInterval, .milliseconds(10))
+        self.licenseProvider = licenseProvider
+    }
+
+    private static func clampLead(_ value: TimeInterval) -> TimeInterval {
+        value.isFinite ? max(value, 0) : 86_400
+    }
+
+    private static func clampTolerance(_ value: TimeInterval) -> TimeInterval {
+        value.isFinite ? min(max(value, 1), 86_400) : 300
+    }
+}
+
+/// The device's two clocks: the wall clock, which the user (or a bad network time) can set, and
+/// a monotonic clock, which only moves forward, at one second per second, also in sleep.
+public protocol DeviceClock: Sendable {
+    /// The wall clock.
+    var wallNow: Date { get }
+    /// Seconds on the monotonic clock, from an arbitrary origin that restarts with the process.
+    var monotonicNow: TimeInterval { get }
+}
+
+/// `Date()` and Swift's `ContinuousClock` (which keeps counting while the system sleeps).
+public struct SystemDeviceClock: DeviceClock {
+    private static let origin = ContinuousClock.now
+
+    public init() {}
+
+    public var wallNow: Date { Date() }
+
+    public var monotonicNow: TimeInterval {
+        let elapsed = ContinuousClock.now - Self.origin
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+    }
+}

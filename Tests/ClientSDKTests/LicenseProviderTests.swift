@@ -1,0 +1,120 @@
+import Backplane
+import ClientSDK
+import Foundation
+import Testing
+import TestSupport
+
+/// The app's license provider: acquired before the files come (with the backplane's
+/// entitlement), renewed before it ends, released when the asset expires.
+@Suite struct LicenseProviderTests {
+    /// A provider that records its calls and answers as told.
+    final class RecordingProvider: LicenseProvider, @unchecked Sendable {
+        private let lock = NSLock()
+        private var _acquired: [LicenseRequest] = []
+        private var _renewed: [String] = []
+        private var _released: [String] = []
+        let fails: Bool
+        let licenseEnd: Date?
+        let onAcquire: @Sendable () -> Void
+
+        init(fails: Bool = false, licenseEnd: Date? = nil, onAcquire: @escaping @Sendable () -> Void = {}) {
+            self.fails = fails
+            self.licenseEnd = licenseEnd
+            self.onAcquire = onAcquire
+        }
+
+        private func locked<T>(_ body: () -> T) -> T {
+            lock.lock()
+            defer { lock.unlock() }
+            return body()
+        }
+
+        var acquired: [LicenseRequest] { locked { _acquired } }
+        var renewed: [String] { locked { _renewed } }
+        var released: [String] { locked { _released } }
+
+        struct Refused: Error {}
+
+        func acquireLicense(for asset: LicenseRequest) async throws -> LicenseState {
+            locked { _acquired.append(asset) }
+            onAcquire()
+            if fails { throw Refused() }
+            return .acquired(until: licenseEnd)
+        }
+
+        func renewLicense(for asset: LicenseRequest) async throws -> Date? {
+            locked { _renewed.append(asset.assetId) }
+            return licenseEnd?.addingTimeInterval(86_400 * 30)
+        }
+
+        func releaseLicense(assetId: String) async {
+            locked { _released.append(assetId) }
+        }
+    }
+
+    @Test func theLicenseIsAcquiredWithTheEntitlementBeforeAnyFileAndReleasedAtExpiry() async throws {
+        let time = SimulatedTime()
+        let server = try await InProcessBackplane.start(now: { time.now })
+        _ = try await server.services.applications.updateSettings(
+            applicationId: server.applicationId, .init(expiryAfterDownloadSeconds: 3 * 86_400))
+        let origin = try await TestOrigin.start()
+        origin.serve("/film.mp4", TestOrigin.content(5_000))
+        // The provider sees the origin untouched: the license comes first.
+        let provider = RecordingProvider(licenseEnd: time.now.addingTimeInterval(2 * 86_400)) { [origin] in
+            #expect(origin.requests("/film.mp4") == 0)
+        }
+        let bench = try await DownloadBench.start(server: server, origin: origin, rights: {
+            $0.deviceClock = time
+            $0.licenseProvider = provider
+            $0.sweepInterval = .milliseconds(50)
+        })
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "film", url: origin.url("/film.mp4")))
+        #expect(try await bench.waitForOutcome("film").state == .completed)
+        let request = try #require(provider.acquired.first)
+        #expect(provider.acquired.count == 1 && request.assetId == "film")
+        #expect(request.window?.expiryAfterDownloadSeconds == 3 * 86_400)
+
+        // The entitlement is the grant's (its signature is the backplane's tests' business).
+        let token = try #require(request.entitlement)
+        let parts = token.split(separator: ".")
+        #expect(parts.count == 3)
+        var payload = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        payload += String(repeating: "=", count: (4 - payload.count % 4) % 4)
+        let claims = try JSONDecoder().decode(EntitlementClaims.self, from: try #require(Data(base64Encoded: payload)))
+        guard case .granted(let grantId) = try await bench.engine.downloads.asset("film")?.permission else {
+            Issue.record("film has no grant")
+            return
+        }
+        #expect(claims.jti == grantId && claims.assetId == "film")
+
+        // A day before the license ends the sweep renews it; nothing else asks again.
+        time.advance(by: 86_400 + 1)
+        try await bench.engine.rights.sweepExpired()
+        #expect(provider.renewed == ["film"])
+        try await bench.engine.rights.sweepExpired()
+        #expect(provider.renewed == ["film"])
+
+        // The asset expires (three days after its download): deleted, and its license released.
+        time.advance(by: 2 * 86_400)
+        _ = try await bench.events.wait(for: "assetExpired")
+        #expect(provider.released == ["film"])
+        await bench.stop()
+    }
+
+    @Test func aProviderThatFailsFailsTheDownloadWithoutFetchingIt() async throws {
+        let provider = RecordingProvider(fails: true)
+        let bench = try await DownloadBench.start(rights: { $0.licenseProvider = provider })
+        bench.origin.serve("/locked.mp4", TestOrigin.content(5_000))
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "locked", url: bench.origin.url("/locked.mp4")))
+        let asset = try await bench.waitForOutcome("locked")
+        guard case .failed(let failure) = asset.state else {
+            Issue.record("locked is \(asset.state), not failed")
+            return
+        }
+        #expect(failure.kind == .license)
+        // Asked once per pass, three passes (the rule of threes), and never fetched.
+        #expect(provider.acquired.count == 3)
+        #expect(bench.origin.requests("/locked.mp4") == 0)
+        await bench.stop()
+    }
+}

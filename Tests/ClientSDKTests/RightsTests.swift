@@ -1,0 +1,178 @@
+import Backplane
+import ClientSDK
+import Foundation
+import Testing
+import TestSupport
+
+/// Playback rights on the device: windows judged on a trusted clock, play starts, the expiry
+/// sweep, and a device clock that the user sets.
+@Suite struct RightsTests {
+    /// A bench whose backplane and device share simulated time.
+    private func bench(
+        _ time: SimulatedTime, settings: ApplicationSettingsUpdate, dataDirectory: URL = temporaryDirectory("sdk-rights")
+    ) async throws -> DownloadBench {
+        let server = try await InProcessBackplane.start(now: { time.now })
+        _ = try await server.services.applications.updateSettings(applicationId: server.applicationId, settings)
+        return try await DownloadBench.start(dataDirectory: dataDirectory, server: server, rights: { rights in
+            rights.deviceClock = time
+            rights.sweepInterval = .milliseconds(50)
+        })
+    }
+
+    private func download(_ bench: DownloadBench, _ assetId: String, availability: AssetAvailability? = nil) async throws {
+        bench.origin.serve("/\(assetId).mp4", TestOrigin.content(5_000))
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: assetId, url: bench.origin.url("/\(assetId).mp4"), availability: availability))
+        #expect(try await bench.waitForOutcome(assetId).state == .completed)
+    }
+
+    private func trustedNow(_ bench: DownloadBench) async throws -> Date {
+        try #require(try await bench.engine.rights.trustedTime().date)
+    }
+
+    @Test func publishExpiryAndBothExpiriesAfterEndPlaybackAtTheirInstant() async throws {
+        let time = SimulatedTime()
+        let bench = try await bench(time, settings: .init(expiryAfterDownloadSeconds: 3_600, expiryAfterPlaySeconds: 600))
+        let rights = bench.engine.rights
+        let t0 = try await trustedNow(bench)
+        try await download(bench, "film")
+        try await download(bench, "early", availability: AssetAvailability(publishDate: t0.addingTimeInterval(1_800)))
+        try await download(bench, "dated", availability: AssetAvailability(expiryDate: t0.addingTimeInterval(1_200), expiryAfterDownloadSeconds: -1))
+        // No time passed on the device: every window starts at t0.
+        #expect(try await trustedNow(bench) == t0)
+        #expect(try await rights.rights(for: "film") == .valid(until: t0.addingTimeInterval(3_600)))
+        #expect(try await rights.rights(for: "early") == .notYetAvailable(from: t0.addingTimeInterval(1_800)))
+        #expect(try await rights.rights(for: "dated") == .valid(until: t0.addingTimeInterval(1_200)))
+        #expect(try await rights.rights(for: "never-downloaded") == .noRights)
+        #expect(try await rights.playable().map(\.assetId) == ["film", "dated"])
+
+        // The first play starts the expiry after play, which ends before the expiry after download.
+        time.advance(by: 100)
+        #expect(try await rights.recordPlayStart(assetId: "film") == .valid(until: t0.addingTimeInterval(700)))
+        // A second play does not start it again.
+        time.advance(by: 100)
+        #expect(try await rights.recordPlayStart(assetId: "film") == .valid(until: t0.addingTimeInterval(700)))
+        try await rights.recordPlayStop(assetId: "film", watchedSeconds: 42)
+        // Not playable: nothing recorded.
+        #expect(try await rights.recordPlayStart(assetId: "early") == .notYetAvailable(from: t0.addingTimeInterval(1_800)))
+
+        time.advance(by: 499.5)  // t0 + 699.5
+        #expect(try await rights.rights(for: "film").isPlayable)
+        time.advance(by: 1)  // t0 + 700.5
+        #expect(try await rights.rights(for: "film") == .expired(.afterPlay))
+        // The sweep (on its timer) deletes the files and says why.
+        let filmFile = try #require(try await bench.engine.downloads.asset("film")?.localURL)
+        _ = try await bench.events.wait(for: "assetExpired") { if case .assetExpired("film", .afterPlay) = $0 { true } else { false } }
+        #expect(try await bench.engine.downloads.asset("film") == nil)
+        #expect(!FileManager.default.fileExists(atPath: filmFile.path))
+        #expect(try await rights.rights(for: "film") == .noRights)
+
+        time.advance(by: 499)  // t0 + 1199.5
+        #expect(try await rights.rights(for: "dated").isPlayable)
+        time.advance(by: 1)  // t0 + 1200.5
+        #expect(try await rights.rights(for: "dated") == .expired(.expiryDate))
+        _ = try await bench.events.wait(for: "assetExpired") { if case .assetExpired("dated", .expiryDate) = $0 { true } else { false } }
+
+        #expect(try await rights.rights(for: "early") == .notYetAvailable(from: t0.addingTimeInterval(1_800)))
+        time.advance(by: 600)  // t0 + 1800.5
+        #expect(try await rights.rights(for: "early") == .valid(until: t0.addingTimeInterval(3_600)))
+        #expect(try await rights.playable().map(\.assetId) == ["early"])
+        time.advance(by: 1_800)  // t0 + 3600.5
+        #expect(try await rights.rights(for: "early") == .expired(.afterDownload))
+        _ = try await bench.events.wait(for: "assetExpired") { if case .assetExpired("early", .afterDownload) = $0 { true } else { false } }
+
+        // The backplane hears of every expiry and play.
+        _ = try await bench.engine.uploadEvents()
+        let logged = try await bench.server.storedEvents().map(\.event.content)
+        #expect(Set(logged.filter { $0.type == .assetExpired }.compactMap(\.assetId)) == ["film", "dated", "early"])
+        #expect(logged.filter { $0.type == .playStart }.compactMap(\.assetId) == ["film", "film"])
+        #expect(logged.first { $0.type == .playStop }?.durationSeconds == 42)
+        await bench.stop()
+    }
+
+    @Test func theOfflinePeriodLocksAndASyncUnlocks() async throws {
+        let time = SimulatedTime()
+        let bench = try await bench(time, settings: .init(offlineViewingPeriodSeconds: 3_600))
+        try await download(bench, "film")
+        let synced = try await trustedNow(bench)
+        #expect(try await bench.engine.rights.rights(for: "film") == .valid(until: synced.addingTimeInterval(3_600)))
+        time.advance(by: 3_601)
+        #expect(try await bench.engine.rights.rights(for: "film") == .offlinePeriodExceeded(lastSync: synced))
+        #expect(try await bench.engine.rights.playable().isEmpty)
+        // Locked, not expired: the sweep keeps it.
+        try await bench.engine.rights.sweepExpired()
+        #expect(try await bench.engine.downloads.asset("film")?.state == .completed)
+
+        try await bench.engine.sync()
+        let resynced = try await trustedNow(bench)
+        #expect(resynced >= synced.addingTimeInterval(3_601))
+        #expect(try await bench.engine.rights.rights(for: "film") == .valid(until: resynced.addingTimeInterval(3_600)))
+        await bench.stop()
+    }
+
+    @Test func settingTheDeviceClockBackADayExtendsNothing() async throws {
+        let time = SimulatedTime()
+        let directory = temporaryDirectory("sdk-rights-clock")
+        let bench = try await bench(time, settings: .init(expiryAfterDownloadSeconds: 7_200), dataDirectory: directory)
+        try await download(bench, "film")
+        let downloaded = try await trustedNow(bench)
+        let ends = downloaded.addingTimeInterval(7_200)
+        #expect(try await bench.engine.rights.rights(for: "film") == .valid(until: ends))
+
+        // While the app runs: the wall clock leaves the monotonic one.
+        time.advance(by: 60)
+        time.setWallClock(by: -86_400)
+        #expect(try await bench.engine.rights.rights(for: "film") == .untrustedTime(.deviceClockChanged))
+        #expect(try await bench.engine.rights.trustedTime() == .untrusted(.deviceClockChanged))
+        _ = try await bench.events.wait(for: "trustedTimeLost")
+        // Nothing is deleted for want of time.
+        try await bench.engine.rights.sweepExpired()
+        #expect(try await bench.engine.downloads.asset("film")?.state == .completed)
+        // The next sync trusts time again, and the window still ends where it did.
+        try await bench.engine.sync()
+        #expect(try await bench.engine.rights.rights(for: "film") == .valid(until: ends))
+        await bench.engine.shutdown()
+
+        // While the app was not running: a new process finds the clock behind time it trusted.
+        // (The sync learnt the day the clock was set back by; this is another.)
+        time.advance(by: 600)
+        time.setWallClock(by: -86_400)
+        time.restartProcess()
+        let reopened = BackplaneEngine(configuration: {
+            var configuration = bench.server.configuration(user: "dora", dataDirectory: directory)
+            configuration.rights.deviceClock = time
+            return configuration
+        }())
+        #expect(try await reopened.rights.rights(for: "film") == .untrustedTime(.deviceClockChanged))
+        try await reopened.start()
+        #expect(try await reopened.rights.rights(for: "film") == .valid(until: ends))
+        // A clock left where the last sync found it is trusted across a restart without a sync.
+        await reopened.shutdown()
+        time.restartProcess()
+        let again = BackplaneEngine(configuration: {
+            var configuration = bench.server.configuration(user: "dora", dataDirectory: directory)
+            configuration.rights.deviceClock = time
+            return configuration
+        }())
+        #expect(try await again.rights.rights(for: "film") == .valid(until: ends))
+        time.advance(by: 7_200)
+        #expect(try await again.rights.rights(for: "film") == .expired(.afterDownload))
+        await again.shutdown()
+        await bench.origin.stop()
+        await bench.server.stop()
+    }
+
+    @Test func aDeviceThatNeverSyncedHasNoTrustedTime() async throws {
+        let time = SimulatedTime()
+        let server = try await InProcessBackplane.start(now: { time.now })
+        var configuration = server.configuration(user: "dora", dataDirectory: temporaryDirectory("sdk-rights-new"))
+        configuration.rights.deviceClock = time
+        let engine = BackplaneEngine(configuration: configuration)
+        #expect(try await engine.rights.trustedTime() == .untrusted(.neverSynced))
+        try await engine.start()
+        // The backplane's time, to the second its answers carry.
+        let trusted = try #require(try await engine.rights.trustedTime().date)
+        #expect(abs(trusted.timeIntervalSince(time.now)) < 1)
+        await engine.shutdown()
+        await server.stop()
+    }
+}
