@@ -47,34 +47,95 @@ public func temporaryDirectory(_ prefix: String) -> URL {
 }
 
 /// A child process whose combined stdout and stderr is collected as it arrives.
+///
+/// Spawned with `posix_spawn` rather than Foundation's `Process`: on Linux, `Process.run()`
+/// scans `/proc/self/fd` with a struct copy that can read past glibc's buffer and crash the
+/// whole test process now and then (swift-corelibs-foundation PR #5472, after Swift 6.3.1).
 public final class ChildProcess: @unchecked Sendable {
-    private let process = Process()
-    private let pipe = Pipe()
+    private let pid: pid_t
     private let lock = NSLock()
     private var collected = Data()
+    private var status: Int32?
+
+    /// One spawn at a time: a pipe made for one child must not leak into another.
+    private static let spawning = NSLock()
 
     public init(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws {
-        process.executableURL = executable
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        process.standardOutput = pipe
-        process.standardError = pipe
-        pipe.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard let self, !data.isEmpty else { return }
-            self.lock.withLock { self.collected.append(data) }
+        let argv = ([executable.path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer {
+            argv.forEach { free($0) }
+            envp?.forEach { free($0) }
         }
-        try process.run()
+        let (child, readEnd) = try Self.spawning.withLock { () throws -> (pid_t, Int32) in
+            var ends: [Int32] = [-1, -1]
+            guard pipe(&ends) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+            let (readEnd, writeEnd) = (ends[0], ends[1])
+            _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            posix_spawn_file_actions_adddup2(&actions, writeEnd, 1)
+            posix_spawn_file_actions_adddup2(&actions, writeEnd, 2)
+            // Nothing else of the test process leaks into the child (sockets, databases, other
+            // children's pipes). glibc ignores a close of a descriptor closed meanwhile.
+            let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.compactMap { Int32($0) } ?? []
+            for descriptor in open where descriptor > 2 { posix_spawn_file_actions_addclose(&actions, descriptor) }
+            var attributes = posix_spawnattr_t()
+            posix_spawnattr_init(&attributes)
+            defer { posix_spawnattr_destroy(&attributes) }
+            // Its own process group: a terminal's Ctrl-C reaches the test runner only.
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+            var child = pid_t()
+            let spawned = envp.map { posix_spawn(&child, executable.path, &actions, &attributes, argv, $0) }
+                ?? posix_spawn(&child, executable.path, &actions, &attributes, argv, environ)
+            close(writeEnd)
+            guard spawned == 0 else {
+                close(readEnd)
+                throw POSIXError(.init(rawValue: spawned) ?? .EIO)
+            }
+            return (child, readEnd)
+        }
+        pid = child
+        // A thread of its own reads until the child (and whatever inherited its output) ends.
+        let reader = Thread { [weak self] in
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { break }
+                guard let self else { break }
+                self.lock.withLock { self.collected.append(contentsOf: buffer[0..<count]) }
+            }
+            close(readEnd)
+        }
+        reader.start()
     }
 
     public var output: String { lock.withLock { String(decoding: collected, as: UTF8.self) } }
+
+    /// Reaps the child once it ended: its exit code, or the signal that ended it.
+    private var exitStatus: Int32? {
+        lock.withLock {
+            if let status { return status }
+            var raw: Int32 = 0
+            guard waitpid(pid, &raw, WNOHANG) == pid else { return nil }
+            // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import as functions.
+            let signal = raw & 0x7f
+            status = signal == 0 ? (raw >> 8) & 0xff : signal
+            return status
+        }
+    }
+
+    public var isRunning: Bool { exitStatus == nil }
 
     public func waitForOutput(containing text: String, timeout: Duration) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             let current = output
             if current.contains(text) { return current }
-            if !process.isRunning { break }
+            if !isRunning { break }
             try await Task.sleep(for: .milliseconds(50))
         }
         throw ChildProcessError.timedOut(waitingFor: text, output: output)
@@ -82,25 +143,26 @@ public final class ChildProcess: @unchecked Sendable {
 
     public func waitForExit(timeout: Duration) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
+        while true {
+            if let status = exitStatus {
+                // Let the last output arrive.
+                try await Task.sleep(for: .milliseconds(50))
+                return status
+            }
             guard ContinuousClock.now < deadline else { throw ChildProcessError.timedOut(waitingFor: "exit", output: output) }
-            try await Task.sleep(for: .milliseconds(50))
+            try await Task.sleep(for: .milliseconds(20))
         }
-        // Let the last output arrive.
-        try await Task.sleep(for: .milliseconds(50))
-        return process.terminationStatus
     }
 
     public func signal(_ signal: Int32) {
-        if process.isRunning { kill(process.processIdentifier, signal) }
+        if isRunning { kill(pid, signal) }
     }
 
+    /// Ends the child (SIGTERM) and waits for it.
     public func terminate() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
-        pipe.fileHandleForReading.readabilityHandler = nil
+        guard isRunning else { return }
+        kill(pid, SIGTERM)
+        while isRunning { usleep(10_000) }
     }
 
     /// Runs to completion and returns the exit status and output.
