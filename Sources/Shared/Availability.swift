@@ -82,10 +82,13 @@ public struct AssetAvailability: Codable, Sendable, Equatable {
         return nil
     }
 
-    /// These values, with `other`'s filling what these leave absent.
+    /// These values, with `other`'s filling what these leave absent. The dates go as a pair:
+    /// either of these replaces both of `other`'s, so a window checked in one layer never ends
+    /// before it starts once merged.
     public func over(_ other: AssetAvailability?) -> AssetAvailability {
-        AssetAvailability(
-            publishDate: publishDate ?? other?.publishDate, expiryDate: expiryDate ?? other?.expiryDate,
+        let datesHere = publishDate != nil || expiryDate != nil
+        return AssetAvailability(
+            publishDate: datesHere ? publishDate : other?.publishDate, expiryDate: datesHere ? expiryDate : other?.expiryDate,
             expiryAfterDownloadSeconds: expiryAfterDownloadSeconds ?? other?.expiryAfterDownloadSeconds,
             expiryAfterPlaySeconds: expiryAfterPlaySeconds ?? other?.expiryAfterPlaySeconds)
     }

@@ -11,13 +11,17 @@ public struct DownloadPermissionRequest: Codable, Sendable, Equatable {
     /// metadata): it can only tighten the application's setting, never loosen it, so it binds an
     /// honest app only; the application's limit binds every caller.
     public var maxLifetimeDownloads: Int?
+    /// Renew only: the grant of `assetId` this device holds, answered again with a fresh
+    /// entitlement. Never creates a grant: 409 `conflict` when that grant has ended.
+    public var grantId: String?
 
     /// The largest `maxLifetimeDownloads` a request may carry.
     public static let maxLifetimeDownloadsLimit = 1_000_000
 
-    public init(assetId: String, maxLifetimeDownloads: Int? = nil) {
+    public init(assetId: String, maxLifetimeDownloads: Int? = nil, grantId: String? = nil) {
         self.assetId = assetId
         self.maxLifetimeDownloads = maxLifetimeDownloads
+        self.grantId = grantId
     }
 }
 

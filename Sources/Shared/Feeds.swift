@@ -62,8 +62,8 @@ public struct EpisodeInput: Codable, Sendable, Equatable {
     /// Override the application's settings for this asset.
     public var expiryAfterDownloadSeconds: Int?
     public var expiryAfterPlaySeconds: Int?
-    /// Downloads of this asset one account may make over its lifetime; overrides the
-    /// application's `maxLifetimeDownloadsPerAsset` (an admin's asset policy overrides this).
+    /// Downloads of this asset one account may make over its lifetime: it can only tighten the
+    /// application's `maxLifetimeDownloadsPerAsset` (or an admin's asset policy).
     public var maxLifetimeDownloads: Int?
     public var sizeBytes: Int64?
     public var customFields: [String: JSONValue]?

@@ -25,7 +25,7 @@ import Testing
             let episode = EpisodeInput(
                 assetId: "film", title: "Film", downloadURL: "https://cdn.example.com/film.mp4", mediaType: .file,
                 publishDate: publish, expiryDate: publish.addingTimeInterval(30 * 86_400), expiryAfterPlaySeconds: 3_600,
-                maxLifetimeDownloads: 1)
+                maxLifetimeDownloads: 2)
             _ = try await client.admin(.put, "/v1/cms/feeds/films", json: FeedInput(title: "Films"), token: cms)
             let published = try await client.admin(
                 .post, "/v1/cms/feeds/films/episodes", json: PublishEpisodesRequest(episodes: [episode]), token: cms)
@@ -38,16 +38,21 @@ import Testing
             #expect(fromEpisode.grant.window == DownloadWindow(
                 publishDate: publish, expiryDate: publish.addingTimeInterval(30 * 86_400), expiryAfterDownloadSeconds: 86_400,
                 expiryAfterPlaySeconds: 3_600, offlineViewingPeriodSeconds: 604_800))
-            #expect(fromEpisode.counts.assetLifetime == DownloadCount(used: 1, limit: 1))
-
-            // The episode's lifetime limit of one replaces the application's five.
+            // The episode's limit of two tightens the application's five.
+            #expect(fromEpisode.counts.assetLifetime == DownloadCount(used: 1, limit: 2))
             _ = try await client.device(.post, "/v1/sync", json: SyncRequest(downloadReports: [
                 .init(grantId: fromEpisode.grant.grantId, outcome: .deleted),
             ]), as: phone)
-            #expect(try await grant(client, "film", as: phone).errorDetails?["rule"] == .string("assetLifetime"))
 
-            // An admin's policy over the episode: a later expiry, no expiry after play, three downloads.
-            let policy = AssetPolicy(expiryDate: publish.addingTimeInterval(60 * 86_400), expiryAfterPlaySeconds: -1, maxLifetimeDownloads: 3)
+            // An admin's policy replaces the application's limit (the episode's still tightens
+            // it) and its dates replace the episode's, as a pair.
+            let strict = AssetPolicy(maxLifetimeDownloads: 1)
+            #expect(try await client.admin(.put, "/v1/admin/asset-policies/film", json: strict).status == .ok)
+            let denied = try await grant(client, "film", as: phone)
+            #expect(denied.errorDetails?["rule"] == .string("assetLifetime"), "\(denied.text)")
+            let later = publish.addingTimeInterval(86_400)
+            let policy = AssetPolicy(
+                publishDate: later, expiryDate: later.addingTimeInterval(60 * 86_400), expiryAfterPlaySeconds: -1, maxLifetimeDownloads: 9)
             let set = try await client.admin(.put, "/v1/admin/asset-policies/film", json: policy)
             #expect(set.status == .ok, "\(set.text)")
             #expect(try set.decode(AssetPolicyEntry.self).policy == policy)
@@ -57,15 +62,36 @@ import Testing
             #expect(second.status == .created, "\(second.text)")
             let fromPolicy = try second.decode(DownloadPermissionResponse.self)
             #expect(fromPolicy.grant.window == DownloadWindow(
-                publishDate: publish, expiryDate: publish.addingTimeInterval(60 * 86_400), expiryAfterDownloadSeconds: 86_400,
+                publishDate: later, expiryDate: later.addingTimeInterval(60 * 86_400), expiryAfterDownloadSeconds: 86_400,
                 expiryAfterPlaySeconds: -1, offlineViewingPeriodSeconds: 604_800))
-            #expect(fromPolicy.counts.assetLifetime == DownloadCount(used: 2, limit: 3))
+            #expect(fromPolicy.counts.assetLifetime == DownloadCount(used: 2, limit: 2))
 
-            // Without the policy the episode's rules are back.
+            // Without the policy the episode's rules are back: two of two used.
             #expect(try await client.admin(.delete, "/v1/admin/asset-policies/film").status == .noContent)
             #expect(try await client.admin(.get, "/v1/admin/asset-policies/film").status == .notFound)
             let other = try await client.register(user: "ann", device: "tablet").0
             #expect(try await grant(client, "film", as: other).errorDetails?["rule"] == .string("assetLifetime"))
+        }
+    }
+
+    @Test func aRenewalAnswersTheHeldGrantAndNeverCreatesOne() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let phone = try await client.register(user: "ann", device: "phone").0
+            let first = try await grant(client, "film", as: phone).decode(DownloadPermissionResponse.self)
+            let renew = DownloadPermissionRequest(assetId: "film", grantId: first.grant.grantId)
+            let renewed = try await client.device(.post, "/v1/download-grants", json: renew, as: phone)
+            #expect(renewed.status == .ok, "\(renewed.text)")
+            #expect(try renewed.decode(DownloadPermissionResponse.self).grant.grantId == first.grant.grantId)
+
+            // Once the grant has ended, a renewal is refused and grants nothing.
+            _ = try await client.device(.post, "/v1/sync", json: SyncRequest(downloadReports: [
+                .init(grantId: first.grant.grantId, outcome: .deleted),
+            ]), as: phone)
+            let refused = try await client.device(.post, "/v1/download-grants", json: renew, as: phone)
+            #expect(refused.status == .conflict && refused.errorCode == .conflict, "\(refused.text)")
+            let grants = try await client.admin(.get, "/v1/admin/download-grants?userId=ann").decode(DownloadGrantPage.self)
+            #expect(grants.grants.map(\.state) == [.deleted])
         }
     }
 

@@ -303,6 +303,8 @@ import Testing
             #expect(try await client.raw(.get, "/v1/applications/app_unknown/entitlement-keys").status == .notFound)
             #expect(try await client.admin(.get, "/v1/admin/download-grants?cursor=nonsense").status == .badRequest)
             #expect(try await client.admin(.post, "/v1/admin/download-grants/reset-lifetime", json: LifetimeResetRequest(userId: "", assetId: "a")).status == .badRequest)
+            // An asset the user was never granted.
+            #expect(try await client.admin(.post, "/v1/admin/download-grants/reset-lifetime", json: LifetimeResetRequest(userId: "gus", assetId: "unknown")).status == .notFound)
             // The app key alone (no device) may not ask.
             #expect(try await client.device(.post, "/v1/download-grants", json: DownloadPermissionRequest(assetId: "a")).status == .unauthorized)
             let grants = try await client.admin(.get, "/v1/admin/download-grants").decode(DownloadGrantPage.self)

@@ -137,14 +137,16 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
             }
         }
         #expect(try await seen() == (nil, nil))
-        for (feed, title, at) in [("a", "older", 0.0), ("b", "newer", 60.0)] {
+        // Written out of time order; the newest one is retracted and does not count.
+        for (feed, title, at) in [("b", "newer", 60.0), ("a", "older", 0.0), ("c", "retracted", 120.0)] {
             _ = try await store.upsertFeed(FeedRecord(
                 applicationId: applicationId, feedId: feed, title: feed, metadata: nil, createdAt: Self.now, updatedAt: Self.now, deletedAt: nil))
             let episode = EpisodeInput(assetId: "film", title: title, expiryAfterPlaySeconds: Int(at))
             _ = try await store.writeEpisodes(applicationId: applicationId, feedId: feed, assetIds: ["film"]) { _ in
                 [EpisodeWrite(record: EpisodeRecord(
                     applicationId: applicationId, feedId: feed, assetId: "film", episode: episode, announcedAt: Self.now,
-                    updatedAt: Self.now.addingTimeInterval(at), retractedAt: nil), kind: .added)]
+                    updatedAt: Self.now.addingTimeInterval(at), retractedAt: feed == "c" ? Self.now.addingTimeInterval(at) : nil),
+                    kind: feed == "c" ? .retracted : .added)]
             }
         }
         #expect(try await seen().1?.title == "newer")

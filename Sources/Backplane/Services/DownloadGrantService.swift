@@ -24,6 +24,8 @@ public struct DownloadGrantService: Sendable {
         case granted(DownloadGrantRecord, DownloadCounts, created: Bool)
         case denied(DownloadRule, DownloadCounts)
         case notEnabled
+        /// A renewal of a grant the device no longer holds.
+        case ended(grantId: String)
     }
 
     /// Grants `request.assetId` to the device, or refuses with 409: `download_not_enabled` (also
@@ -35,6 +37,7 @@ public struct DownloadGrantService: Sendable {
         applicationId: String, deviceId: String, _ request: DownloadPermissionRequest
     ) async throws -> (DownloadPermissionResponse, created: Bool) {
         try Validate.identifier(request.assetId, field: "assetId")
+        if let grantId = request.grantId { try Validate.identifier(grantId, field: "grantId") }
         if let limit = request.maxLifetimeDownloads, !(0...Self.maxLimit).contains(limit) {
             throw BackplaneError.validation("'maxLifetimeDownloads' must be 0 to \(Self.maxLimit).", field: "maxLifetimeDownloads")
         }
@@ -50,6 +53,8 @@ public struct DownloadGrantService: Sendable {
             return (DownloadPermissionResponse(grant: Self.wire(grant, entitlement: entitlement), counts: counts), created)
         case .denied(let rule, let counts):
             throw BackplaneError.downloadLimitReached(rule: rule, counts: counts)
+        case .ended(let grantId):
+            throw BackplaneError.conflict("Grant '\(grantId)' of asset '\(request.assetId)' is not held by this device; ask without a grantId.")
         case .notEnabled:
             throw BackplaneError(
                 .conflict, .downloadNotEnabled, "Device '\(deviceId)' is not download-enabled; enable it (within the device limit) first.")
@@ -62,15 +67,17 @@ public struct DownloadGrantService: Sendable {
     static func decide(_ request: DownloadPermissionRequest, _ state: DownloadPermissionState, now: Date) -> Outcome {
         guard state.device.isRegistered, state.device.downloadEnabled else { return .notEnabled }
         let settings = state.settings
-        // The asset's limit set by an admin or the CMS replaces the application's; the one the
-        // request carries can only tighten it.
-        let assetLimit = state.policy?.maxLifetimeDownloads ?? state.episode?.maxLifetimeDownloads ?? settings.maxLifetimeDownloadsPerAsset
-        let lifetimeLimit = [assetLimit, request.maxLifetimeDownloads ?? -1].filter { $0 >= 0 }.min() ?? -1
+        // An admin's policy replaces the application's limit for the asset; the episode's (the
+        // CMS's) and the request's can only tighten it: lifting the one permanent rule is an admin's.
+        let assetLimit = state.policy?.maxLifetimeDownloads ?? settings.maxLifetimeDownloadsPerAsset
+        let lifetimeLimit = [assetLimit, state.episode?.maxLifetimeDownloads ?? -1, request.maxLifetimeDownloads ?? -1]
+            .filter { $0 >= 0 }.min() ?? -1
         var counts = DownloadCounts(
             assetLifetime: .init(used: state.lifetime, limit: lifetimeLimit),
             account: .init(used: state.accountHeld, limit: settings.maxDownloadsPerAccount),
             copies: .init(used: state.copiesHeld, limit: settings.maxCopiesPerAccount),
             device: .init(used: state.deviceHeld, limit: settings.maxDownloadsPerDevice))
+        if let wanted = request.grantId, state.held?.grantId != wanted { return .ended(grantId: wanted) }
         if let held = state.held { return .granted(held, counts, created: false) }
         if let rule = DownloadRule.allCases.first(where: { counts[$0].isFull }) { return .denied(rule, counts) }
         counts.assetLifetime.used += 1
@@ -149,8 +156,11 @@ public struct DownloadGrantService: Sendable {
     public func resetLifetime(applicationId: String, _ request: LifetimeResetRequest) async throws -> LifetimeResetResponse {
         try Validate.identifier(request.userId, field: "userId")
         try Validate.identifier(request.assetId, field: "assetId")
-        let reset = try await store.resetLifetimeDownloads(
+        guard let reset = try await store.resetLifetimeDownloads(
             applicationId: applicationId, userId: request.userId, assetId: request.assetId, at: now())
+        else {
+            throw BackplaneError.notFound("User '\(request.userId)' was never granted asset '\(request.assetId)'.")
+        }
         return LifetimeResetResponse(userId: request.userId, assetId: request.assetId, resetGrants: reset)
     }
 

@@ -69,13 +69,15 @@ extension SQLiteStore {
         }
     }
 
-    public func resetLifetimeDownloads(applicationId: String, userId: String, assetId: String, at: Date) async throws -> Int {
+    public func resetLifetimeDownloads(applicationId: String, userId: String, assetId: String, at: Date) async throws -> Int? {
         let columns = DownloadGrantRecord.Columns.self
-        let counted = DownloadGrantRecord
+        let ofAsset = DownloadGrantRecord
             .filter { $0.applicationId == applicationId && $0.userId == userId }
-            .filter { $0.assetId == assetId && $0.countsForLifetime }
+            .filter { $0.assetId == assetId }
         return try await write { db in
-            try counted.updateAll(db, [columns.countsForLifetime.set(to: false), columns.updatedAt.set(to: at)])
+            guard try ofAsset.isEmpty(db) == false else { return nil }
+            return try ofAsset.filter { $0.countsForLifetime }
+                .updateAll(db, [columns.countsForLifetime.set(to: false), columns.updatedAt.set(to: at)])
         }
     }
 

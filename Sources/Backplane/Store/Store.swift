@@ -165,8 +165,9 @@ public protocol DownloadGrantStore: Sendable {
     func downloadGrants(
         applicationId: String, userId: String?, deviceId: String?, beforeRowId: Int64?, limit: Int
     ) async throws -> [DownloadGrantRecord]
-    /// Takes the user's downloads of the asset out of its lifetime count; returns how many.
-    func resetLifetimeDownloads(applicationId: String, userId: String, assetId: String, at: Date) async throws -> Int
+    /// Takes the user's downloads of the asset out of its lifetime count; returns how many, or
+    /// nil when the user was never granted the asset.
+    func resetLifetimeDownloads(applicationId: String, userId: String, assetId: String, at: Date) async throws -> Int?
 
     /// Creates or replaces an asset's policy.
     func setAssetPolicy(_ record: AssetPolicyRecord) async throws
