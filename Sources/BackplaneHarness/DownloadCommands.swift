@@ -13,7 +13,7 @@ import Darwin
 
 struct Download: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Queue an asset for download; with --wait, run the engine until it completes (exit 0) or fails (exit 9).")
+        abstract: "Queue an asset for download; with --wait, run the engine until it completes (exit 0), fails (exit 9) or the backplane denies it (exit 11).")
     @OptionGroup var connection: ConnectionOptions
     @Option(name: .customLong("asset-id"), help: "The asset id.") var assetId: String
     @Option(help: "The http(s) URL of the file or the HLS playlist.") var url: String
@@ -80,6 +80,13 @@ struct DownloadWaiter {
                 FileHandle.standardError.write(Data("backplane-harness: \(assetId) failed: \(failure.message)\n".utf8))
                 Output.line(EventOutput(event))
                 throw ExitCode(9)
+            case .downloadDenied(assetId, _, _, _):
+                // Asked again later by a running app; the harness says so and stops.
+                let asset = try? await engine.downloads.asset(assetId)
+                await engine.shutdown()
+                if terminal { FileHandle.standardOutput.write(Data("\n".utf8)) }
+                if let asset { Output.print(DownloadOutput(asset)) }
+                throw ExitCode(11)
             case .unregistered, .remoteKill:
                 await engine.shutdown()
                 throw ExitCode(7)

@@ -174,20 +174,22 @@ public actor BackplaneEngine {
             let session = try DeviceSession(
                 deviceId: deviceId, deviceKey: deviceKey, configuration: configuration, local: local, clock: clock,
                 broadcaster: broadcaster, snapshot: snapshot)
-            let content = ContentStore(dataDirectory: configuration.dataDirectory, local: local)
+            let content = ContentStore(dataDirectory: configuration.dataDirectory, local: local, licenses: configuration.rights.licenseProvider)
             let trustedClock = TrustedClock(
                 deviceClock: configuration.rights.deviceClock, tolerance: configuration.rights.clockTolerance,
                 stored: try local.load(TrustedClock.Stored.self, .trustedClock), save: { try local.save($0, .trustedClock) })
+            let askBackplane: @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse = { request in
+                try await session.request { api, credentials in try await api.requestDownloadPermission(request, as: credentials) }
+            }
             let rights = RightsKeeper(
                 local: local, content: content, clock: trustedClock, snapshot: snapshot, options: configuration.rights,
-                eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle, downloadSignal: downloadSignal)
+                eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle, downloadSignal: downloadSignal,
+                askBackplane: askBackplane, requestSync: { [weak self] in Task { await self?.syncNow() } })
             let downloads = DownloadRunner(
                 local: local, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
                 broadcaster: broadcaster, eventLogger: eventLogger, signal: downloadSignal, clock: trustedClock,
                 licenses: configuration.rights.licenseProvider, requestSync: { [weak self] in Task { await self?.syncNow() } },
-                askBackplane: { request in
-                    try await session.request { api, credentials in try await api.requestDownloadPermission(request, as: credentials) }
-                })
+                askBackplane: askBackplane)
             let subscriptions = SubscriptionSync(
                 configuration: configuration, session: session, local: local, content: content, downloads: downloads,
                 eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle)

@@ -6,10 +6,13 @@ import BackplaneWire
 struct ContentStore: Sendable {
     let root: URL
     let local: LocalStore
+    /// Told of every deleted asset that held a license.
+    let licenses: (any LicenseProvider)?
 
-    init(dataDirectory: URL, local: LocalStore) {
+    init(dataDirectory: URL, local: LocalStore, licenses: (any LicenseProvider)? = nil) {
         self.root = dataDirectory.appendingPathComponent("content", isDirectory: true)
         self.local = local
+        self.licenses = licenses
     }
 
     /// Copies `file` in as the content of `assetId`, replacing what the asset had.
@@ -42,7 +45,16 @@ struct ContentStore: Sendable {
                 try fileManager.removeItem(at: item)
             }
         }
-        return try local.deleteAssets(assetIds).map(\.assetId)
+        let licensed = Set(try local.storedRights().filter { LicenseRequest.holdsLicense($0.license) }.map(\.assetId))
+        let deleted = try local.deleteAssets(assetIds).map(\.assetId)
+        release(deleted.filter(licensed.contains))
+        return deleted
+    }
+
+    /// Hands the licenses of deleted assets back to the app's provider, off the caller's path.
+    func release(_ assetIds: [String]) {
+        guard let licenses, !assetIds.isEmpty else { return }
+        Task { for assetId in assetIds { await licenses.releaseLicense(assetId: assetId) } }
     }
 
     /// Where an asset's files go, whether it is downloading or complete.

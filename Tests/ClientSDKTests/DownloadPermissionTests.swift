@@ -52,6 +52,30 @@ import TestSupport
         await bench.stop()
     }
 
+    @Test func askedAtQueueTimeADenialQueuesNothing() async throws {
+        let bench = try await DownloadBench.start { $0.permissionTiming = .atQueueTime }
+        _ = try await bench.server.services.applications.updateSettings(
+            applicationId: bench.server.applicationId, ApplicationSettingsUpdate(maxDownloadsPerAccount: 1))
+        try await bench.engine.sync()
+        for name in ["one", "two"] { bench.origin.serve("/\(name).mp4", TestOrigin.content(10_000)) }
+        let one = try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "one", url: bench.origin.url("/one.mp4")))
+        guard case .granted = one.permission else {
+            Issue.record("one is queued without its grant: \(one.permission)")
+            return
+        }
+        await #expect {
+            try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "two", url: bench.origin.url("/two.mp4")))
+        } throws: { error in
+            (error as? BackplaneClientError)?.code == .downloadLimitReached
+        }
+        #expect(try await bench.engine.downloads.asset("two") == nil)
+        _ = try await bench.events.wait(for: "downloadDenied")
+        #expect(try await bench.waitForOutcome("one").state == .completed)
+        #expect(bench.origin.requests("/two.mp4") == 0)
+        #expect(try await grants(bench) == ["one": .active])
+        await bench.stop()
+    }
+
     @Test func aLifetimeDenialFailsTheAssetWithoutFetchingIt() async throws {
         let bench = try await DownloadBench.start()
         _ = try await bench.server.services.applications.updateSettings(

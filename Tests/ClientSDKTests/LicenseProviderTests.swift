@@ -11,13 +11,13 @@ import TestSupport
     final class RecordingProvider: LicenseProvider, @unchecked Sendable {
         private let lock = NSLock()
         private var _acquired: [LicenseRequest] = []
-        private var _renewed: [String] = []
+        private var _renewed: [LicenseRequest] = []
         private var _released: [String] = []
         let fails: Bool
         let licenseEnd: Date?
-        let onAcquire: @Sendable () -> Void
+        let onAcquire: @Sendable (String) -> Void
 
-        init(fails: Bool = false, licenseEnd: Date? = nil, onAcquire: @escaping @Sendable () -> Void = {}) {
+        init(fails: Bool = false, licenseEnd: Date? = nil, onAcquire: @escaping @Sendable (String) -> Void = { _ in }) {
             self.fails = fails
             self.licenseEnd = licenseEnd
             self.onAcquire = onAcquire
@@ -30,20 +30,21 @@ import TestSupport
         }
 
         var acquired: [LicenseRequest] { locked { _acquired } }
-        var renewed: [String] { locked { _renewed } }
+        var renewed: [String] { locked { _renewed.map(\.assetId) } }
+        var renewals: [LicenseRequest] { locked { _renewed } }
         var released: [String] { locked { _released } }
 
         struct Refused: Error {}
 
         func acquireLicense(for asset: LicenseRequest) async throws -> LicenseState {
             locked { _acquired.append(asset) }
-            onAcquire()
+            onAcquire(asset.assetId)
             if fails { throw Refused() }
             return .acquired(until: licenseEnd)
         }
 
         func renewLicense(for asset: LicenseRequest) async throws -> Date? {
-            locked { _renewed.append(asset.assetId) }
+            locked { _renewed.append(asset) }
             return licenseEnd?.addingTimeInterval(86_400 * 30)
         }
 
@@ -60,8 +61,8 @@ import TestSupport
         let origin = try await TestOrigin.start()
         origin.serve("/film.mp4", TestOrigin.content(5_000))
         // The provider sees the origin untouched: the license comes first.
-        let provider = RecordingProvider(licenseEnd: time.now.addingTimeInterval(2 * 86_400)) { [origin] in
-            #expect(origin.requests("/film.mp4") == 0)
+        let provider = RecordingProvider(licenseEnd: time.now.addingTimeInterval(2 * 86_400)) { [origin] assetId in
+            #expect(origin.requests("/\(assetId).mp4") == 0)
         }
         let bench = try await DownloadBench.start(server: server, origin: origin, rights: {
             $0.deviceClock = time
@@ -80,7 +81,10 @@ import TestSupport
         #expect(parts.count == 3)
         var payload = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         payload += String(repeating: "=", count: (4 - payload.count % 4) % 4)
-        let claims = try JSONDecoder().decode(EntitlementClaims.self, from: try #require(Data(base64Encoded: payload)))
+        // JWT dates are seconds since 1970.
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        let claims = try decoder.decode(EntitlementClaims.self, from: try #require(Data(base64Encoded: payload)))
         guard case .granted(let grantId) = try await bench.engine.downloads.asset("film")?.permission else {
             Issue.record("film has no grant")
             return
@@ -91,14 +95,31 @@ import TestSupport
         time.advance(by: 86_400 + 1)
         try await bench.engine.rights.sweepExpired()
         #expect(provider.renewed == ["film"])
+        // With a new entitlement for the same grant, issued now.
+        let renewal = try #require(provider.renewals.first?.entitlement)
+        #expect(renewal != token)
         try await bench.engine.rights.sweepExpired()
         #expect(provider.renewed == ["film"])
 
         // The asset expires (three days after its download): deleted, and its license released.
         time.advance(by: 2 * 86_400)
         _ = try await bench.events.wait(for: "assetExpired")
-        #expect(provider.released == ["film"])
+        try await eventually { provider.released == ["film"] }
+
+        // A user's delete releases the license too.
+        origin.serve("/clip.mp4", TestOrigin.content(5_000))
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "clip", url: origin.url("/clip.mp4")))
+        #expect(try await bench.waitForOutcome("clip").state == .completed)
+        try await bench.engine.downloads.remove(assetId: "clip")
+        try await eventually { provider.released == ["film", "clip"] }
         await bench.stop()
+    }
+
+    /// Waits up to ten seconds for `condition` (the provider is told off the SDK's path).
+    private func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(condition(), sourceLocation: sourceLocation)
     }
 
     @Test func aProviderThatFailsFailsTheDownloadWithoutFetchingIt() async throws {

@@ -15,8 +15,17 @@ import TestSupport
         _ = try await server.services.applications.updateSettings(applicationId: server.applicationId, settings)
         return try await DownloadBench.start(dataDirectory: dataDirectory, server: server, rights: { rights in
             rights.deviceClock = time
-            rights.sweepInterval = .milliseconds(50)
+            // No sweep on a timer within a test: each is asked for (the license tests use the timer).
+            rights.sweepInterval = .seconds(3_600)
         })
+    }
+
+    /// Sweeps and waits for the asset's expiry event.
+    private func sweep(_ bench: DownloadBench, expecting assetId: String, _ reason: ExpiryReason) async throws {
+        try await bench.engine.rights.sweepExpired()
+        _ = try await bench.events.wait(for: "assetExpired") { event in
+            if case .assetExpired(assetId, reason) = event { true } else { false }
+        }
     }
 
     private func download(_ bench: DownloadBench, _ assetId: String, availability: AssetAvailability? = nil) async throws {
@@ -36,7 +45,7 @@ import TestSupport
         let t0 = try await trustedNow(bench)
         try await download(bench, "film")
         try await download(bench, "early", availability: AssetAvailability(publishDate: t0.addingTimeInterval(1_800)))
-        try await download(bench, "dated", availability: AssetAvailability(expiryDate: t0.addingTimeInterval(1_200), expiryAfterDownloadSeconds: -1))
+        try await download(bench, "dated", availability: AssetAvailability(expiryDate: t0.addingTimeInterval(1_200)))
         // No time passed on the device: every window starts at t0.
         #expect(try await trustedNow(bench) == t0)
         #expect(try await rights.rights(for: "film") == .valid(until: t0.addingTimeInterval(3_600)))
@@ -59,9 +68,9 @@ import TestSupport
         #expect(try await rights.rights(for: "film").isPlayable)
         time.advance(by: 1)  // t0 + 700.5
         #expect(try await rights.rights(for: "film") == .expired(.afterPlay))
-        // The sweep (on its timer) deletes the files and says why.
+        // The sweep deletes the files and says why.
         let filmFile = try #require(try await bench.engine.downloads.asset("film")?.localURL)
-        _ = try await bench.events.wait(for: "assetExpired") { if case .assetExpired("film", .afterPlay) = $0 { true } else { false } }
+        try await sweep(bench, expecting: "film", .afterPlay)
         #expect(try await bench.engine.downloads.asset("film") == nil)
         #expect(!FileManager.default.fileExists(atPath: filmFile.path))
         #expect(try await rights.rights(for: "film") == .noRights)
@@ -70,7 +79,7 @@ import TestSupport
         #expect(try await rights.rights(for: "dated").isPlayable)
         time.advance(by: 1)  // t0 + 1200.5
         #expect(try await rights.rights(for: "dated") == .expired(.expiryDate))
-        _ = try await bench.events.wait(for: "assetExpired") { if case .assetExpired("dated", .expiryDate) = $0 { true } else { false } }
+        try await sweep(bench, expecting: "dated", .expiryDate)
 
         #expect(try await rights.rights(for: "early") == .notYetAvailable(from: t0.addingTimeInterval(1_800)))
         time.advance(by: 600)  // t0 + 1800.5
@@ -78,7 +87,7 @@ import TestSupport
         #expect(try await rights.playable().map(\.assetId) == ["early"])
         time.advance(by: 1_800)  // t0 + 3600.5
         #expect(try await rights.rights(for: "early") == .expired(.afterDownload))
-        _ = try await bench.events.wait(for: "assetExpired") { if case .assetExpired("early", .afterDownload) = $0 { true } else { false } }
+        try await sweep(bench, expecting: "early", .afterDownload)
 
         // The backplane hears of every expiry and play.
         _ = try await bench.engine.uploadEvents()
@@ -114,22 +123,31 @@ import TestSupport
         let directory = temporaryDirectory("sdk-rights-clock")
         let bench = try await bench(time, settings: .init(expiryAfterDownloadSeconds: 7_200), dataDirectory: directory)
         try await download(bench, "film")
+        // The app's own availability shortens what the backplane granted.
+        try await download(bench, "short", availability: AssetAvailability(expiryAfterDownloadSeconds: 600))
         let downloaded = try await trustedNow(bench)
         let ends = downloaded.addingTimeInterval(7_200)
         #expect(try await bench.engine.rights.rights(for: "film") == .valid(until: ends))
+        #expect(try await bench.engine.rights.rights(for: "short") == .valid(until: downloaded.addingTimeInterval(600)))
 
-        // While the app runs: the wall clock leaves the monotonic one.
+        // Offline, while the app runs: the wall clock leaves the monotonic one.
+        await bench.server.stop()
         time.advance(by: 60)
         time.setWallClock(by: -86_400)
         #expect(try await bench.engine.rights.rights(for: "film") == .untrustedTime(.deviceClockChanged))
         #expect(try await bench.engine.rights.trustedTime() == .untrusted(.deviceClockChanged))
         _ = try await bench.events.wait(for: "trustedTimeLost")
-        // Nothing is deleted for want of time.
+        // "short" would have expired by now, but nothing is judged, let alone deleted, without time.
+        time.advance(by: 600)
+        #expect(try await bench.engine.rights.rights(for: "short") == .untrustedTime(.deviceClockChanged))
         try await bench.engine.rights.sweepExpired()
-        #expect(try await bench.engine.downloads.asset("film")?.state == .completed)
-        // The next sync trusts time again, and the window still ends where it did.
+        #expect(try await bench.engine.downloads.asset("short")?.state == .completed)
+        // The next sync trusts time again: "short" has expired, and "film" still ends where it did.
+        let server = try await bench.server.restart()
         try await bench.engine.sync()
         #expect(try await bench.engine.rights.rights(for: "film") == .valid(until: ends))
+        #expect(try await bench.engine.rights.rights(for: "short") == .expired(.afterDownload))
+        try await sweep(bench, expecting: "short", .afterDownload)
         await bench.engine.shutdown()
 
         // While the app was not running: a new process finds the clock behind time it trusted.
@@ -137,28 +155,33 @@ import TestSupport
         time.advance(by: 600)
         time.setWallClock(by: -86_400)
         time.restartProcess()
-        let reopened = BackplaneEngine(configuration: {
-            var configuration = bench.server.configuration(user: "dora", dataDirectory: directory)
+        func engine() -> BackplaneEngine {
+            var configuration = server.configuration(user: "dora", dataDirectory: directory)
             configuration.rights.deviceClock = time
-            return configuration
-        }())
+            return BackplaneEngine(configuration: configuration)
+        }
+        let reopened = engine()
         #expect(try await reopened.rights.rights(for: "film") == .untrustedTime(.deviceClockChanged))
         try await reopened.start()
         #expect(try await reopened.rights.rights(for: "film") == .valid(until: ends))
-        // A clock left where the last sync found it is trusted across a restart without a sync.
         await reopened.shutdown()
+
+        // A clock left where the last sync found it is trusted across a restart without a sync;
+        // an expiry on that estimate locks the asset, and deletes it only once a sync confirms.
         time.restartProcess()
-        let again = BackplaneEngine(configuration: {
-            var configuration = bench.server.configuration(user: "dora", dataDirectory: directory)
-            configuration.rights.deviceClock = time
-            return configuration
-        }())
+        let again = engine()
+        let events = EventRecorder(again.events())
         #expect(try await again.rights.rights(for: "film") == .valid(until: ends))
         time.advance(by: 7_200)
         #expect(try await again.rights.rights(for: "film") == .expired(.afterDownload))
+        try await again.rights.sweepExpired()
+        #expect(try await again.downloads.asset("film")?.state == .completed)
+        try await again.start()
+        _ = try await events.wait(for: "assetExpired")
+        #expect(try await again.downloads.asset("film") == nil)
         await again.shutdown()
         await bench.origin.stop()
-        await bench.server.stop()
+        await server.stop()
     }
 
     @Test func aDeviceThatNeverSyncedHasNoTrustedTime() async throws {

@@ -14,9 +14,15 @@ final class InProcessBackplane: Sendable {
     let keyId: String
     let secret: String
     let directory: URL
+    /// The backplane's clock, kept across restarts.
+    let now: @Sendable () -> Date
     private let task: Task<Void, any Error>
 
-    private init(port: Int, services: BackplaneServices, applicationId: String, keyId: String, secret: String, directory: URL, task: Task<Void, any Error>) {
+    private init(
+        port: Int, services: BackplaneServices, applicationId: String, keyId: String, secret: String, directory: URL,
+        now: @escaping @Sendable () -> Date, task: Task<Void, any Error>
+    ) {
+        self.now = now
         self.port = port
         self.services = services
         self.applicationId = applicationId
@@ -35,17 +41,21 @@ final class InProcessBackplane: Sendable {
         if let deviceLimit {
             _ = try await services.applications.updateSettings(applicationId: application.id, .init(deviceLimit: deviceLimit))
         }
-        return try await serve(services: services, applicationId: application.id, keyId: key.keyId, secret: key.secret, directory: directory, port: 0)
+        return try await serve(
+            services: services, applicationId: application.id, keyId: key.keyId, secret: key.secret, directory: directory, now: now, port: 0)
     }
 
     /// The same data directory served again (after `stop()`), on `port`.
     func restart(port: Int? = nil) async throws -> InProcessBackplane {
-        let reopened = BackplaneServices(store: try SQLiteStore(directory: directory))
-        return try await Self.serve(services: reopened, applicationId: applicationId, keyId: keyId, secret: secret, directory: directory, port: port ?? self.port)
+        let reopened = BackplaneServices(store: try SQLiteStore(directory: directory), now: now)
+        return try await Self.serve(
+            services: reopened, applicationId: applicationId, keyId: keyId, secret: secret, directory: directory, now: now,
+            port: port ?? self.port)
     }
 
     private static func serve(
-        services: BackplaneServices, applicationId: String, keyId: String, secret: String, directory: URL, port: Int
+        services: BackplaneServices, applicationId: String, keyId: String, secret: String, directory: URL,
+        now: @escaping @Sendable () -> Date, port: Int
     ) async throws -> InProcessBackplane {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         // `stop()` cancels the server to make it vanish the way a crashed one does; Hummingbird logs
@@ -56,7 +66,9 @@ final class InProcessBackplane: Sendable {
         let task = Task { try await app.runService(gracefulShutdownSignals: []) }
         var iterator = ports.makeAsyncIterator()
         guard let bound = await iterator.next() else { throw CancellationError() }
-        return InProcessBackplane(port: bound, services: services, applicationId: applicationId, keyId: keyId, secret: secret, directory: directory, task: task)
+        return InProcessBackplane(
+            port: bound, services: services, applicationId: applicationId, keyId: keyId, secret: secret, directory: directory, now: now,
+            task: task)
     }
 
     var url: URL { URL(string: "http://127.0.0.1:\(port)")! }

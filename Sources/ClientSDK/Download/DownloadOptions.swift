@@ -25,18 +25,30 @@ public struct DownloadOptions: Sendable {
     /// What the network is; the default says always available, never cellular (Linux, tests).
     public var network: any NetworkMonitor
     /// How long the engine waits before the next pass through the queue when assets of the
-    /// last pass ended in an error (at least 10 ms).
+    /// last pass ended in an error (10 ms to a day).
     public var retryPassDelay: Duration {
-        didSet { retryPassDelay = max(retryPassDelay, .milliseconds(10)) }
+        didSet { retryPassDelay = Self.clampDelay(retryPassDelay) }
     }
-    /// How often a queue blocked by storage looks again at the free space (at least 10 ms);
+    /// How often a queue blocked by storage looks again at the free space (10 ms to a day);
     /// deleting an asset through the SDK looks at once.
     public var storageRecheck: Duration {
-        didSet { storageRecheck = max(storageRecheck, .milliseconds(10)) }
+        didSet { storageRecheck = Self.clampDelay(storageRecheck) }
     }
 
     /// When the engine asks the backplane for permission before an asset's download starts.
     public var askPermission: PermissionAsking
+
+    /// When the engine asks for the permission, if it asks.
+    public var permissionTiming: PermissionTiming
+
+    /// When in an asset's life the permission is asked.
+    public enum PermissionTiming: Sendable, Equatable {
+        /// When its download is about to start: a queue filled offline is asked for as it runs.
+        case atDownloadStart
+        /// When it is queued: a denial is thrown by `enqueue` and nothing is queued, so the app
+        /// learns at once; with no answer (offline) it is queued and asked at download start.
+        case atQueueTime
+    }
 
     /// When to ask the backplane for a download permission (`POST /v1/download-grants`).
     public enum PermissionAsking: Sendable, Equatable {
@@ -49,17 +61,24 @@ public struct DownloadOptions: Sendable {
     public init(
         parallelFiles: Int = 4, maxStorage: Int64? = nil, headroom: Int64 = 500 << 20, maxDownloadedAssets: Int = 100,
         downloadOverCellular: Bool = false, network: any NetworkMonitor = AlwaysOnNetwork(),
-        retryPassDelay: Duration = .seconds(30), storageRecheck: Duration = .seconds(30), askPermission: PermissionAsking = .whenLimited
+        retryPassDelay: Duration = .seconds(30), storageRecheck: Duration = .seconds(30), askPermission: PermissionAsking = .whenLimited,
+        permissionTiming: PermissionTiming = .atDownloadStart
     ) {
         self.askPermission = askPermission
+        self.permissionTiming = permissionTiming
         self.parallelFiles = Self.clampParallel(parallelFiles)
         self.maxStorage = maxStorage.map { max($0, 0) }
         self.headroom = max(headroom, 0)
         self.maxDownloadedAssets = max(maxDownloadedAssets, 0)
         self.downloadOverCellular = downloadOverCellular
         self.network = network
-        self.retryPassDelay = max(retryPassDelay, .milliseconds(10))
-        self.storageRecheck = max(storageRecheck, .milliseconds(10))
+        self.retryPassDelay = Self.clampDelay(retryPassDelay)
+        self.storageRecheck = Self.clampDelay(storageRecheck)
+    }
+
+    /// A wait long enough to be harmless and short enough for `Task.sleep` to hold.
+    private static func clampDelay(_ value: Duration) -> Duration {
+        min(max(value, .milliseconds(10)), .seconds(86_400))
     }
 
     private static func clampParallel(_ value: Int) -> Int {

@@ -18,32 +18,26 @@ extension DownloadRunner {
     /// pass; a lifetime denial fails it.
     func permission(for queued: QueuedDownload) async -> DownloadGrant? {
         let assetId = queued.assetId
+        // A sync that ends while the backplane is asked may have freed the place it denies.
+        let syncsBefore = syncsSeen
         do {
-            let response = try await askBackplane(
-                DownloadPermissionRequest(assetId: assetId, maxLifetimeDownloads: queued.request.maxLifetimeDownloads))
-            let grantId = response.grant.grantId
-            // A grant id the backplane would refuse in a report would stop every later sync.
-            guard response.grant.assetId == assetId, !grantId.isEmpty, grantId.utf8.count <= WireLimits.maxIdentifierLength,
-                  !grantId.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) })
-            else {
+            guard let grant = try await askBackplane(for: queued.request) else {
                 erroredThisPass.insert(assetId)
                 return nil
             }
-            return try local.recordGrant(grantId, window: response.grant.window, forDownload: assetId) ? response.grant : nil
+            return try local.recordGrant(grant.grantId, window: grant.window, forDownload: assetId) ? grant : nil
         } catch let error as BackplaneClientError where error.code == .downloadLimitReached {
-            let rule = error.details?["rule"]?.stringValue.flatMap(DownloadRule.init(rawValue:)) ?? .account
-            let counts = error.details?["counts"].flatMap { try? JSONDecoder().decode(DownloadCounts.self, from: JSONEncoder().encode($0)) }
-            _ = try? eventLogger.log(.downloadLimitReached(Self.limitType(rule), assetId: assetId))
-            broadcaster.emit(.downloadDenied(assetId: assetId, rule: rule, counts: counts, permanent: rule.isPermanent))
+            let denial = Self.denial(from: error)
             let failure = DownloadFailure(.permissionDenied, error.message)
-            let denial = DownloadDenial(rule: rule, counts: counts, permanent: rule.isPermanent)
             _ = try? local.updateDownload(assetId: assetId) { download in
                 download.lastFailure = failure
                 download.denial = denial
             }
-            if rule.isPermanent {
+            // Stored first: whoever hears of it finds the asset as it now is.
+            announce(denial, assetId: assetId)
+            if denial.permanent {
                 failed(assetId, failure, forGood: true)
-            } else {
+            } else if syncsSeen == syncsBefore {
                 erroredThisPass.insert(assetId)
                 deniedThisPass.insert(assetId)
             }
@@ -60,10 +54,53 @@ extension DownloadRunner {
         return nil
     }
 
+    /// `PermissionTiming.atQueueTime`: asks before the asset is queued. A denial, or download
+    /// turned off, is thrown (nothing is queued); no answer returns nil, and the asset is asked
+    /// for again when its download starts.
+    func permissionAtQueueTime(for request: DownloadRequest) async throws -> DownloadGrant? {
+        do {
+            return try await askBackplane(for: request)
+        } catch let error as BackplaneClientError where error.code == .downloadLimitReached {
+            announce(Self.denial(from: error), assetId: request.assetId)
+            throw error
+        } catch let error as BackplaneClientError where error.code == .downloadNotEnabled {
+            requestSync()
+            throw error
+        } catch {
+            return nil
+        }
+    }
+
+    /// One `POST /v1/download-grants`; nil for a grant the SDK cannot keep (another asset's, or
+    /// an id the backplane would refuse in a report, which would stop every later sync).
+    private func askBackplane(for request: DownloadRequest) async throws -> DownloadGrant? {
+        let response = try await askBackplane(
+            DownloadPermissionRequest(assetId: request.assetId, maxLifetimeDownloads: request.maxLifetimeDownloads))
+        let grantId = response.grant.grantId
+        guard response.grant.assetId == request.assetId, !grantId.isEmpty, grantId.utf8.count <= WireLimits.maxIdentifierLength,
+              !grantId.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) })
+        else { return nil }
+        return response.grant
+    }
+
+    /// The denial a `download_limit_reached` answer carries.
+    private static func denial(from error: BackplaneClientError) -> DownloadDenial {
+        let rule = error.details?["rule"]?.stringValue.flatMap(DownloadRule.init(rawValue:)) ?? .account
+        let counts = error.details?["counts"].flatMap { try? JSONDecoder().decode(DownloadCounts.self, from: JSONEncoder().encode($0)) }
+        return DownloadDenial(rule: rule, counts: counts, permanent: rule.isPermanent)
+    }
+
+    /// Logs `downloadLimitReached` and emits `downloadDenied`.
+    private func announce(_ denial: DownloadDenial, assetId: String) {
+        _ = try? eventLogger.log(.downloadLimitReached(Self.limitType(denial.rule), assetId: assetId))
+        broadcaster.emit(.downloadDenied(assetId: assetId, rule: denial.rule, counts: denial.counts, permanent: denial.permanent))
+    }
+
     /// After a sync: the backplane has heard of the deletions and failures that free places,
     /// so assets denied by a rule that can change are asked again without waiting for the
     /// next retry pass.
     func retryDenied() {
+        syncsSeen += 1
         guard !deniedThisPass.isEmpty else { return }
         erroredThisPass.subtract(deniedThisPass)
         deniedThisPass = []
@@ -73,8 +110,13 @@ extension DownloadRunner {
     /// Asks the app's license provider for the asset's license before its files come; its
     /// outcome is stored with the asset. False when it failed (a try of the download that failed).
     func acquireLicense(for queued: QueuedDownload, grant: DownloadGrant?) async -> Bool {
+        // A grant from an earlier pass (or from queue time) gets a fresh entitlement.
+        var entitlement = grant?.entitlement
+        if entitlement == nil, let grantId = queued.grantId {
+            entitlement = await LicenseRequest.freshEntitlement(assetId: queued.assetId, grantId: grantId, ask: askBackplane)
+        }
         let request = LicenseRequest(
-            assetId: queued.assetId, url: queued.request.url, kind: queued.request.kind, entitlement: grant?.entitlement,
+            assetId: queued.assetId, url: queued.request.url, kind: queued.request.kind, entitlement: entitlement,
             window: grant?.window ?? queued.window)
         do {
             let license = try await licenses.acquireLicense(for: request)

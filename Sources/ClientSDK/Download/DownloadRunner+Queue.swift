@@ -4,8 +4,9 @@ import BackplaneWire
 // What the app (through `DownloadManager`) and the remote commands ask of the download queue.
 // Each change is stored first, then the loop is woken to act on it.
 extension DownloadRunner {
-    /// Checks `request`, fetches an HLS asset's playlists, and queues it at `index` (nil: at the
-    /// end). An asset already queued or downloaded is returned as it is.
+    /// Checks `request`, fetches an HLS asset's playlists, asks the backplane's permission when
+    /// the app asks it at queue time, and queues it at `index` (nil: at the end). An asset
+    /// already queued or downloaded is returned as it is.
     func enqueue(_ request: DownloadRequest, at index: Int?) async throws -> DownloadAsset {
         if let problem = request.problem { throw BackplaneClientError(kind: .invalidInput, message: problem) }
         if let known = try asset(request.assetId) { return known }
@@ -19,7 +20,16 @@ extension DownloadRunner {
             try? content.removeFiles(of: request.assetId)
             throw BackplaneClientError(kind: .download, message: "Asset \(request.assetId) cannot be queued: \(error)", underlying: error)
         }
+        let grant: DownloadGrant?
+        do {
+            grant = options.permissionTiming == .atQueueTime && needsPermission() ? try await permissionAtQueueTime(for: request) : nil
+        } catch {
+            try? content.removeFiles(of: request.assetId)
+            throw error
+        }
         let added = try local.access { try $0.enqueueDownload(request, at: index) }
+        // With no await between, the loop cannot take the asset before its grant is recorded.
+        if let grant { try local.adoptGrant(grant.grantId, window: grant.window, assetId: request.assetId) }
         // Not added: queued meanwhile by another path, returned as it is.
         guard let queued = try asset(request.assetId) else { throw notQueued(request.assetId) }
         guard added else { return queued }
@@ -42,7 +52,9 @@ extension DownloadRunner {
     func remove(_ assetIds: [String]?, reason: AssetDeletionReason) async throws -> [String] {
         // Out of the queue before the wait for the download to stop: the loop, which goes on
         // while this waits, must not pick the asset up again.
+        let licensed = try local.access { try $0.queuedDownloads() }.filter { LicenseRequest.holdsLicense($0.license) }.map(\.assetId)
         let removed = try local.access { try $0.removeDownloads(assetIds) }
+        content.release(removed.filter(licensed.contains))
         await cancelCurrent(ifAmong: assetIds)
         if !removed.isEmpty { roomWhenStorageRanOut = nil }
         for assetId in removed {

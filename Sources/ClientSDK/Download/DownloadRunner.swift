@@ -41,6 +41,8 @@ actor DownloadRunner {
     var erroredThisPass: Set<String> = []
     /// Those of them the backplane denied by a rule that can change: asked again after a sync.
     var deniedThisPass: Set<String> = []
+    /// Syncs that ended so far (`retryDenied`), to tell a denial that came before one.
+    var syncsSeen = 0
     /// Assets being checked for the queue (their playlists fetched).
     var preparing: Set<String> = []
     /// The room the storage rules left when a download ran out of it; the queue stays blocked
@@ -252,7 +254,7 @@ actor DownloadRunner {
 
     private func completed(_ asset: LocalAsset, after elapsed: Duration) {
         do {
-            guard try local.completeDownload(asset, downloadedAt: clock.now().date ?? Date()) else {
+            guard try local.completeDownload(asset, downloadedAt: clock.now().date ?? clock.latestTrusted ?? Date()) else {
                 // Removed while it finished: whoever removed it has said so; the files go too.
                 try? content.removeFiles(of: asset.assetId)
                 return

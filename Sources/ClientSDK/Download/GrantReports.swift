@@ -29,6 +29,28 @@ extension LocalStore {
         }
     }
 
+    /// A grant asked for at queue time: the queued download takes it unless it has one; a grant
+    /// the device holds already (the completed asset's) is left alone; any other grant the SDK
+    /// cannot keep is reported deleted at once, so that it frees its place.
+    func adoptGrant(_ grantId: String, window: DownloadWindow, assetId: String) throws {
+        let window = try Self.encoder.encode(window)
+        try queue.write { db in
+            if let row = try Row.fetchOne(db, sql: "SELECT grant_id FROM downloads WHERE asset_id = ?", arguments: [assetId]) {
+                let held: String? = row["grant_id"]
+                if held == nil {
+                    try db.execute(
+                        sql: "UPDATE downloads SET grant_id = ?, window = ?, denial = NULL WHERE asset_id = ?",
+                        arguments: [grantId, window, assetId])
+                } else if held != grantId {
+                    try Self.recordGrantReport(grantId, .deleted, db)
+                }
+                return
+            }
+            let completed = try String.fetchOne(db, sql: "SELECT grant_id FROM assets WHERE asset_id = ?", arguments: [assetId])
+            if completed != grantId { try Self.recordGrantReport(grantId, .deleted, db) }
+        }
+    }
+
     /// A new registration: the backplane released the grants of the old one (an unregister, a
     /// move to another user), so queued downloads ask again (a grant still held is answered again).
     func forgetQueuedGrants() throws {

@@ -12,7 +12,8 @@ public protocol LicenseProvider: Sendable {
     /// The license of a downloaded asset ends within `RightsOptions.licenseRenewalLead`. Returns
     /// the new end. Throwing leaves the old one (tried again at the next sweep).
     func renewLicense(for asset: LicenseRequest) async throws -> Date?
-    /// The asset was deleted (by the user, a command, its expiry). Called once per deletion.
+    /// The asset was deleted (by the user, a command, autodelete, its expiry) or left the queue
+    /// with its license acquired. Called once per deletion, after it.
     func releaseLicense(assetId: String) async
 }
 
@@ -23,10 +24,31 @@ public struct LicenseRequest: Sendable, Equatable {
     public var kind: DownloadRequest.Kind
     /// The backplane's signed entitlement for this device and asset, when a permission was asked
     /// (`DownloadOptions.askPermission`): the proof a license server checks before it issues a
-    /// persistent license (see docs/sdk.md). It is valid for an hour from when it was issued.
+    /// persistent license (see docs/sdk.md). It is valid for an hour from when it was issued; a
+    /// renewal gets a new one when the backplane answers (nil offline).
     public var entitlement: String?
     /// The window the asset is played in, when the backplane granted it.
     public var window: DownloadWindow?
+}
+
+extension LicenseRequest {
+    /// A fresh entitlement for a grant the device holds: the backplane answers the grant again
+    /// with a new token and never creates one (`DownloadPermissionRequest.grantId`). Nil offline,
+    /// or when the grant has ended.
+    static func freshEntitlement(
+        assetId: String, grantId: String, ask: @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
+    ) async -> String? {
+        guard let response = try? await ask(DownloadPermissionRequest(assetId: assetId, grantId: grantId)),
+              response.grant.grantId == grantId
+        else { return nil }
+        return response.grant.entitlement
+    }
+
+    /// Whether a license was acquired (and so is released when the asset goes).
+    static func holdsLicense(_ state: LicenseState?) -> Bool {
+        if case .acquired = state { return true }
+        return false
+    }
 }
 
 /// Where an asset's license is.

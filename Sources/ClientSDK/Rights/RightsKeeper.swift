@@ -16,14 +16,23 @@ final class RightsKeeper: Sendable {
     let lifecycle: EngineLifecycle
     /// Wakes the download engine: an expired asset frees room and a place under the asset limits.
     let downloadSignal: WakeSignal
+    /// Asks the backplane again for a held grant: the answer carries a fresh entitlement.
+    let askBackplane: @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
+    /// Asks the engine for a sync now (time became untrusted).
+    let requestSync: @Sendable () -> Void
     /// Wakes the sweep (after a sync).
     private let wake = WakeSignal()
     private let loop = Mutex<Task<Void, Never>?>(nil)
+    private let lastSweep = Mutex<Task<Date?, Never>?>(nil)
 
     init(
         local: LocalStore, content: ContentStore, clock: TrustedClock, snapshot: DeviceSnapshot, options: RightsOptions,
-        eventLogger: EventLogger, broadcaster: EventBroadcaster, lifecycle: EngineLifecycle, downloadSignal: WakeSignal
+        eventLogger: EventLogger, broadcaster: EventBroadcaster, lifecycle: EngineLifecycle, downloadSignal: WakeSignal,
+        askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse,
+        requestSync: @escaping @Sendable () -> Void = {}
     ) {
+        self.askBackplane = askBackplane
+        self.requestSync = requestSync
         self.local = local
         self.content = content
         self.clock = clock
@@ -37,19 +46,32 @@ final class RightsKeeper: Sendable {
 
     // MARK: rights
 
-    /// The window an asset is played in: the application's current settings, under the window
-    /// the backplane granted (if it was asked), under the asset's own availability (the app's,
-    /// or its episode's as the CMS last changed it). The offline period is always the
-    /// application's current one: it is about the device, not the asset.
+    /// The window an asset is played in. Granted: the backplane's window (the application's
+    /// settings, the asset's episode, an admin's policy), which the asset's own availability (the
+    /// app's, or its episode's as the CMS last changed it) can only shorten. Not granted: the
+    /// application's current settings under the asset's own availability. The offline period
+    /// is always the current setting: it is about the device, not the asset.
     func window(of stored: StoredRights) -> DownloadWindow {
         let settings = snapshot.current?.settings ?? .defaults
-        let granted = stored.grantedWindow.map {
-            AssetAvailability(
-                publishDate: $0.publishDate, expiryDate: $0.expiryDate, expiryAfterDownloadSeconds: $0.expiryAfterDownloadSeconds,
-                expiryAfterPlaySeconds: $0.expiryAfterPlaySeconds)
+        guard var granted = stored.grantedWindow else { return DownloadWindow(settings: settings, asset: stored.request?.availability) }
+        granted.offlineViewingPeriodSeconds = settings.offlineViewingPeriodSeconds
+        guard let own = stored.request?.availability else { return granted }
+        return Self.tightened(granted, by: own)
+    }
+
+    /// `window` with each of `own`'s values that ends it sooner (or publishes it later).
+    static func tightened(_ window: DownloadWindow, by own: AssetAvailability) -> DownloadWindow {
+        /// Durations: -1 is never, so any other value is tighter.
+        func shorter(_ duration: Int, _ other: Int?) -> Int {
+            guard let other, other >= 0 else { return duration }
+            return duration < 0 ? other : min(duration, other)
         }
-        let own = stored.request?.availability ?? AssetAvailability()
-        return DownloadWindow(settings: settings, asset: own.over(granted))
+        var result = window
+        result.publishDate = [window.publishDate, own.publishDate].compactMap { $0 }.max()
+        result.expiryDate = [window.expiryDate, own.expiryDate].compactMap { $0 }.min()
+        result.expiryAfterDownloadSeconds = shorter(window.expiryAfterDownloadSeconds, own.expiryAfterDownloadSeconds)
+        result.expiryAfterPlaySeconds = shorter(window.expiryAfterPlaySeconds, own.expiryAfterPlaySeconds)
+        return result
     }
 
     func rights(of stored: StoredRights, at now: TrustedTime) -> AssetRights {
@@ -68,11 +90,13 @@ final class RightsKeeper: Sendable {
         return try local.storedRights().map { ($0, rights(of: $0, at: now)) }
     }
 
-    /// Trusted time; tells the app when it finds the device's clock changed.
+    /// Trusted time; tells the app, and syncs to trust it again, when it finds the device's
+    /// clock changed.
     func now() -> TrustedTime {
         let now = clock.now()
         if case .untrusted(.deviceClockChanged) = now, clock.noteLossReported() {
             broadcaster.emit(.trustedTimeLost(.deviceClockChanged))
+            requestSync()
         }
         return now
     }
@@ -120,6 +144,10 @@ final class RightsKeeper: Sendable {
         wake.signal()
     }
 
+    static func seconds(_ duration: Duration) -> TimeInterval {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+    }
+
     private func run() async {
         while lifecycle.isRunning, !Task.isCancelled {
             let next = await sweep()
@@ -134,29 +162,50 @@ final class RightsKeeper: Sendable {
     }
 
     /// Deletes the completed assets whose window ended and renews licenses that end soon;
-    /// returns the deleted ids and the next instant the sweep has something to do.
+    /// returns the next instant the sweep has something to do. Sweeps run one after another
+    /// (the timer's, after a sync, the app's), so no license is renewed twice.
     @discardableResult
     func sweep() async -> Date? {
+        let task = lastSweep.withLock { last in
+            let previous = last
+            let next = Task { [weak self] () -> Date? in
+                _ = await previous?.value
+                return await self?.sweepOnce()
+            }
+            last = next
+            return next
+        }
+        return await task.value
+    }
+
+    private func sweepOnce() async -> Date? {
         clock.checkpoint()
         guard let all = try? allRights() else { return nil }
+        // Deleted first, with no await between the judgement and the deletion.
+        let expired = all.compactMap { stored, rights -> (String, ExpiryReason)? in
+            guard case .expired(let reason) = rights else { return nil }
+            return (stored.assetId, reason)
+        }
+        // On a new process's estimate of the time, an expired window only locks its asset: a
+        // clock set forward while the app was not running must not delete downloads.
+        if !expired.isEmpty, clock.isConfirmed {
+            let deleted = Set((try? content.delete(expired.map(\.0))) ?? [])
+            for (assetId, reason) in expired where deleted.contains(assetId) {
+                _ = try? eventLogger.log(.assetExpired(assetId: assetId))
+                broadcaster.emit(.assetExpired(assetId: assetId, reason: reason))
+            }
+            downloadSignal.signal()
+        }
         var next: Date?
-        var expired: [(String, ExpiryReason)] = []
         for (stored, rights) in all {
             switch rights {
-            case .expired(let reason): expired.append((stored.assetId, reason))
-            case .valid(let until?): next = min(next ?? until, until)
-            default: break
+            case .valid(let until):
+                if let until { next = min(next ?? until, until) }
+                if let renewAt = await renewLicense(of: stored) { next = min(next ?? renewAt, renewAt) }
+            default:
+                break
             }
-            if let renewAt = await renewLicense(of: stored) { next = min(next ?? renewAt, renewAt) }
         }
-        guard !expired.isEmpty else { return next }
-        let deleted = Set((try? content.delete(expired.map(\.0))) ?? [])
-        for (assetId, reason) in expired where deleted.contains(assetId) {
-            _ = try? eventLogger.log(.assetExpired(assetId: assetId))
-            broadcaster.emit(.assetExpired(assetId: assetId, reason: reason))
-            await options.licenseProvider.releaseLicense(assetId: assetId)
-        }
-        downloadSignal.signal()
         return next
     }
 
@@ -166,15 +215,22 @@ final class RightsKeeper: Sendable {
         guard case .acquired(let until?) = stored.license, let request = stored.request, let now = clock.now().date else { return nil }
         let renewAt = until.addingTimeInterval(-options.licenseRenewalLead)
         guard renewAt <= now else { return renewAt }
+        var entitlement: String?
+        if let grantId = stored.grantId, lifecycle.isRunning {
+            entitlement = await LicenseRequest.freshEntitlement(assetId: stored.assetId, grantId: grantId, ask: askBackplane)
+        }
         let asking = LicenseRequest(
-            assetId: stored.assetId, url: request.url, kind: request.kind, entitlement: nil, window: window(of: stored))
+            assetId: stored.assetId, url: request.url, kind: request.kind, entitlement: entitlement, window: window(of: stored))
+        // Never sooner than a sweep interval from now: a license shorter than the lead, or a
+        // provider that hands back the same end, must not be renewed in a loop.
+        let earliest = now.addingTimeInterval(Self.seconds(options.sweepInterval))
         do {
             let renewed = try await options.licenseProvider.renewLicense(for: asking)
             try? local.recordLicense(.acquired(until: renewed), assetId: stored.assetId)
-            return renewed.map { $0.addingTimeInterval(-options.licenseRenewalLead) }
+            return renewed.map { max($0.addingTimeInterval(-options.licenseRenewalLead), earliest) }
         } catch {
-            // The old license stands until it ends; asked again at the next sweep.
-            return nil
+            // The old license stands until it ends; asked again a sweep interval later.
+            return earliest
         }
     }
 }

@@ -12,13 +12,13 @@ public struct RightsOptions: Sendable {
         didSet { clockTolerance = Self.clampTolerance(clockTolerance) }
     }
     /// The longest the expiry sweep waits between runs (it also runs at start, after each sync
-    /// and at the next instant an asset expires): at least 10 ms.
+    /// and at the next instant an asset expires): 10 ms to a day.
     public var sweepInterval: Duration {
-        didSet { sweepInterval = max(sweepInterval, .milliseconds(10)) }
+        didSet { sweepInterval = Self.clampInterval(sweepInterval) }
     }
     /// Acquires, renews and releases the app's DRM licenses; the default does nothing.
     public var licenseProvider: any LicenseProvider
-    /// How long before a license ends the sweep asks the provider to renew it (at least 0).
+    /// How long before a license ends the sweep asks the provider to renew it (0 to 30 days).
     public var licenseRenewalLead: TimeInterval {
         didSet { licenseRenewalLead = Self.clampLead(licenseRenewalLead) }
     }
@@ -30,12 +30,16 @@ public struct RightsOptions: Sendable {
         self.licenseRenewalLead = Self.clampLead(licenseRenewalLead)
         self.deviceClock = deviceClock
         self.clockTolerance = Self.clampTolerance(clockTolerance)
-        self.sweepInterval = max(sweepInterval, .milliseconds(10))
+        self.sweepInterval = Self.clampInterval(sweepInterval)
         self.licenseProvider = licenseProvider
     }
 
     private static func clampLead(_ value: TimeInterval) -> TimeInterval {
-        value.isFinite ? max(value, 0) : 86_400
+        value.isFinite ? min(max(value, 0), 30 * 86_400) : 86_400
+    }
+
+    private static func clampInterval(_ value: Duration) -> Duration {
+        min(max(value, .milliseconds(10)), .seconds(86_400))
     }
 
     private static func clampTolerance(_ value: TimeInterval) -> TimeInterval {

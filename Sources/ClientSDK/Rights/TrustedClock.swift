@@ -8,7 +8,8 @@ import Foundation
 ///
 /// After a restart there is no monotonic anchor: time is the wall clock plus the offset learnt at
 /// the last sync, checked against the latest trusted time seen (kept on disk). A clock set
-/// forward across a restart passes for time gone by: it can only end windows early.
+/// forward across a restart passes for time gone by: it can end windows early, so until a
+/// sync confirms the time, an expired window locks its asset but does not delete it.
 public enum TrustedTime: Sendable, Equatable {
     case trusted(Date)
     case untrusted(UntrustedReason)
@@ -43,6 +44,9 @@ final class TrustedClock: Sendable {
         var stored: Stored?
         /// Trusted time at a monotonic instant, and the wall clock then, in this process.
         var anchor: (trusted: Date, monotonic: TimeInterval, wall: Date)?
+        /// The anchor is a sync's, not the estimate of a new process (a clock set forward
+        /// while the app was not running passes that estimate).
+        var confirmed = false
         /// `highWater` as last written, to write it only when it moved on.
         var savedHighWater: Date?
         /// The app was told that time is untrusted since the last sync.
@@ -64,6 +68,14 @@ final class TrustedClock: Sendable {
     /// The monotonic clock, to time a sync's round trip.
     var monotonicNow: TimeInterval { deviceClock.monotonicNow }
 
+    /// Whether time rests on a sync of this process: only then does the SDK act on an expiry
+    /// by deleting files (before, an expired window only locks the asset).
+    var isConfirmed: Bool { state.withLock { $0.confirmed && $0.anchor != nil } }
+
+    /// The latest trusted time seen, also while time is untrusted: a safe start for a window
+    /// that starts then (it can only start it early).
+    var latestTrusted: Date? { state.withLock { $0.stored?.highWater } }
+
     /// The backplane's time at the last sync, if there was one.
     var lastSync: Date? { state.withLock { $0.stored?.syncServerTime } }
 
@@ -74,6 +86,7 @@ final class TrustedClock: Sendable {
         let trusted = serverTime.addingTimeInterval(max(roundTrip, 0) / 2)
         state.withLock { state in
             state.anchor = (trusted, monotonic, wall)
+            state.confirmed = true
             state.lossReported = false
             // The backplane's time is the authority: the high-water mark starts again from it.
             let stored = Stored(syncServerTime: trusted, syncWallTime: wall, highWater: trusted, distrusted: nil)
@@ -137,6 +150,7 @@ final class TrustedClock: Sendable {
         stored.distrusted = .deviceClockChanged
         state.stored = stored
         state.anchor = nil
+        state.confirmed = false
         persist(&state, stored)
         return .untrusted(.deviceClockChanged)
     }
