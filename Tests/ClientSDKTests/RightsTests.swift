@@ -98,6 +98,19 @@ import TestSupport
         await bench.stop()
     }
 
+    @Test func aQueuedAssetPastItsExpiryDateLeavesTheQueueUnfetched() async throws {
+        let time = SimulatedTime()
+        let bench = try await bench(time, settings: .init())
+        let now = try await trustedNow(bench)
+        bench.origin.serve("/stale.mp4", TestOrigin.content(5_000))
+        try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "stale", url: bench.origin.url("/stale.mp4"), availability: AssetAvailability(expiryDate: now.addingTimeInterval(-1))))
+        _ = try await bench.events.wait(for: "assetExpired") { if case .assetExpired("stale", .expiryDate) = $0 { true } else { false } }
+        #expect(try await bench.engine.downloads.asset("stale") == nil)
+        #expect(bench.origin.requests("/stale.mp4") == 0)
+        await bench.stop()
+    }
+
     @Test func theOfflinePeriodLocksAndASyncUnlocks() async throws {
         let time = SimulatedTime()
         let bench = try await bench(time, settings: .init(offlineViewingPeriodSeconds: 3_600))

@@ -1,9 +1,22 @@
 import Foundation
 import BackplaneWire
 
-// The permission step of a download: the backplane is asked before an asset starts, and its
-// answer is recorded or acted on. Apart from the loop so that each file has one job.
+// The steps before an asset's files come: an asset already past its expiry date leaves the
+// queue, the backplane is asked for permission, the app's provider for a license. Apart from
+// the loop so that each file has one job.
 extension DownloadRunner {
+    /// Takes the asset out of the queue as expired when its expiry date (its own or the granted
+    /// one) has passed on time confirmed by a sync: fetching it would only feed the sweep.
+    func leftExpired(_ queued: QueuedDownload) async -> Bool {
+        guard let expiry = [queued.window?.expiryDate, queued.request.availability?.expiryDate].compactMap({ $0 }).min(),
+              clock.isConfirmed, let now = clock.now().date, expiry <= now
+        else { return false }
+        guard (try? await remove([queued.assetId], reason: .internal))?.isEmpty == false else { return false }
+        _ = try? eventLogger.log(.assetExpired(assetId: queued.assetId))
+        broadcaster.emit(.assetExpired(assetId: queued.assetId, reason: .expiryDate))
+        return true
+    }
+
     /// Whether the backplane must be asked before a download starts: when the application sets
     /// a download limit, or always if the app says so.
     func needsPermission() -> Bool {

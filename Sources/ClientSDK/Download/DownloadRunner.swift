@@ -199,6 +199,7 @@ actor DownloadRunner {
         let assetId = queued.assetId
         let request = queued.request
         var queued = queued
+        if await leftExpired(queued) { return }
         var grant: DownloadGrant?
         if queued.grantId == nil, needsPermission() {
             guard let granted = await permission(for: queued) else { return }
