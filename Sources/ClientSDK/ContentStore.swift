@@ -45,7 +45,7 @@ struct ContentStore: Sendable {
                 try fileManager.removeItem(at: item)
             }
         }
-        let licensed = Set(try local.storedRights().filter { LicenseRequest.holdsLicense($0.license) }.map(\.assetId))
+        let licensed = try local.assetIdsHoldingLicense(queued: false)
         let deleted = try local.deleteAssets(assetIds).map(\.assetId)
         release(deleted.filter(licensed.contains))
         return deleted

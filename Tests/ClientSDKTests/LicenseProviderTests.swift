@@ -104,22 +104,16 @@ import TestSupport
         // The asset expires (three days after its download): deleted, and its license released.
         time.advance(by: 2 * 86_400)
         _ = try await bench.events.wait(for: "assetExpired")
-        try await eventually { provider.released == ["film"] }
+        // The provider is told off the SDK's path.
+        try await bench.wait("the expired asset's license to be released") { provider.released == ["film"] }
 
         // A user's delete releases the license too.
         origin.serve("/clip.mp4", TestOrigin.content(5_000))
         try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "clip", url: origin.url("/clip.mp4")))
         #expect(try await bench.waitForOutcome("clip").state == .completed)
         try await bench.engine.downloads.remove(assetId: "clip")
-        try await eventually { provider.released == ["film", "clip"] }
+        try await bench.wait("the deleted asset's license to be released") { provider.released == ["film", "clip"] }
         await bench.stop()
-    }
-
-    /// Waits up to ten seconds for `condition` (the provider is told off the SDK's path).
-    private func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(condition(), sourceLocation: sourceLocation)
     }
 
     @Test func aProviderThatFailsFailsTheDownloadWithoutFetchingIt() async throws {

@@ -52,7 +52,7 @@ extension DownloadRunner {
     func remove(_ assetIds: [String]?, reason: AssetDeletionReason) async throws -> [String] {
         // Out of the queue before the wait for the download to stop: the loop, which goes on
         // while this waits, must not pick the asset up again.
-        let licensed = try local.access { try $0.queuedDownloads() }.filter { LicenseRequest.holdsLicense($0.license) }.map(\.assetId)
+        let licensed = try local.access { try $0.assetIdsHoldingLicense(queued: true) }
         let removed = try local.access { try $0.removeDownloads(assetIds) }
         content.release(removed.filter(licensed.contains))
         await cancelCurrent(ifAmong: assetIds)

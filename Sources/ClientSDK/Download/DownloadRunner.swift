@@ -265,7 +265,7 @@ actor DownloadRunner {
             return
         }
         erroredThisPass.remove(asset.assetId)
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         _ = try? eventLogger.log(.downloadComplete(
             assetId: asset.assetId, bitrate: seconds > 0 ? Int64(Double(asset.size * 8) / seconds) : nil, durationSeconds: seconds))
         if let mismatch = asset.request?.sizeMismatch(completedSize: asset.size) {

@@ -43,12 +43,6 @@ extension LicenseRequest {
         else { return nil }
         return response.grant.entitlement
     }
-
-    /// Whether a license was acquired (and so is released when the asset goes).
-    static func holdsLicense(_ state: LicenseState?) -> Bool {
-        if case .acquired = state { return true }
-        return false
-    }
 }
 
 /// Where an asset's license is.
@@ -59,6 +53,12 @@ public enum LicenseState: Sendable, Equatable, Codable {
     case acquired(until: Date?)
     /// The last acquisition or renewal failed with this message.
     case failed(String)
+
+    /// A license was acquired (and so is released when the asset goes).
+    public var isAcquired: Bool {
+        if case .acquired = self { return true }
+        return false
+    }
 
     /// Acquired or not needed: the download may go on.
     public var isUsable: Bool {

@@ -144,10 +144,6 @@ final class RightsKeeper: Sendable {
         wake.signal()
     }
 
-    static func seconds(_ duration: Duration) -> TimeInterval {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
-    }
-
     private func run() async {
         while lifecycle.isRunning, !Task.isCancelled {
             let next = await sweep()
@@ -223,7 +219,7 @@ final class RightsKeeper: Sendable {
             assetId: stored.assetId, url: request.url, kind: request.kind, entitlement: entitlement, window: window(of: stored))
         // Never sooner than a sweep interval from now: a license shorter than the lead, or a
         // provider that hands back the same end, must not be renewed in a loop.
-        let earliest = now.addingTimeInterval(Self.seconds(options.sweepInterval))
+        let earliest = now.addingTimeInterval(options.sweepInterval.seconds)
         do {
             let renewed = try await options.licenseProvider.renewLicense(for: asking)
             try? local.recordLicense(.acquired(until: renewed), assetId: stored.assetId)

@@ -65,7 +65,6 @@ public struct SystemDeviceClock: DeviceClock {
     public var wallNow: Date { Date() }
 
     public var monotonicNow: TimeInterval {
-        let elapsed = ContinuousClock.now - Self.origin
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        (ContinuousClock.now - Self.origin).seconds
     }
 }

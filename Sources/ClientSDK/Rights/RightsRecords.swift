@@ -43,6 +43,19 @@ extension LocalStore {
         }
     }
 
+    /// The assets of the queue (`downloads`) or on the device (`assets`) that hold an acquired
+    /// license; only the license column is read.
+    func assetIdsHoldingLicense(queued: Bool) throws -> Set<String> {
+        let table = queued ? "downloads" : "assets"
+        return try queue.read { db in
+            var ids: Set<String> = []
+            for row in try Row.fetchAll(db, sql: "SELECT asset_id, license FROM \(table) WHERE license IS NOT NULL") {
+                if try Self.decodeColumn(LicenseState.self, row["license"])?.isAcquired == true { ids.insert(row["asset_id"]) }
+            }
+            return ids
+        }
+    }
+
     /// Stores a queued or completed asset's license state.
     func recordLicense(_ license: LicenseState, assetId: String) throws {
         let data = try Self.encoder.encode(license)
