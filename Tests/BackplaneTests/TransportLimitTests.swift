@@ -38,18 +38,18 @@ import TestSupport
                 if connectionRequest == 2 {
                     // Also after a first, normal request on the same connection.
                     await connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-                    #expect(await connection.readResponse(timeout: 5)?.status == 200)
+                    #expect(await connection.readResponse(timeout: 15)?.status == 200)
                 }
                 await connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 20 * 1024))\r\n\r\n")
-                let response = try #require(await connection.readResponse(timeout: 5), "no answer to an oversized head")
+                let response = try #require(await connection.readResponse(timeout: 15), "no answer to an oversized head")
                 #expect(response.status == 431)
                 #expect(Self.errorCode(response.body) == .headersTooLarge)
-                #expect(await connection.readUntilClosed(timeout: 5).closed, "the connection stays open")
+                #expect(await connection.readUntilClosed(timeout: 15).closed, "the connection stays open")
             }
             // Just under the limit is fine.
             let fine = try RawConnection(port: port)
             await fine.send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 6 * 1024))\r\n\r\n")
-            #expect(await fine.readResponse(timeout: 5)?.status == 200)
+            #expect(await fine.readResponse(timeout: 15)?.status == 200)
         }
     }
 
@@ -64,15 +64,15 @@ import TestSupport
             for ask in asks {
                 let connection = try RawConnection(port: port)
                 await connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\(ask)\r\n")
-                let response = try #require(await connection.readResponse(timeout: 5), "no answer to a request with \(ask)")
+                let response = try #require(await connection.readResponse(timeout: 15), "no answer to a request with \(ask)")
                 #expect(response.status == 200)
                 if ask.contains("Connection: Upgrade") {
                     // The HTTP parser stops after what it took for an upgrade: answered, then closed.
-                    #expect(await connection.readUntilClosed(timeout: 5).closed, "the connection stays open")
+                    #expect(await connection.readUntilClosed(timeout: 15).closed, "the connection stays open")
                 } else {
                     // Otherwise the connection stays usable for the next request.
                     await connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-                    #expect(await connection.readResponse(timeout: 5)?.status == 200)
+                    #expect(await connection.readResponse(timeout: 15)?.status == 200)
                 }
             }
             // A complete WebSocket handshake to a path that has no channel: the usual 404 body.
@@ -80,7 +80,7 @@ import TestSupport
             await connection.send(
                 "GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                     + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-            let response = try #require(await connection.readResponse(timeout: 5))
+            let response = try #require(await connection.readResponse(timeout: 15))
             #expect(response.status == 404)
             #expect(Self.errorCode(response.body) == .notFound)
         }
@@ -92,7 +92,7 @@ import TestSupport
         try await serve(fixture, limits: limits) { port in
             // Connects and says nothing.
             let silent = try RawConnection(port: port)
-            #expect(await silent.readUntilClosed(timeout: 5).closed)
+            #expect(await silent.readUntilClosed(timeout: 15).closed)
 
             // Sends its head three bytes at a time: never complete within the limit.
             let trickle = try RawConnection(port: port)
@@ -106,12 +106,12 @@ import TestSupport
 
             // A head, then a body that never comes.
             let stalled = try RawConnection(port: port, sending: "POST /v1/sync HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\":")
-            #expect(await stalled.readUntilClosed(timeout: 5).closed)
+            #expect(await stalled.readUntilClosed(timeout: 15).closed)
 
             // A kept-alive connection answers, then is closed once idle past the limit.
             let keptAlive = try RawConnection(port: port, sending: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(await keptAlive.readResponse(timeout: 5)?.status == 200)
-            #expect(await keptAlive.readUntilClosed(timeout: 5).closed)
+            #expect(await keptAlive.readResponse(timeout: 15)?.status == 200)
+            #expect(await keptAlive.readUntilClosed(timeout: 15).closed)
         }
     }
 
@@ -121,14 +121,14 @@ import TestSupport
             let first = try RawConnection(port: port), second = try RawConnection(port: port)
             for connection in [first, second] {
                 await connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-                #expect(await connection.readResponse(timeout: 5)?.status == 200)
+                #expect(await connection.readResponse(timeout: 15)?.status == 200)
             }
             let third = try RawConnection(port: port)
             await third.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(await third.read(timeout: 1) == .timedOut, "a third connection was served past the limit of 2")
             // Closing one lets the waiting connection in.
             first.disconnect()
-            #expect(await third.readResponse(timeout: 5)?.status == 200)
+            #expect(await third.readResponse(timeout: 15)?.status == 200)
             second.disconnect()
         }
     }
@@ -168,16 +168,16 @@ import TestSupport
 
             // A good upgrade becomes a channel that outlives the transport's idle limit: it is pinged.
             let channel = try RawConnection(port: port, sending: upgrade(fixture, deviceId: "phone", as: phone))
-            let switched = try #require(await channel.readResponse(timeout: 5))
+            let switched = try #require(await channel.readResponse(timeout: 15))
             #expect(switched.status == 101)
             // The first frame is the wake-up that says the channel is registered: sync now.
             var first = switched.body
-            if first.isEmpty, case .data(let more) = await channel.read(timeout: 5) { first = more }
+            if first.isEmpty, case .data(let more) = await channel.read(timeout: 15) { first = more }
             #expect(first.prefix(6) == Data([0x81, 0x04]) + Data("sync".utf8))
             try await Task.sleep(for: .seconds(4))
             // A masked ping with no payload; the server answers pong.
             #expect(await channel.send(Data([0x89, 0x80, 1, 2, 3, 4])))
-            guard case .data(let pong) = await channel.read(timeout: 5) else {
+            guard case .data(let pong) = await channel.read(timeout: 15) else {
                 Issue.record("the idle channel was closed")
                 return
             }
@@ -194,7 +194,7 @@ import TestSupport
         var request = "POST /v1/devices/register HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.count)\r\n"
         for field in headers { request += "\(field.name.rawName): \(field.value)\r\n" }
         let connection = try RawConnection(port: port, sending: Data((request + "\r\n").utf8) + body)
-        let response = try #require(await connection.readResponse(timeout: 5))
+        let response = try #require(await connection.readResponse(timeout: 15))
         let registered = try WireJSON.decoder().decode(RegisterDeviceResponse.self, from: response.body)
         return DeviceIdentity(deviceId: device, credential: registered.deviceCredential)
     }

@@ -85,7 +85,7 @@ final class InProcessBackplane: Sendable {
             backplaneURL: url, appKeyId: keyId, appKeySecret: secret ?? self.secret, userId: user, dataDirectory: dataDirectory,
             sync: SyncOptions(
                 interval: .seconds(3600), retry: RetryPolicy(initial: .milliseconds(100), maximum: .milliseconds(400)),
-                requestTimeout: .seconds(5), useWakeUpChannel: channel))
+                requestTimeout: .seconds(15), useWakeUpChannel: channel))
     }
 
     func enqueue(_ type: CommandType, device: String, assetIds: [String]? = nil) async throws -> Command {
