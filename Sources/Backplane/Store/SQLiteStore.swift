@@ -31,6 +31,16 @@ public final class SQLiteStore: BackplaneStore {
         try self.init(writer: DatabasePool(path: path, configuration: Self.configuration))
     }
 
+    /// For tests: `observe` sees every statement the store runs, its values inlined, so a test
+    /// can ask SQLite how it plans the store's own queries.
+    convenience init(path: String, observe: @escaping @Sendable (String) -> Void) throws {
+        var configuration = Self.configuration
+        configuration.prepareDatabase { db in
+            db.trace(options: .statement) { event in observe(event.expandedDescription) }
+        }
+        try self.init(writer: DatabasePool(path: path, configuration: configuration))
+    }
+
     /// A migrated database in memory, gone when the store is: for tests, and for trying the
     /// server without a data directory. One connection, so reads wait for writes.
     public static func inMemory() throws -> SQLiteStore {
