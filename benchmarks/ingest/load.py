@@ -24,6 +24,21 @@ def iso(ts):
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def signed_headers(key, secret, method, path, data, device_id=None, credential=None):
+    """The headers of a request signed with the app key, now, with a fresh nonce; a device's
+    own request (with its credential) signs its id too."""
+    ts, nonce = str(int(time.time())), secrets.token_hex(16)
+    lines = ["BPS1-HMAC-SHA256", method, path, ts, nonce, hashlib.sha256(data).hexdigest(), device_id if credential else ""]
+    headers = {
+        "Content-Type": "application/json", "X-Backplane-Key": key, "X-Backplane-Timestamp": ts, "X-Backplane-Nonce": nonce,
+        "X-Backplane-Signature": hmac.new(secret.encode(), "\n".join(lines).encode(), hashlib.sha256).hexdigest(),
+    }
+    if credential:
+        headers["X-Backplane-Device-Id"] = device_id
+        headers["X-Backplane-Device-Credential"] = credential
+    return headers
+
+
 class Device:
     def __init__(self, url, key, secret, device_id):
         parsed = urlparse(url)
@@ -31,17 +46,7 @@ class Device:
         self.key, self.secret, self.device_id, self.credential = key, secret, device_id, None
 
     def call(self, method, path, data):
-        ts, nonce = str(int(time.time())), secrets.token_hex(16)
-        lines = ["BPS1-HMAC-SHA256", method, path, ts, nonce, hashlib.sha256(data).hexdigest(),
-                 self.device_id if self.credential else ""]
-        headers = {
-            "Content-Type": "application/json", "X-Backplane-Key": self.key, "X-Backplane-Timestamp": ts,
-            "X-Backplane-Nonce": nonce,
-            "X-Backplane-Signature": hmac.new(self.secret.encode(), "\n".join(lines).encode(), hashlib.sha256).hexdigest(),
-        }
-        if self.credential:
-            headers["X-Backplane-Device-Id"] = self.device_id
-            headers["X-Backplane-Device-Credential"] = self.credential
+        headers = signed_headers(self.key, self.secret, method, path, data, self.device_id, self.credential)
         self.conn.request(method, path, body=data, headers=headers)
         response = self.conn.getresponse()
         payload = response.read()
@@ -104,13 +109,20 @@ def http_run(devices, bodies):
     return elapsed
 
 
-def baseline_run(schema_sql, path, rows):
+def baseline_database(path, schema_sql):
+    """A fresh SQLite file with the server's PRAGMAs (WAL, synchronous = FULL, foreign keys) and
+    the given schema statements: where the raw baselines run."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
     for statement in schema_sql:
         conn.execute(statement)
+    return conn
+
+
+def baseline_run(schema_sql, path, rows):
+    conn = baseline_database(path, schema_sql)
     placeholders = ", ".join("?" * 25)
     insert = f"""INSERT INTO events (application_id, device_id, sequence, event_id, type, device_time, received_at, corrected_time,
         user_id, external_device_id, app_state, platform, sdk_version, app_version, asset_id, deletion_reason, reset_type,

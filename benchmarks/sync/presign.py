@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Sync throughput benchmark (see run.sh and benchmarks/README.md).
+
+Registers a pool of devices, writes each scenario's requests pre-signed (unique nonces, fresh
+timestamps) into a Lua file that replay.lua sends in turn, runs wrk on each scenario right
+after GET /healthz, and times the raw SQLite registration loop on a copy of the server's schema.
+"""
+import argparse
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ingest"))
+from load import Device, baseline_database, signed_headers  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# More requests than the fastest run can send: each is accepted once.
+REQUESTS_PER_SECOND_CEILING = 6_000
+
+
+def raw_request(method, path, body, headers):
+    lines = [f"{method} {path} HTTP/1.1", "Host: backplane"] + [f"{k}: {v}" for k, v in headers.items()]
+    lines.append(f"Content-Length: {len(body)}")
+    return "\r\n".join(lines) + "\r\n\r\n" + body.decode()
+
+
+def write_lua(path, requests):
+    """A Lua chunk returning the raw requests; JSON string escapes are valid Lua for ASCII."""
+    with open(path, "w") as out:
+        out.write("return {\n")
+        for request in requests:
+            out.write(json.dumps(request))
+            out.write(",\n")
+        out.write("}\n")
+
+
+def wrk(url, seconds, connections, lua=None):
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    if lua:
+        command += ["-s", os.path.join(HERE, "replay.lua"), url, "--", lua]
+    else:
+        command.append(url)
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    failed = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if failed:
+        raise SystemExit(f"{url}: {failed.group(1)} answers were not 2xx\n{out}")
+
+    def ms(label):
+        value, unit = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M).groups()
+        return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    return rate, ms("50%"), ms("99%")
+
+
+def raw_registration_loop(database, path, count):
+    """One BEGIN IMMEDIATE; count; insert; COMMIT per registration, the server's tables and
+    PRAGMAs (WAL, synchronous = FULL, foreign keys), one connection."""
+    server = sqlite3.connect(database)
+    schema = [sql for (sql,) in server.execute(
+        "SELECT sql FROM sqlite_master WHERE tbl_name IN ('applications', 'devices') AND sql IS NOT NULL "
+        "AND name NOT LIKE 'sqlite_%' ORDER BY type DESC, name")]
+    application = server.execute("SELECT * FROM applications LIMIT 1").fetchone()
+    server.close()
+    conn = baseline_database(path, schema)
+    conn.execute(f"INSERT INTO applications VALUES ({', '.join('?' * len(application))})", application)
+    app, now = application[0], "2027-01-15 08:00:00.000"
+    started = time.perf_counter()
+    for i in range(count):
+        user = f"raw-user-{i}"
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("""SELECT COUNT(*) FROM devices WHERE application_id = ? AND user_id = ? AND download_enabled
+            AND unregistered_at IS NULL AND device_id <> ?""", (app, user, f"raw-{i}")).fetchone()
+        conn.execute("""INSERT INTO devices (application_id, device_id, user_id, platform, download_enabled, credential_hash,
+            registered_at, updated_at, last_seen_at) VALUES (?, ?, ?, 'linux', 1, 'hash', ?, ?, ?)""",
+                     (app, f"raw-{i}", user, now, now, now))
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return count / elapsed
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    for name in ("url", "key", "secret", "database", "out"):
+        parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--devices", type=int, default=1_000)
+    args = parser.parse_args()
+    count = REQUESTS_PER_SECOND_CEILING * args.seconds
+
+    pool = [Device(args.url, args.key, args.secret, f"sync-{i}") for i in range(args.devices)]
+    for i, device in enumerate(pool):
+        device.register(f"sync-user-{i}")
+    # A quiet sync: no acknowledgements, no change to the device's profile.
+    quiet = []
+    for i in range(count):
+        device = pool[i % len(pool)]
+        body = b"{}"
+        headers = signed_headers(args.key, args.secret, "POST", "/v1/sync", body, device.device_id, device.credential)
+        quiet.append(raw_request("POST", "/v1/sync", body, headers))
+    # A registration of a new device for a new user each time: never refused by the device limit.
+    registrations = []
+    for i in range(count):
+        body = json.dumps({"userId": f"new-user-{i}", "deviceId": str(uuid.uuid4()), "platform": "linux"}).encode()
+        registrations.append(raw_request("POST", "/v1/devices/register", body,
+                                         signed_headers(args.key, args.secret, "POST", "/v1/devices/register", body)))
+    write_lua(os.path.join(args.out, "quiet.lua"), quiet)
+    write_lua(os.path.join(args.out, "register.lua"), registrations)
+
+    print(f"wrk, 1 thread, {args.connections} connections, {args.seconds} s per run; quiet syncs from {args.devices} devices")
+    print(f"{'scenario':24} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'of /healthz':>12}  goal")
+    rows = []
+    for name, lua, goal in (("quiet sync", "quiet.lua", ">= 35%"), ("registration", "register.lua", "")):
+        health = wrk(args.url + "/healthz", args.seconds, args.connections)
+        figures = wrk(args.url + "/", args.seconds, args.connections, os.path.join(args.out, lua))
+        rows.append(("GET /healthz", health, ""))
+        rows.append((name, figures, goal, health[0]))
+    for row in rows:
+        name, (rate, p50, p99), goal = row[0], row[1], row[2]
+        share = f"{rate / row[3]:11.1%}" if len(row) > 3 else ""
+        print(f"{name:24} {rate:9,.0f} {p50:8.2f} {p99:8.2f} {share:>12}  {goal}")
+    raw = raw_registration_loop(args.database, os.path.join(args.out, "raw.sqlite"), 3_000)
+    registration = rows[3][1][0]
+    print(f"{'raw SQLite registration':24} {raw:9,.0f}  (BEGIN IMMEDIATE; count; insert; COMMIT; synchronous = FULL)")
+    print(f"registration over the raw loop: {registration / raw:.2f}x (goal >= 5x)")
+
+
+if __name__ == "__main__":
+    main()
