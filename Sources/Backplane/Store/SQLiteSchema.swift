@@ -280,12 +280,15 @@ enum EventsSchema {
 }
 
 /// Migration v9: every list page the admin and reporting routes serve reads an index whose
-/// order is the page's order, from its cursor, so a page costs the same in a fleet of a
-/// thousand devices as in one of a million. Before, the device list without a filter was
-/// served by the external-id index and sorted the whole fleet in a temporary B-tree, and
-/// the grant, event and per-device command lists sorted all their matches the same way.
-/// An index on (application, column) holds the row id last, so rows with one value come in
-/// row-id order. Never edit once shipped.
+/// order is the page's order, searched by the page's filter, so a page costs the same in a
+/// fleet of a thousand devices as in one of a million. Before, the device list without a
+/// filter was served by the external-id index and sorted the whole fleet in a temporary
+/// B-tree, the grant lists sorted all their matches the same way, and the event lists of a
+/// type or a device walked the application's events in time order checking each row. An
+/// index on (application, column) holds the row id last, so rows with one value come in
+/// row-id order. The default device list checks `unregistered_at` row by row: an index that
+/// searched it too won SQLite's choice for a user's own devices as well, and read all the
+/// registered devices of the application to find the user's. Never edit once shipped.
 enum ListIndexes {
     static let sql = """
         CREATE INDEX devices_by_application ON devices (application_id);
@@ -294,7 +297,6 @@ enum ListIndexes {
         CREATE INDEX download_grants_by_device_row ON download_grants (application_id, device_id);
         CREATE INDEX events_by_type ON events (application_id, type, corrected_time);
         CREATE INDEX events_by_device_time ON events (application_id, device_id, corrected_time);
-        DROP INDEX commands_by_device;
-        CREATE INDEX commands_by_device ON commands (application_id, device_id);
+        CREATE INDEX commands_by_device_row ON commands (application_id, device_id);
         """
 }

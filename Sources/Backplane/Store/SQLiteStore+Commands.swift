@@ -63,11 +63,13 @@ extension SQLiteStore {
                 }
                 results.append(decision.result)
             }
+            // Sorted here, not by SQLite: ordered by row id, SQLite would walk the device's
+            // whole command history in row-id order instead of searching the open states.
             let open = try CommandRecord
                 .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }
                 .filter { [CommandState.pending, CommandState.delivered].contains($0.state) }
-                .order(\.rowId)
                 .fetchAll(db)
+                .sorted { ($0.rowId ?? 0) < ($1.rowId ?? 0) }
             var stillOpen: [CommandRecord] = []
             for command in open {
                 let delivered = rules.deliver(command)

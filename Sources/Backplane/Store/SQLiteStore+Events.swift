@@ -89,8 +89,12 @@ extension SQLiteStore {
     private static func conditions(applicationId: String, _ filter: EventFilter) -> ([String], [(any DatabaseValueConvertible)?]) {
         var conditions = ["application_id = ?"]
         var arguments: [(any DatabaseValueConvertible)?] = [applicationId]
+        // A type is shared by a large part of the events, a user, device or asset by few: with
+        // one of those given, `+type` keeps SQLite from searching the type's index instead.
+        let narrower = filter.userId != nil || filter.deviceId != nil || filter.assetId != nil
         let equalities: [(String, String?)] = [
-            ("type", filter.type?.rawValue), ("user_id", filter.userId), ("device_id", filter.deviceId), ("asset_id", filter.assetId),
+            (narrower ? "+type" : "type", filter.type?.rawValue), ("user_id", filter.userId), ("device_id", filter.deviceId),
+            ("asset_id", filter.assetId),
         ]
         for case let (column, value?) in equalities {
             conditions.append("\(column) = ?")
