@@ -177,14 +177,14 @@ import Testing
             #expect(abs(answer.clockSkewSeconds - 3600) < 5)
             let stored = try #require(try await page(client, token).events.first)
             #expect(abs(stored.event.deviceTime.timeIntervalSince(happened)) < 1)
-            #expect(abs(stored.correctedTime.timeIntervalSince(now.addingTimeInterval(-120))) < 5)
-            #expect(abs(stored.receivedAt.timeIntervalSince(now)) < 5)
+            #expect(abs(stored.correctedTime.timeIntervalSince(now.addingTimeInterval(-120))) < 15)
+            #expect(abs(stored.receivedAt.timeIntervalSince(now)) < 15)
 
             // A clock an hour ahead: corrected back, and never later than receipt.
             let ahead = now.addingTimeInterval(3600)
             _ = try await accepted(client, me, [Self.event(2, .playStop(assetId: "a"), at: ahead.addingTimeInterval(-30))], sentAt: ahead)
             let second = try #require(try await page(client, token, "?type=playStop").events.first)
-            #expect(abs(second.correctedTime.timeIntervalSince(now.addingTimeInterval(-30))) < 5)
+            #expect(abs(second.correctedTime.timeIntervalSince(now.addingTimeInterval(-30))) < 15)
             #expect(second.correctedTime <= second.receivedAt)
         }
     }

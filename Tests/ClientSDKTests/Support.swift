@@ -99,7 +99,7 @@ final class InProcessBackplane: Sendable {
     }
 
     /// Polls until the command reaches `state` (the ack travels in a sync of its own).
-    func waitForCommand(_ commandId: String, toBe state: CommandState, timeout: Duration = .seconds(10)) async throws {
+    func waitForCommand(_ commandId: String, toBe state: CommandState, timeout: Duration = .seconds(30)) async throws {
         let deadline = ContinuousClock.now + timeout
         while try await commandState(commandId) != state, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
@@ -153,7 +153,7 @@ final class EventRecorder: Sendable {
     /// Waits until an event matching `predicate` arrives (after `skipping` earlier ones).
     @discardableResult
     func wait(
-        for name: String, timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation,
+        for name: String, timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
         where predicate: @Sendable (SDKEvent) -> Bool = { _ in true }
     ) async throws -> SDKEvent {
         let deadline = ContinuousClock.now + timeout
