@@ -204,23 +204,27 @@ import Testing
     }
 
     /// 200 requests at once for different assets, from one device with room for 7: exactly 7 granted.
-    @Test(arguments: [(TestingSetup.router, 200), (.ahc(.http), 24)])
+    /// Over HTTP the count stays at 12, as in `ConcurrencyTests`: the client's 15 s deadline
+    /// covers the wait for one of its 8 pooled connections, and 24 requests (three turns of the
+    /// pool) ran out of it on a loaded machine.
+    @Test(arguments: [(TestingSetup.router, 200), (.ahc(.http), 12)])
     func concurrentRequestsNeverExceedALimit(setup: TestingSetup, requests: Int) async throws {
         let fixture = try await Fixture.make()
         _ = try await fixture.services.applications.updateSettings(applicationId: fixture.applicationId, .init(maxDownloadsPerDevice: 7))
         try await fixture.test(setup) { client in
             let phone = try await client.register(user: "ed", device: "phone").0
-            let statuses = try await withThrowingTaskGroup(of: (HTTPResponse.Status, ErrorCode?).self) { group in
+            let answers = try await withThrowingTaskGroup(of: TestResponse.self) { group in
                 for index in 0..<requests {
-                    group.addTask {
-                        let response = try await ask(client, "asset-\(index)", as: phone)
-                        return (response.status, response.errorCode)
-                    }
+                    group.addTask { try await ask(client, "asset-\(index)", as: phone) }
                 }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
-            #expect(statuses.filter { $0.0 == .created }.count == 7)
-            #expect(statuses.filter { $0.1 == .downloadLimitReached }.count == requests - 7)
+            let granted = answers.filter { $0.status == .created }
+            let denied = answers.filter { $0.errorCode == .downloadLimitReached }
+            #expect(granted.count == 7)
+            #expect(denied.count == requests - 7)
+            let other = answers.filter { $0.status != .created && $0.errorCode != .downloadLimitReached }
+            #expect(other.isEmpty, "neither granted nor denied: \(other.map { "\($0.status) \($0.text)" })")
             let page = try await client.admin(.get, "/v1/admin/download-grants?deviceId=phone&limit=500").decode(DownloadGrantPage.self)
             #expect(page.grants.count == 7)
         }

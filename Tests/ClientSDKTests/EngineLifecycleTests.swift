@@ -49,7 +49,7 @@ import TestSupport
         refusing.refuse(true)
         await engine.syncNow()
         try await events.wait(for: "invalidCredentials")
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(30)
         while await engine.state != .idle, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }

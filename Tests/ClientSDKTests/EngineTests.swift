@@ -172,7 +172,7 @@ import TestSupport
         // The backplane comes up on the same port: the backoff loop registers and syncs on its own.
         let restarted = try await server.restart()
         defer { Task { await restarted.stop() } }
-        try await events.wait(for: "syncCompleted", timeout: .seconds(15))
+        try await events.wait(for: "syncCompleted")
         #expect(await engine.status.isRegistered)
         #expect(await engine.status.lastError == nil)
         #expect(try await restarted.devices(user: "gina").count == 1)
