@@ -15,6 +15,8 @@ public struct BackplaneConfiguration: Sendable {
     public var logLevel: Logger.Level
     /// How often expired nonces are forgotten.
     public var noncePruneInterval: Duration
+    /// How often devices' last-seen times are written (`LastSeenLog`): what a crash may lose.
+    public var lastSeenWriteInterval: Duration
     /// How often the server pings an idle device channel, closing dead ones; nil: never (devices
     /// still ping, and a dead connection is noticed at the next wake-up written to it).
     public var channelPingInterval: Duration?
@@ -27,7 +29,8 @@ public struct BackplaneConfiguration: Sendable {
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, dataDirectory: URL = URL(fileURLWithPath: "data"),
-        logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), channelPingInterval: Duration? = .seconds(60),
+        logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), lastSeenWriteInterval: Duration = .seconds(5),
+        channelPingInterval: Duration? = .seconds(60),
         eventRetention: Duration? = .seconds(365 * 86400), eventRetentionInterval: Duration = .seconds(3600),
         transport: TransportLimits = TransportLimits()
     ) {
@@ -36,6 +39,7 @@ public struct BackplaneConfiguration: Sendable {
         self.dataDirectory = dataDirectory
         self.logLevel = logLevel
         self.noncePruneInterval = noncePruneInterval
+        self.lastSeenWriteInterval = lastSeenWriteInterval
         self.channelPingInterval = channelPingInterval
         self.eventRetention = eventRetention
         self.eventRetentionInterval = eventRetentionInterval
@@ -57,13 +61,16 @@ public struct BackplaneServices: Sendable {
     public let feeds: FeedService
     public let subscriptions: SubscriptionService
     public let events: EventService
+    /// Last-seen times not yet written.
+    public let lastSeen: LastSeenLog
     let now: @Sendable () -> Date
 
     public init(store: any BackplaneStore, wakeUpHub: WakeUpHub = WakeUpHub(), now: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
         self.wakeUpHub = wakeUpHub
         self.applications = ApplicationService(store: store, wakeUps: wakeUpHub)
-        self.devices = DeviceService(store: store, wakeUps: wakeUpHub, now: now)
+        self.lastSeen = LastSeenLog()
+        self.devices = DeviceService(store: store, wakeUps: wakeUpHub, lastSeen: lastSeen, now: now)
         self.commands = CommandService(store: store, wakeUps: wakeUpHub, now: now)
         self.entitlements = Entitlements(store: store, now: now)
         self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
@@ -87,7 +94,7 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
     HealthController(store: services.store).addRoutes(to: router)
     // Who may call what is decided here, once: each group proves its caller, and its handlers
     // run in a context where that caller is not optional.
-    let callers = CallerGroups(router: router, store: services.store, devices: services.devices, now: services.now)
+    let callers = CallerGroups(router: router, services: services)
     let devices = DevicesController(devices: services.devices, sync: services.sync)
     devices.addRegistration(to: callers.signedByAppKey("v1/devices/register"))
     let signedByDevice = callers.signedByDevice("v1")
@@ -114,7 +121,7 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
 public func buildWebSocketRouter(_ services: BackplaneServices) -> Router<BackplaneRequestContext> {
     let router = Router(context: BackplaneRequestContext.self)
     router.add(middleware: UpgradeRefusalMiddleware())
-    let callers = CallerGroups(router: router, store: services.store, devices: services.devices, now: services.now)
+    let callers = CallerGroups(router: router, services: services)
     ChannelController(hub: services.wakeUpHub).addRoutes(to: router.group("v1/devices").add(middleware: callers.deviceSigning()))
     return router
 }
@@ -141,6 +148,8 @@ public func buildApplication(
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger)
     application.addServices(NonceJanitor(store: services.store, interval: configuration.noncePruneInterval, logger: logger, now: services.now))
+    application.addServices(LastSeenWriter(
+        log: services.lastSeen, store: services.store, interval: configuration.lastSeenWriteInterval, logger: logger))
     if let retention = configuration.eventRetention {
         application.addServices(EventRetention(
             store: services.store, maxAge: retention, interval: configuration.eventRetentionInterval, logger: logger, now: services.now))

@@ -6,13 +6,13 @@ import Testing
 
 /// The device limit's check-and-set must hold under concurrent requests for one user.
 @Suite struct ConcurrencyTests {
-    /// In process every registration runs at once; over HTTP, async-http-client spreads them over
+    /// In process every registration runs at once (256, so that many share each commit); over HTTP, async-http-client spreads them over
     /// its pool of connections (HummingbirdTesting's `.live` client pipelines everything on one
     /// connection, which the server answers in turn, so it would test no concurrency at all).
     /// Over HTTP the client's deadline and its pool's connect timeout cover the wait for a
     /// pooled connection, so the count stays small (more than the pool's 8 connections and the
     /// limit of 3) for a loaded CI machine.
-    @Test(arguments: [(TestingSetup.router, 120), (.ahc(.http), 12)])
+    @Test(arguments: [(TestingSetup.router, 256), (.ahc(.http), 12)])
     func concurrentRegistrationsEnableExactlyTheLimit(setup: TestingSetup, registrations: Int) async throws {
         let fixture = try await Fixture.make(deviceLimit: 3)
         try await fixture.test(setup) { client in

@@ -4,6 +4,10 @@ import HTTPTypes
 import HummingbirdTesting
 import BackplaneWire
 import Testing
+import TestSupport
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 @Suite struct DurabilityTests {
     /// Register over a real socket, stop the server, open the same data directory in a new
@@ -23,10 +27,7 @@ import Testing
         }
         let (phone, tablet) = try #require(identities.value)
 
-        let reopened = BackplaneServices(store: try SQLiteStore(directory: fixture.directory))
-        let restarted = Fixture(
-            directory: fixture.directory, services: reopened, applicationId: fixture.applicationId,
-            signer: fixture.signer, adminToken: fixture.adminToken)
+        let restarted = try fixture.restarted()
         try await restarted.application().test(.live) { raw in
             let client = Client(raw: raw, fixture: restarted)
             let device = try await client.device(.get, "/v1/devices/phone", as: phone).decode(DeviceResponse.self).device
@@ -44,11 +45,76 @@ import Testing
 }
 
 /// Carries a value out of a `@Sendable` test closure.
+extension DurabilityTests {
+    /// Registrations arrive many at once, so they share commits (group commit); the server is
+    /// killed with SIGKILL in the middle. Every registration it answered is in the database
+    /// afterwards, and no user is over the device limit.
+    @Test func everyAcknowledgedRegistrationSurvivesAKillUnderLoad() async throws {
+        let binary = try #require(BuiltProduct.url(named: "backplane"), "build the backplane product first")
+        let dataDir = temporaryDirectory("backplane-kill-load")
+        defer { try? FileManager.default.removeItem(at: dataDir) }
+        let server = try ChildProcess(binary, ["serve", "--port", "0", "--data-dir", dataDir.path, "--log-level", "error"])
+        defer { server.terminate() }
+        let banner = try await server.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let port = try #require(FirstRunOutput.port(in: banner))
+        let signer = Signer(
+            keyId: try #require(FirstRunOutput.value(after: "app key id     :", in: banner)),
+            secret: try #require(FirstRunOutput.value(after: "app key secret :", in: banner)))
+        let applicationId = try #require(FirstRunOutput.value(after: "application id :", in: banner))
+
+        let total = 400
+        let acknowledged = Box<[String: String]>()
+        acknowledged.value = [:]
+        let session = URLSession(configuration: .ephemeral)
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<total {
+                group.addTask {
+                    let body = try! Client.encode(RegisterDeviceRequest(userId: "user-\(index % 40)", deviceId: "device-\(index)", platform: "linux"))
+                    var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/v1/devices/register")!)
+                    request.httpMethod = "POST"
+                    request.httpBody = body
+                    for field in signer.headers(method: .post, path: "/v1/devices/register", body: body) {
+                        request.setValue(field.value, forHTTPHeaderField: field.name.rawName)
+                    }
+                    // A request the kill cut off was not acknowledged: it may or may not be stored.
+                    guard let (data, response) = try? await session.data(for: request),
+                          (response as? HTTPURLResponse)?.statusCode == 201,
+                          let answer = try? WireJSON.decoder().decode(RegisterDeviceResponse.self, from: data)
+                    else { return }
+                    let count = acknowledged.update { $0[answer.device.deviceId] = answer.device.userId; return $0.count }
+                    if count == 60 { server.signal(SIGKILL) }
+                }
+            }
+        }
+        _ = try await server.waitForExit(timeout: .seconds(30))
+        let answered = try #require(acknowledged.value)
+        #expect(answered.count >= 60 && answered.count < total, "the kill did not land in the middle of the load: \(answered.count) of \(total)")
+
+        let store = try SQLiteStore(directory: dataDir)
+        let limit = try #require(try await store.applications().first { $0.id == applicationId }).settings.deviceLimit
+        var enabledPerUser: [String: Int] = [:]
+        for (deviceId, userId) in answered {
+            let device = try await store.device(applicationId: applicationId, deviceId: deviceId)
+            #expect(device?.userId == userId, "acknowledged registration of \(deviceId) was lost")
+        }
+        for user in 0..<40 {
+            let devices = try await store.devices(applicationId: applicationId, userId: "user-\(user)")
+            enabledPerUser["user-\(user)"] = devices.filter(\.downloadEnabled).count
+        }
+        #expect(limit < 0 || enabledPerUser.values.allSatisfy { $0 <= limit }, "\(enabledPerUser)")
+    }
+}
+
 final class Box<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: Value?
     var value: Value? {
         get { lock.withLock { stored } }
         set { lock.withLock { stored = newValue } }
+    }
+
+    /// Changes the value under the lock and returns what `change` returns.
+    func update<R>(_ change: (inout Value) -> R) -> R {
+        lock.withLock { change(&stored!) }
     }
 }

@@ -84,6 +84,50 @@ import Testing
         }
     }
 
+    /// Of one signed request arriving many times at once, one is accepted.
+    @Test func aNonceIsAcceptedOnceUnderConcurrency() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let (me, _) = try await client.register(user: "alice", device: "phone")
+            let headers = fixture.signer.headers(
+                method: .get, path: "/v1/devices/phone", body: Data(), deviceId: me.deviceId, credential: me.credential)
+            let statuses = try await withThrowingTaskGroup(of: TestResponse.self) { group in
+                for _ in 0..<50 { group.addTask { try await client.raw(.get, "/v1/devices/phone", headers: headers) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0.status == .ok }.count == 1)
+            #expect(statuses.filter { $0.errorCode == .nonceReused }.count == 49)
+        }
+    }
+
+    /// The nonces a server accepted are kept with its data: a replay after a restart is refused.
+    @Test func aRequestAcceptedBeforeARestartIsRefusedAfterIt() async throws {
+        let fixture = try await Fixture.make()
+        let (identity, accepted) = try await Self.registerAndSign(fixture)
+        #expect(accepted.status == .ok)
+
+        try await fixture.restarted().test { client in
+            let replay = try await client.raw(.get, "/v1/devices/phone", headers: accepted.headers)
+            #expect(replay.status == .unauthorized)
+            #expect(replay.errorCode == .nonceReused, "\(replay.text)")
+            #expect(try await client.device(.get, "/v1/devices/phone", as: identity).status == .ok)
+        }
+    }
+
+    /// Registers a device and sends one signed request; returns the identity and that request's headers and status.
+    private static func registerAndSign(_ fixture: Fixture) async throws -> (DeviceIdentity, (headers: HTTPFields, status: HTTPResponse.Status)) {
+        let result = Box<(DeviceIdentity, (headers: HTTPFields, status: HTTPResponse.Status))>()
+        try await fixture.application().test(.router) { raw in
+            let client = Client(raw: raw, fixture: fixture)
+            let (me, _) = try await client.register(user: "alice", device: "phone")
+            let headers = fixture.signer.headers(
+                method: .get, path: "/v1/devices/phone", body: Data(), deviceId: me.deviceId, credential: me.credential)
+            let response = try await client.raw(.get, "/v1/devices/phone", headers: headers)
+            result.value = (me, (headers, response.status))
+        }
+        return try #require(result.value)
+    }
+
     @Test func malformedNonceAndTimestampAreRefused() async throws {
         let fixture = try await Fixture.make()
         try await fixture.test { client in

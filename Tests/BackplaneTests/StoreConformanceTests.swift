@@ -164,10 +164,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     @Test(arguments: StoreKind.allCases)
     func aNonceIsAcceptedOnceUnderConcurrency(_ kind: StoreKind) async throws {
         let store = try kind.make()
-        let applicationId = try await application(in: store)
-        let record = SignedRequestRecord(
-            keyId: "ak_1", nonce: "0123456789abcdef", expiresAt: Self.now.addingTimeInterval(600), applicationId: applicationId,
-            deviceId: nil, now: Self.now)
+        let record = SignedRequestRecord(keyId: "ak_1", nonce: "0123456789abcdef", expiresAt: Self.now.addingTimeInterval(600))
         let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
             for _ in 0..<20 { group.addTask { try await store.recordSignedRequest(record) } }
             return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
@@ -179,6 +176,25 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await store.recordSignedRequest(otherKey))
         #expect(try await store.pruneNonces(expiredBefore: Self.now.addingTimeInterval(601)) == 2)
         #expect(try await store.recordSignedRequest(record))
+    }
+
+    /// Last-seen times written in a batch only move forward, and a batch naming a device that
+    /// is gone writes the rest.
+    @Test(arguments: StoreKind.allCases)
+    func lastSeenTimesOnlyMoveForward(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store)
+        try await registered(store, applicationId, "phone")
+        try await registered(store, applicationId, "tablet")
+        let later = Self.now.addingTimeInterval(60)
+        try await store.recordLastSeen([
+            DeviceSighting(applicationId: applicationId, deviceId: "phone", at: later),
+            DeviceSighting(applicationId: applicationId, deviceId: "gone", at: later),
+            DeviceSighting(applicationId: applicationId, deviceId: "tablet", at: Self.now.addingTimeInterval(-60)),
+        ])
+        #expect(try await store.device(applicationId: applicationId, deviceId: "phone")?.lastSeenAt == later)
+        #expect(try await store.device(applicationId: applicationId, deviceId: "tablet")?.lastSeenAt == Self.now)
+        #expect(try await store.device(applicationId: applicationId, deviceId: "gone") == nil)
     }
 
     /// The change log is numbered in commit order: a device paging through its changes while

@@ -31,6 +31,13 @@ struct Fixture {
             signer: Signer(keyId: key.keyId, secret: key.secret), adminToken: token)
     }
 
+    /// The same data directory opened by a new store and services, as after a restart.
+    func restarted() throws -> Fixture {
+        Fixture(
+            directory: directory, services: BackplaneServices(store: try SQLiteStore(directory: directory)), applicationId: applicationId,
+            signer: signer, adminToken: adminToken)
+    }
+
     func application() -> some ApplicationProtocol {
         buildApplication(BackplaneConfiguration(port: 0, dataDirectory: directory, logLevel: .error), services: services)
     }

@@ -7,19 +7,20 @@ import BackplaneWire
 /// Verifies signed device requests (`RequestSigning` in BackplaneWire, documented in docs/openapi.yaml): the app key's
 /// HMAC over method, path and query, timestamp, nonce, body hash and device id; a timestamp
 /// within ±5 minutes; a nonce never seen before with that key. With `requireDevice`, the request
-/// must also carry a valid device credential, and then the caller is that device and no other.
+/// must also carry a valid device credential, and then the caller is that device and no other;
+/// the device is noted as seen once its request is accepted (`LastSeenLog`, written in batches).
 struct SignedRequestMiddleware: RouterMiddleware {
     typealias Context = BackplaneRequestContext
 
-    let store: any BackplaneStore
-    let devices: DeviceService
+    let services: BackplaneServices
     let requireDevice: Bool
     /// Leave the nonce to the handler (`DeviceRequestContext.nonceToRecord`), which records it in
     /// the same transaction as its own write: one commit per request instead of two. Only for
     /// routes whose replay is harmless before that write (a request refused earlier keeps its
     /// nonce unspent and would only be refused again).
     var handlerRecordsNonce = false
-    let now: @Sendable () -> Date
+
+    private var store: any BackplaneStore { services.store }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var request = request
@@ -30,10 +31,15 @@ struct SignedRequestMiddleware: RouterMiddleware {
         let (identity, signed) = try await verify(request, body: body, pathDeviceId: named)
         if handlerRecordsNonce, case .device(let device, _) = identity {
             context.identity = .device(device, nonceToRecord: signed)
-        } else {
-            if try await !store.recordSignedRequest(signed) { throw BackplaneError.nonceReused }
-            context.identity = identity
+            let response = try await next(request, context)
+            services.lastSeen.saw(applicationId: device.applicationId, deviceId: device.deviceId, at: services.now())
+            return response
         }
+        if try await !store.recordSignedRequest(signed) { throw BackplaneError.nonceReused }
+        if case .device(let device, _) = identity {
+            services.lastSeen.saw(applicationId: device.applicationId, deviceId: device.deviceId, at: services.now())
+        }
+        context.identity = identity
         return try await next(request, context)
     }
 
@@ -55,7 +61,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
         guard let timestamp = Int64(timestampText) else {
             throw BackplaneError.invalidSignature("\(RequestSigning.Header.timestamp) must be Unix seconds.")
         }
-        let now = now()
+        let now = services.now()
         // In Double: any Int64 minus the server time is finite, where Int64 arithmetic could
         // overflow. The skew is printed only when it is a sane number of seconds.
         let skew = abs(now.timeIntervalSince1970 - Double(timestamp))
@@ -88,7 +94,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
                 throw BackplaneError.invalidCredentials(
                     "Send \(RequestSigning.Header.deviceId) and \(RequestSigning.Header.deviceCredential) from the registration.")
             }
-            _ = try await devices.authenticate(applicationId: key.applicationId, deviceId: deviceId, credential: credential)
+            _ = try await services.devices.authenticate(applicationId: key.applicationId, deviceId: deviceId, credential: credential)
             // A route naming a device must name the caller: a device acts only as itself.
             if let named = pathDeviceId, named != deviceId {
                 throw BackplaneError.forbidden("A device may act only as itself: '\(deviceId)' cannot act on '\(named)'.")
@@ -96,8 +102,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
             identity = .device(AuthenticatedDevice(applicationId: key.applicationId, deviceId: deviceId), nonceToRecord: nil)
         }
         let signed = SignedRequestRecord(
-            keyId: keyId, nonce: nonce, expiresAt: Date(timeIntervalSince1970: Double(timestamp) + RequestSigning.allowedClockSkew + 60),
-            applicationId: key.applicationId, deviceId: requireDevice ? deviceId : nil, now: now)
+            keyId: keyId, nonce: nonce, expiresAt: Date(timeIntervalSince1970: Double(timestamp) + RequestSigning.allowedClockSkew + 60))
         return (identity, signed)
     }
 }

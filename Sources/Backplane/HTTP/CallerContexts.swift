@@ -65,14 +65,12 @@ struct TokenRequestContext: ChildRequestContext, WireCodingContext {
 /// in which that caller is known. Built once per router.
 struct CallerGroups {
     let router: Router<BackplaneRequestContext>
-    let store: any BackplaneStore
-    let devices: DeviceService
-    let now: @Sendable () -> Date
+    let services: BackplaneServices
 
     /// Requests signed with an app key only: registration.
     func signedByAppKey(_ path: RouterPath) -> RouterGroup<RegistrationRequestContext> {
         router.group(path)
-            .add(middleware: SignedRequestMiddleware(store: store, devices: devices, requireDevice: false, now: now))
+            .add(middleware: SignedRequestMiddleware(services: services, requireDevice: false))
             .group(context: RegistrationRequestContext.self)
     }
 
@@ -87,13 +85,13 @@ struct CallerGroups {
     /// Requests with a bearer token of one scope.
     func bearer(_ path: RouterPath, scope: TokenScope) -> RouterGroup<TokenRequestContext> {
         router.group(path)
-            .add(middleware: BearerTokenMiddleware(store: store, scope: scope))
+            .add(middleware: BearerTokenMiddleware(store: services.store, scope: scope))
             .group(context: TokenRequestContext.self)
     }
 
     /// The device-signing middleware alone, for the WebSocket router, whose routes stay in the
     /// root context.
     func deviceSigning(handlerRecordsNonce: Bool = false) -> SignedRequestMiddleware {
-        SignedRequestMiddleware(store: store, devices: devices, requireDevice: true, handlerRecordsNonce: handlerRecordsNonce, now: now)
+        SignedRequestMiddleware(services: services, requireDevice: true, handlerRecordsNonce: handlerRecordsNonce)
     }
 }

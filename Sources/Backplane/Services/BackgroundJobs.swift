@@ -27,6 +27,33 @@ struct NonceJanitor: Service {
     }
 }
 
+/// Writes the last-seen times `LastSeenLog` noted, every `interval` and once more at shutdown.
+struct LastSeenWriter: Service {
+    let log: LastSeenLog
+    let store: any BackplaneStore
+    let interval: Duration
+    let logger: Logger
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                try await Task.sleep(for: interval)
+                await write()
+            }
+        }
+        // After the server stopped taking requests: what the last ones noted is kept too.
+        await write()
+    }
+
+    private func write() async {
+        do {
+            try await log.flush(to: store)
+        } catch {
+            logger.warning("Could not write last-seen times; keeping them for the next batch", metadata: ["error": "\(error)"])
+        }
+    }
+}
+
 /// Deletes events older than the retention age, a small batch per transaction so ingestion
 /// (which needs the same write lock) waits at most one batch.
 public struct EventRetention: Service {

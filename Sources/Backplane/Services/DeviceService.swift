@@ -25,6 +25,8 @@ struct DeviceLimitPolicy: Sendable {
 public struct DeviceService: Sendable {
     public let store: any BackplaneStore
     let wakeUps: any WakeUpPublisher
+    /// Answers show a device's last-seen time as noted, before it is written.
+    let lastSeen: LastSeenLog
     let now: @Sendable () -> Date
 
     /// Who asked for a change: a change the device did not make itself wakes it up.
@@ -32,9 +34,13 @@ public struct DeviceService: Sendable {
         case device, admin
     }
 
-    public init(store: any BackplaneStore, wakeUps: any WakeUpPublisher, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        store: any BackplaneStore, wakeUps: any WakeUpPublisher, lastSeen: LastSeenLog = LastSeenLog(),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.store = store
         self.wakeUps = wakeUps
+        self.lastSeen = lastSeen
         self.now = now
     }
 
@@ -164,7 +170,7 @@ public struct DeviceService: Sendable {
         let me = try await existing(applicationId, deviceId)
         let devices = try await store.devices(applicationId: applicationId, userId: me.userId)
         return UserDevicesResponse(
-            devices: devices.map { $0.wire(includePushToken: $0.deviceId == deviceId) },
+            devices: devices.map { lastSeen.latest($0).wire(includePushToken: $0.deviceId == deviceId) },
             downloadEnabledCount: devices.filter(\.downloadEnabled).count,
             settings: try await settings(applicationId), serverTime: now())
     }
@@ -273,7 +279,7 @@ public struct DeviceService: Sendable {
         try Validate.optionalText(request.appVersion, field: "appVersion", maxLength: WireLimits.maxShortTextLength)
         try Validate.optionalText(request.osVersion, field: "osVersion", maxLength: WireLimits.maxShortTextLength)
         let now = now()
-        let device = try await mutate(applicationId, deviceId) { original, _ in
+        @Sendable func reported(_ original: DeviceRecord) -> DeviceRecord {
             var device = original
             device.sdkVersion = request.sdkVersion ?? device.sdkVersion
             device.appVersion = request.appVersion ?? device.appVersion
@@ -281,6 +287,9 @@ public struct DeviceService: Sendable {
             if device != original { device.updatedAt = now }
             return device
         }
+        // Most syncs report the versions the device has already: that is a read, not a write.
+        let current = try await existing(applicationId, deviceId)
+        let device = reported(current) == current ? current : try await mutate(applicationId, deviceId) { original, _ in reported(original) }
         return try await response(applicationId, device, includePushToken: true)
     }
 
@@ -299,7 +308,7 @@ public struct DeviceService: Sendable {
         let rows = try await store.devices(applicationId: applicationId, filter: filter, afterRowId: after, limit: limit + 1)
         let page = rows.prefix(limit)
         let next = rows.count > limit ? page.last?.rowId.map(RowIdCursor.device.encode) : nil
-        return DevicePage(devices: page.map { $0.wire(includePushToken: true) }, nextCursor: next)
+        return DevicePage(devices: page.map { lastSeen.latest($0).wire(includePushToken: true) }, nextCursor: next)
     }
 
     // MARK: helpers
@@ -335,7 +344,7 @@ public struct DeviceService: Sendable {
     }
 
     private func response(_ applicationId: String, _ device: DeviceRecord, includePushToken: Bool) async throws -> DeviceResponse {
-        DeviceResponse(device: device.wire(includePushToken: includePushToken), settings: try await settings(applicationId), serverTime: now())
+        DeviceResponse(device: lastSeen.latest(device).wire(includePushToken: includePushToken), settings: try await settings(applicationId), serverTime: now())
     }
 
     private static func emptyAsNil(_ value: String) -> String? { value.isEmpty ? nil : value }

@@ -21,7 +21,7 @@ extension SQLiteStore {
     }
 
     public func updateSettings(
-        applicationId: String, _ change: @Sendable (ApplicationSettings) throws -> ApplicationSettings
+        applicationId: String, _ change: @escaping @Sendable (ApplicationSettings) throws -> ApplicationSettings
     ) async throws -> ApplicationSettings? {
         try await write { db in
             guard var application = try ApplicationRecord.fetchOne(db, key: applicationId) else { return nil }
@@ -49,7 +49,7 @@ extension SQLiteStore {
     }
 
     public func revokeAppKey(
-        applicationId: String, keyId: String, at date: Date, check: @Sendable ([AppKeyRecord]) throws -> Void
+        applicationId: String, keyId: String, at date: Date, check: @escaping @Sendable ([AppKeyRecord]) throws -> Void
     ) async throws -> AppKeyRecord? {
         try await write { db in
             guard var key = try AppKeyRecord.fetchOne(db, key: keyId), key.applicationId == applicationId else { return nil }

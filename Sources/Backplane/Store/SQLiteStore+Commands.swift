@@ -28,7 +28,7 @@ extension SQLiteStore {
     }
 
     public func updateCommand(
-        applicationId: String, commandId: String, _ change: @Sendable (CommandRecord) throws -> CommandRecord
+        applicationId: String, commandId: String, _ change: @escaping @Sendable (CommandRecord) throws -> CommandRecord
     ) async throws -> CommandRecord? {
         try await write { db in
             guard let existing = try Self.command(db, applicationId: applicationId, commandId: commandId) else { return nil }
@@ -41,7 +41,13 @@ extension SQLiteStore {
     public func syncCommands(
         applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules
     ) async throws -> (results: [CommandAckResult], open: [CommandRecord]) {
-        try await write { db in
+        // A quiet sync (no acks, nothing newly delivered or expired) changes nothing: answered
+        // from a read, it takes no write lock and waits for no commit.
+        if acks.isEmpty {
+            let open = try await read { db in try Self.openCommands(db, applicationId: applicationId, deviceId: deviceId) }
+            if open.allSatisfy({ rules.deliver($0) == $0 }) { return ([], open) }
+        }
+        return try await write { db in
             var results: [CommandAckResult] = []
             for ack in acks {
                 let existing = try Self.command(db, applicationId: applicationId, commandId: ack.commandId)
@@ -63,13 +69,7 @@ extension SQLiteStore {
                 }
                 results.append(decision.result)
             }
-            // Sorted here, not by SQLite: ordered by row id, SQLite would walk the device's
-            // whole command history in row-id order instead of searching the open states.
-            let open = try CommandRecord
-                .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }
-                .filter { [CommandState.pending, CommandState.delivered].contains($0.state) }
-                .fetchAll(db)
-                .sorted { ($0.rowId ?? 0) < ($1.rowId ?? 0) }
+            let open = try Self.openCommands(db, applicationId: applicationId, deviceId: deviceId)
             var stillOpen: [CommandRecord] = []
             for command in open {
                 let delivered = rules.deliver(command)
@@ -78,6 +78,17 @@ extension SQLiteStore {
             }
             return (results, stillOpen)
         }
+    }
+
+    /// A device's pending and delivered commands in enqueue order. Sorted here, not by SQLite:
+    /// ordered by row id, SQLite would walk the device's whole command history in row-id order
+    /// instead of searching the open states.
+    private static func openCommands(_ db: Database, applicationId: String, deviceId: String) throws -> [CommandRecord] {
+        try CommandRecord
+            .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }
+            .filter { [CommandState.pending, CommandState.delivered].contains($0.state) }
+            .fetchAll(db)
+            .sorted { ($0.rowId ?? 0) < ($1.rowId ?? 0) }
     }
 
     private static func command(_ db: Database, applicationId: String, commandId: String) throws -> CommandRecord? {

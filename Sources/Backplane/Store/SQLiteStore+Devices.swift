@@ -30,7 +30,7 @@ extension SQLiteStore {
 
     public func registerDevice<Decision: Sendable>(
         applicationId: String, deviceId: String, userId: String,
-        decide: @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
+        decide: @escaping @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
     ) async throws -> (DeviceRecord, Decision) {
         try await write { db in
             let existing = try Self.device(db, applicationId: applicationId, deviceId: deviceId)
@@ -48,7 +48,7 @@ extension SQLiteStore {
 
     public func updateDevice(
         applicationId: String, deviceId: String,
-        _ change: @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
+        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
     ) async throws -> DeviceRecord? {
         try await write { db in
             guard let existing = try Self.device(db, applicationId: applicationId, deviceId: deviceId) else { return nil }
@@ -60,6 +60,16 @@ extension SQLiteStore {
                 try Self.releaseGrants(db, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: unregisteredAt)
             }
             return device
+        }
+    }
+
+    public func recordLastSeen(_ sightings: [DeviceSighting]) async throws {
+        try await write { db in
+            let statement = try db.cachedStatement(
+                sql: "UPDATE devices SET last_seen_at = ? WHERE application_id = ? AND device_id = ? AND last_seen_at < ?")
+            for sighting in sightings {
+                try statement.execute(arguments: [sighting.at, sighting.applicationId, sighting.deviceId, sighting.at])
+            }
         }
     }
 

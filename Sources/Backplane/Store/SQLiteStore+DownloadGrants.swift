@@ -6,7 +6,7 @@ import BackplaneWire
 extension SQLiteStore {
     public func grantDownload<Decision: Sendable>(
         applicationId: String, deviceId: String, assetId: String,
-        decide: @Sendable (DownloadPermissionState) throws -> (DownloadGrantRecord?, Decision)
+        decide: @escaping @Sendable (DownloadPermissionState) throws -> (DownloadGrantRecord?, Decision)
     ) async throws -> Decision {
         try await write { db in
             guard let device = try Self.device(db, applicationId: applicationId, deviceId: deviceId) else {
@@ -38,7 +38,7 @@ extension SQLiteStore {
 
     public func reportDownloads<Result: Sendable>(
         applicationId: String, reports: [DownloadReport],
-        apply: @Sendable (DownloadReport, DownloadGrantRecord?) -> (DownloadGrantRecord?, Result)
+        apply: @escaping @Sendable (DownloadReport, DownloadGrantRecord?) -> (DownloadGrantRecord?, Result)
     ) async throws -> [Result] {
         try await write { db in
             try reports.map { report in

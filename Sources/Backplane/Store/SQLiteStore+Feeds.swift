@@ -49,7 +49,7 @@ extension SQLiteStore {
 
     public func writeEpisodes(
         applicationId: String, feedId: String, assetIds: [String],
-        _ plan: @Sendable ([String: EpisodeRecord]) throws -> [EpisodeWrite]
+        _ plan: @escaping @Sendable ([String: EpisodeRecord]) throws -> [EpisodeWrite]
     ) async throws -> [EpisodeWrite] {
         try await write { db in
             let existing = try EpisodeRecord

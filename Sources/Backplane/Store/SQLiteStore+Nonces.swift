@@ -13,13 +13,7 @@ extension SQLiteStore {
         try db.execute(
             sql: "INSERT INTO nonces (key_id, nonce, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             arguments: [request.keyId, request.nonce, request.expiresAt])
-        guard db.changesCount == 1 else { return false }
-        if let deviceId = request.deviceId {
-            try db.execute(
-                sql: "UPDATE devices SET last_seen_at = ? WHERE application_id = ? AND device_id = ?",
-                arguments: [request.now, request.applicationId, deviceId])
-        }
-        return true
+        return db.changesCount == 1
     }
 
     public func pruneNonces(expiredBefore date: Date) async throws -> Int {

@@ -7,13 +7,15 @@ import BackplaneWire
 /// Durability: `PRAGMA synchronous = FULL`. In WAL mode NORMAL already survives a process crash,
 /// but a power loss or kernel panic can roll back the last commits; FULL syncs the WAL on every
 /// commit, so anything the backplane acknowledged (a registration, an enqueued command) survives
-/// the machine going down too. The cost is one fsync per write transaction. Most requests make
-/// one; a sync makes up to three (its nonce, the command deliveries and the device's last-seen
-/// update), and an event upload records its nonce inside its own transaction to make one.
+/// the machine going down too. The cost is one fsync per commit, which concurrent requests
+/// share (`GroupCommit`). A signed request writes its nonce; a quiet sync writes nothing else
+/// (last-seen times are written in batches, `LastSeenLog`).
 public final class SQLiteStore: BackplaneStore {
     /// Private: every query goes through `read` and `write` below, the one place where the
     /// store's transactions begin.
     private let writer: any DatabaseWriter
+    /// Every write transaction goes through it: concurrent requests share commits.
+    private let groupCommit: GroupCommit
 
     /// Opens (creating if needed) `backplane.sqlite` in `directory` and migrates it. The directory
     /// is made owner-only (0700) whatever the umask: the database holds app key secrets.
@@ -50,6 +52,7 @@ public final class SQLiteStore: BackplaneStore {
     private init(writer: any DatabaseWriter) throws {
         try Self.migrator.migrate(writer)
         self.writer = writer
+        self.groupCommit = GroupCommit(writer)
     }
 
     private static var configuration: Configuration {
@@ -84,9 +87,11 @@ public final class SQLiteStore: BackplaneStore {
         try await writer.read(body)
     }
 
-    /// A write transaction: all of `body` commits, or none of it. `body` runs while no other write
-    /// can, so it must not wait on anything but the database.
-    func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
-        try await writer.write(body)
+    /// A write: all of `body` commits, or none of it, and the caller hears back after the commit.
+    /// `body` runs while no other write can, in a savepoint of a transaction it may share with
+    /// other requests' writes (`GroupCommit`): it must not wait on anything but the database, must
+    /// do bounded work, and must leave the transaction alone (no COMMIT or ROLLBACK of its own).
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await groupCommit.write(body)
     }
 }

@@ -18,13 +18,13 @@ public protocol ApplicationStore: Sendable {
     func createApplication(_ application: ApplicationRecord, key: AppKeyRecord) async throws
     func application(id: String) async throws -> ApplicationRecord?
     func applications() async throws -> [ApplicationRecord]
-    func updateSettings(applicationId: String, _ change: @Sendable (ApplicationSettings) throws -> ApplicationSettings) async throws -> ApplicationSettings?
+    func updateSettings(applicationId: String, _ change: @escaping @Sendable (ApplicationSettings) throws -> ApplicationSettings) async throws -> ApplicationSettings?
 
     func addAppKey(_ key: AppKeyRecord) async throws
     func appKey(id: String) async throws -> AppKeyRecord?
     func appKeys(applicationId: String) async throws -> [AppKeyRecord]
     /// Sets `revokedAt` once `check` (given the application's unrevoked keys) allows it. Nil when the key is unknown.
-    func revokeAppKey(applicationId: String, keyId: String, at: Date, check: @Sendable ([AppKeyRecord]) throws -> Void) async throws -> AppKeyRecord?
+    func revokeAppKey(applicationId: String, keyId: String, at: Date, check: @escaping @Sendable ([AppKeyRecord]) throws -> Void) async throws -> AppKeyRecord?
 
     func createToken(_ token: TokenRecord) async throws
     func token(hash: String) async throws -> TokenRecord?
@@ -33,7 +33,6 @@ public protocol ApplicationStore: Sendable {
 /// Nonces of signed requests: each (key, nonce) is accepted once.
 public protocol NonceStore: Sendable {
     /// Records a nonce for a key until `expiresAt`. False when it was already recorded (a replay).
-    /// When `deviceId` is given, also marks that device as seen at `now`.
     func recordSignedRequest(_ request: SignedRequestRecord) async throws -> Bool
     /// Forgets nonces that expired before `date`; returns how many.
     func pruneNonces(expiredBefore date: Date) async throws -> Int
@@ -52,7 +51,7 @@ public protocol DeviceStore: Sendable {
     /// `RegistrationState`. A device that moves to another user releases its download grants in it.
     func registerDevice<Decision: Sendable>(
         applicationId: String, deviceId: String, userId: String,
-        decide: @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
+        decide: @escaping @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
     ) async throws -> (DeviceRecord, Decision)
 
     /// Replaces an existing device row with what `change` returns, in one transaction with the read of
@@ -60,8 +59,12 @@ public protocol DeviceStore: Sendable {
     /// unregisters releases its download grants in the same transaction.
     func updateDevice(
         applicationId: String, deviceId: String,
-        _ change: @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
+        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
     ) async throws -> DeviceRecord?
+
+    /// Moves each device's `lastSeenAt` forward to the sighting's time (never back), in one
+    /// transaction. Sightings of devices that do not exist change nothing.
+    func recordLastSeen(_ sightings: [DeviceSighting]) async throws
 }
 
 /// The command queue. Open states are `pending` and `delivered`; a finished command never changes.
@@ -72,7 +75,7 @@ public protocol CommandStore: Sendable {
     func commands(applicationId: String, deviceId: String) async throws -> [CommandRecord]
     /// Replaces a command with what `change` returns, in one transaction. Nil when there is none.
     func updateCommand(
-        applicationId: String, commandId: String, _ change: @Sendable (CommandRecord) throws -> CommandRecord
+        applicationId: String, commandId: String, _ change: @escaping @Sendable (CommandRecord) throws -> CommandRecord
     ) async throws -> CommandRecord?
     /// One transaction: applies the acknowledgements (with the download grants they release and
     /// the detaching of the device they ask for), then delivers the device's open commands.
@@ -97,7 +100,7 @@ public protocol FeedStore: Sendable {
     /// `plan` what to write, writes it and appends one change per write to the change log.
     func writeEpisodes(
         applicationId: String, feedId: String, assetIds: [String],
-        _ plan: @Sendable ([String: EpisodeRecord]) throws -> [EpisodeWrite]
+        _ plan: @escaping @Sendable ([String: EpisodeRecord]) throws -> [EpisodeWrite]
     ) async throws -> [EpisodeWrite]
     /// One episode, live or retracted.
     func episode(applicationId: String, feedId: String, assetId: String) async throws -> EpisodeRecord?
@@ -152,13 +155,13 @@ public protocol DownloadGrantStore: Sendable {
     /// `StoreError.unknownDevice` when there is no such device.
     func grantDownload<Decision: Sendable>(
         applicationId: String, deviceId: String, assetId: String,
-        decide: @Sendable (DownloadPermissionState) throws -> (DownloadGrantRecord?, Decision)
+        decide: @escaping @Sendable (DownloadPermissionState) throws -> (DownloadGrantRecord?, Decision)
     ) async throws -> Decision
     /// One transaction: for each report, in order, the grant it names (nil when the application
     /// has none) is given to `apply`, and the grant `apply` returns, if any, replaces it.
     func reportDownloads<Result: Sendable>(
         applicationId: String, reports: [DownloadReport],
-        apply: @Sendable (DownloadReport, DownloadGrantRecord?) -> (DownloadGrantRecord?, Result)
+        apply: @escaping @Sendable (DownloadReport, DownloadGrantRecord?) -> (DownloadGrantRecord?, Result)
     ) async throws -> [Result]
     func downloadGrant(applicationId: String, grantId: String) async throws -> DownloadGrantRecord?
     /// A page of grants of a user or a device (all when both are nil), newest first, before `beforeRowId`.

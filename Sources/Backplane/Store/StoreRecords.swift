@@ -208,23 +208,17 @@ public struct EventRecord: Sendable, Equatable {
     public var key: EventKey { EventKey(correctedTime: correctedTime, rowId: rowId ?? 0) }
 }
 
-/// A signed request's nonce, to be recorded once (replay protection), and the device to mark seen.
+/// A signed request's nonce, to be recorded once (replay protection).
 public struct SignedRequestRecord: Sendable, Equatable {
     public var keyId: String
     public var nonce: String
     /// Kept until its timestamp can no longer pass the freshness check.
     public var expiresAt: Date
-    public var applicationId: String
-    public var deviceId: String?
-    public var now: Date
 
-    public init(keyId: String, nonce: String, expiresAt: Date, applicationId: String, deviceId: String?, now: Date) {
+    public init(keyId: String, nonce: String, expiresAt: Date) {
         self.keyId = keyId
         self.nonce = nonce
         self.expiresAt = expiresAt
-        self.applicationId = applicationId
-        self.deviceId = deviceId
-        self.now = now
     }
 }
 
