@@ -18,4 +18,4 @@ source benchmarks/serve.sh
 
 echo "backplane pid $server on port $port; $N channels"
 python3 benchmarks/channels/load.py --url "http://127.0.0.1:$port" --pid "$server" --devices "$N" \
-    --key "$(value 'app key id')" --secret "$(value 'app key secret')" --admin "$(value 'admin token    :')"
+    --key "$(value 'app key id')" --secret="$(value 'app key secret')" --admin "$(value 'admin token    :')"

@@ -10,4 +10,4 @@ app=$(value 'application id')
 cms=$(.build/release/backplane token create --app "$app" --scope cms --data-dir "$work/data")
 
 python3 benchmarks/feeds/delta.py --url "http://127.0.0.1:$port" --large "$LARGE" \
-    --key "$(value 'app key id')" --secret "$(value 'app key secret')" --cms "$cms"
+    --key "$(value 'app key id')" --secret="$(value 'app key secret')" --cms "$cms"

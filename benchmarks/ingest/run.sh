@@ -10,5 +10,5 @@ DEVICES="${2:-4}"
 source benchmarks/serve.sh
 
 python3 benchmarks/ingest/load.py --url "http://127.0.0.1:$port" --events "$EVENTS" --devices "$DEVICES" \
-    --key "$(value 'app key id')" --secret "$(value 'app key secret')" \
+    --key "$(value 'app key id')" --secret="$(value 'app key secret')" \
     --database "$work/data/backplane.sqlite" --baseline "$work/baseline.sqlite"

@@ -12,5 +12,5 @@ command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 
 source benchmarks/serve.sh
 
 python3 benchmarks/sync/presign.py --url "http://127.0.0.1:$port" --key "$(value 'app key id')" \
-    --secret "$(value 'app key secret')" --database "$work/data/backplane.sqlite" --out "$work" \
+    --secret="$(value 'app key secret')" --database "$work/data/backplane.sqlite" --out "$work" \
     --seconds "$SECONDS_EACH" --connections "$CONNECTIONS"

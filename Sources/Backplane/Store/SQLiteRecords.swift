@@ -52,6 +52,18 @@ extension DeviceRecord: SnakeCaseRecord {
         public static let unregisteredAt = Column("unregistered_at")
     }
 
+    /// Read by hand, not through `Decodable`: every signed device request reads its device,
+    /// and the decoder's keyed containers were most of that read's time in a profile.
+    public init(row: Row) throws {
+        self.init(
+            rowId: row["row_id"], applicationId: row["application_id"], deviceId: row["device_id"], userId: row["user_id"],
+            externalDeviceId: row["external_device_id"], nickname: row["nickname"], platform: row["platform"], model: row["model"],
+            osVersion: row["os_version"], sdkVersion: row["sdk_version"], appVersion: row["app_version"], pushToken: row["push_token"],
+            downloadEnabled: row["download_enabled"], credentialHash: row["credential_hash"], publicKey: row["public_key"],
+            registeredAt: row["registered_at"], updatedAt: row["updated_at"], lastSeenAt: row["last_seen_at"],
+            unregisteredAt: row["unregistered_at"])
+    }
+
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         rowId = inserted.rowID
     }

@@ -13,7 +13,7 @@ extension SQLiteStore {
     }
 
     public func application(id: String) async throws -> ApplicationRecord? {
-        try await read { db in try ApplicationRecord.fetchOne(db, key: id) }
+        try await read { db in try Self.fetchOne(ApplicationRecord.self, db, sql: "SELECT * FROM applications WHERE id = ?", [id]) }
     }
 
     public func applications() async throws -> [ApplicationRecord] {
@@ -39,7 +39,7 @@ extension SQLiteStore {
     }
 
     public func appKey(id: String) async throws -> AppKeyRecord? {
-        try await read { db in try AppKeyRecord.fetchOne(db, key: id) }
+        try await read { db in try Self.fetchOne(AppKeyRecord.self, db, sql: "SELECT * FROM app_keys WHERE key_id = ?", [id]) }
     }
 
     public func appKeys(applicationId: String) async throws -> [AppKeyRecord] {

@@ -84,10 +84,9 @@ extension SQLiteStore {
     /// ordered by row id, SQLite would walk the device's whole command history in row-id order
     /// instead of searching the open states.
     private static func openCommands(_ db: Database, applicationId: String, deviceId: String) throws -> [CommandRecord] {
-        try CommandRecord
-            .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }
-            .filter { [CommandState.pending, CommandState.delivered].contains($0.state) }
-            .fetchAll(db)
+        try CommandRecord.fetchAll(
+            db.cachedStatement(sql: "SELECT * FROM commands WHERE application_id = ? AND device_id = ? AND state IN ('pending', 'delivered')"),
+            arguments: [applicationId, deviceId])
             .sorted { ($0.rowId ?? 0) < ($1.rowId ?? 0) }
     }
 

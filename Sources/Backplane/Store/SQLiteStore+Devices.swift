@@ -74,7 +74,7 @@ extension SQLiteStore {
     }
 
     static func device(_ db: Database, applicationId: String, deviceId: String) throws -> DeviceRecord? {
-        try DeviceRecord.filter { $0.applicationId == applicationId && $0.deviceId == deviceId }.fetchOne(db)
+        try fetchOne(DeviceRecord.self, db, sql: "SELECT * FROM devices WHERE application_id = ? AND device_id = ?", [applicationId, deviceId])
     }
 
     private static func limitState(_ db: Database, applicationId: String, userId: String, excluding deviceId: String) throws -> DeviceLimitState {

@@ -10,9 +10,8 @@ extension SQLiteStore {
 
     /// Records a signed request's nonce inside `db`'s transaction; false for a replay.
     static func record(_ db: Database, _ request: SignedRequestRecord) throws -> Bool {
-        try db.execute(
-            sql: "INSERT INTO nonces (key_id, nonce, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-            arguments: [request.keyId, request.nonce, request.expiresAt])
+        try db.cachedStatement(sql: "INSERT INTO nonces (key_id, nonce, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
+            .execute(arguments: [request.keyId, request.nonce, request.expiresAt])
         return db.changesCount == 1
     }
 
