@@ -13,7 +13,9 @@ extension SQLiteStore {
     }
 
     public func application(id: String) async throws -> ApplicationRecord? {
-        try await read { db in try Self.fetchOne(ApplicationRecord.self, db, sql: "SELECT * FROM applications WHERE id = ?", [id]) }
+        try await recentApplications.value(id) {
+            try await read { db in try Self.fetchOne(ApplicationRecord.self, db, sql: "SELECT * FROM applications WHERE id = ?", [id]) }
+        }
     }
 
     public func applications() async throws -> [ApplicationRecord] {
@@ -23,7 +25,8 @@ extension SQLiteStore {
     public func updateSettings(
         applicationId: String, _ change: @escaping @Sendable (ApplicationSettings) throws -> ApplicationSettings
     ) async throws -> ApplicationSettings? {
-        try await write { db in
+        defer { recentApplications.clear() }
+        return try await write { db in
             guard var application = try ApplicationRecord.fetchOne(db, key: applicationId) else { return nil }
             application.settings = try change(application.settings)
             try application.update(db)
@@ -39,7 +42,9 @@ extension SQLiteStore {
     }
 
     public func appKey(id: String) async throws -> AppKeyRecord? {
-        try await read { db in try Self.fetchOne(AppKeyRecord.self, db, sql: "SELECT * FROM app_keys WHERE key_id = ?", [id]) }
+        try await recentAppKeys.value(id) {
+            try await read { db in try Self.fetchOne(AppKeyRecord.self, db, sql: "SELECT * FROM app_keys WHERE key_id = ?", [id]) }
+        }
     }
 
     public func appKeys(applicationId: String) async throws -> [AppKeyRecord] {
@@ -51,7 +56,8 @@ extension SQLiteStore {
     public func revokeAppKey(
         applicationId: String, keyId: String, at date: Date, check: @escaping @Sendable ([AppKeyRecord]) throws -> Void
     ) async throws -> AppKeyRecord? {
-        try await write { db in
+        defer { recentAppKeys.clear() }
+        return try await write { db in
             guard var key = try AppKeyRecord.fetchOne(db, key: keyId), key.applicationId == applicationId else { return nil }
             if key.revokedAt != nil { return key }
             let active = try AppKeyRecord

@@ -16,6 +16,9 @@ public final class SQLiteStore: BackplaneStore {
     private let writer: any DatabaseWriter
     /// Every write transaction goes through it: concurrent requests share commits.
     private let groupCommit: GroupCommit
+    /// Applications and app keys as recently read (`RecentReads`); cleared by this store's changes to them.
+    let recentApplications = RecentReads<ApplicationRecord>()
+    let recentAppKeys = RecentReads<AppKeyRecord>()
 
     /// Opens (creating if needed) `backplane.sqlite` in `directory` and migrates it. The directory
     /// is made owner-only (0700) whatever the umask: the database holds app key secrets.
