@@ -1,3 +1,4 @@
+import Backplane
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -120,6 +121,36 @@ import Testing
                 .put, "/v1/devices/phone/download-enabled", json: DownloadEnabledRequest(downloadEnabled: true), as: phone)
             #expect(mine.status == .ok)
             #expect(try await enabled("phone"))
+        }
+    }
+
+    /// A quiet sync writes nothing: the device's last-seen time is noted in memory, shown in
+    /// answers at once, and written with the next batch.
+    @Test func lastSeenIsShownAtOnceAndWrittenInBatches() async throws {
+        let clock = TestClock()
+        let fixture = try await Fixture.make(clock: clock)
+        defer { try? FileManager.default.removeItem(at: fixture.directory) }
+        // No batch is written while the test looks, however slow the machine.
+        let configuration = BackplaneConfiguration(
+            port: 0, dataDirectory: fixture.directory, logLevel: .error, lastSeenWriteInterval: .seconds(3600))
+        try await buildApplication(configuration, services: fixture.services).test(.router) { raw in
+            let client = Client(raw: raw, fixture: fixture)
+            let (me, registered) = try await client.register(user: "ann", device: "phone")
+            clock.advance(by: 120)
+            let synced = try await client.device(.post, "/v1/sync", json: SyncRequest(), as: me).decode(SyncResponse.self)
+            #expect(synced.device.lastSeenAt.timeIntervalSince(registered.device.lastSeenAt) >= 119)
+            let admin = try await client.admin(.get, "/v1/admin/devices/phone").decode(DeviceResponse.self)
+            #expect(admin.device.lastSeenAt == synced.device.lastSeenAt)
+
+            // The wire has whole seconds, the store milliseconds.
+            func stored() async throws -> TimeInterval {
+                let device = try await fixture.services.store.device(applicationId: fixture.applicationId, deviceId: "phone")
+                return try #require(device).lastSeenAt.timeIntervalSince(registered.device.lastSeenAt)
+            }
+            #expect(try await stored() < 1)
+            #expect(try await fixture.services.lastSeen.flush(to: fixture.services.store) == 1)
+            #expect(try await stored() >= 119)
+            #expect(try await fixture.services.lastSeen.flush(to: fixture.services.store) == 0)
         }
     }
 }

@@ -51,16 +51,3 @@ public final class LastSeenLog: Sendable {
         let deviceId: String
     }
 }
-
-/// A device's last signed request, for `DeviceStore.recordLastSeen`.
-public struct DeviceSighting: Sendable, Equatable {
-    public var applicationId: String
-    public var deviceId: String
-    public var at: Date
-
-    public init(applicationId: String, deviceId: String, at: Date) {
-        self.applicationId = applicationId
-        self.deviceId = deviceId
-        self.at = at
-    }
-}

@@ -208,6 +208,19 @@ public struct EventRecord: Sendable, Equatable {
     public var key: EventKey { EventKey(correctedTime: correctedTime, rowId: rowId ?? 0) }
 }
 
+/// A device's last signed request, for `DeviceStore.recordLastSeen`.
+public struct DeviceSighting: Sendable, Equatable {
+    public var applicationId: String
+    public var deviceId: String
+    public var at: Date
+
+    public init(applicationId: String, deviceId: String, at: Date) {
+        self.applicationId = applicationId
+        self.deviceId = deviceId
+        self.at = at
+    }
+}
+
 /// A signed request's nonce, to be recorded once (replay protection).
 public struct SignedRequestRecord: Sendable, Equatable {
     public var keyId: String
