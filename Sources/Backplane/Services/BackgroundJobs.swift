@@ -37,7 +37,8 @@ struct LastSeenWriter: Service {
     func run() async throws {
         try? await cancelWhenGracefulShutdown {
             while true {
-                try await Task.sleep(for: interval)
+                // At least a tenth of a second: a zero interval would spin.
+                try await Task.sleep(for: max(interval, .milliseconds(100)))
                 await write()
             }
         }

@@ -35,7 +35,7 @@ public struct DeviceService: Sendable {
     }
 
     public init(
-        store: any BackplaneStore, wakeUps: any WakeUpPublisher, lastSeen: LastSeenLog = LastSeenLog(),
+        store: any BackplaneStore, wakeUps: any WakeUpPublisher, lastSeen: LastSeenLog,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store

@@ -4,12 +4,15 @@ import NIOConcurrencyHelpers
 /// When each device last made a signed request, kept in memory and written to the store in
 /// batches (`LastSeenWriter`), so that a request that changes nothing else writes nothing.
 ///
-/// A crash loses at most the times noted since the last batch (the writer's interval, a few
-/// seconds); nothing else depends on them. Answers built from the store show the newer of the
-/// stored time and the one noted here, so a device and an admin see the same time before the
-/// batch is written as after.
+/// A crash loses at most the times noted since the last batch that was written (the writer's
+/// interval, a few seconds, while writes succeed); nothing else depends on them. This server's
+/// answers show the newer of the stored time and the one noted here, so a device and an admin
+/// see the same time before the batch is written as after; another process reading the
+/// database (the admin commands) sees the stored time.
 public final class LastSeenLog: Sendable {
     private let noted = NIOLockedValueBox<[DeviceKey: Date]>([:])
+    /// The batch being written: answers keep showing its times until the store has them.
+    private let writing = NIOLockedValueBox<[DeviceKey: Date]>([:])
 
     public init() {}
 
@@ -24,25 +27,47 @@ public final class LastSeenLog: Sendable {
     /// The device as the store has it, with the last-seen time noted since the last batch.
     func latest(_ device: DeviceRecord) -> DeviceRecord {
         let key = DeviceKey(applicationId: device.applicationId, deviceId: device.deviceId)
-        guard let time = noted.withLockedValue({ $0[key] }), time > device.lastSeenAt else { return device }
+        let time = [noted.withLockedValue { $0[key] }, writing.withLockedValue { $0[key] }].compactMap { $0 }.max()
+        guard let time, time > device.lastSeenAt else { return device }
         var device = device
         device.lastSeenAt = time
         return device
     }
 
-    /// Writes what was noted in one transaction. On failure the times are noted again (unless a
-    /// newer one came meanwhile) for the next batch. Returns how many devices were written.
+    /// Writes what was noted, `chunkSize` devices per write so that no write holds up the
+    /// requests behind it for long. On failure the times go back (unless a newer one came
+    /// meanwhile) for the next batch. Returns how many devices were written.
     @discardableResult
     public func flush(to store: any DeviceStore) async throws -> Int {
-        let batch = noted.withLockedValue { $0 }
-        guard !batch.isEmpty else { return 0 }
-        try await store.recordLastSeen(batch.map { DeviceSighting(applicationId: $0.key.applicationId, deviceId: $0.key.deviceId, at: $0.value) })
-        // Only what was written is dropped: a time noted during the write stays for the next batch.
-        noted.withLockedValue { noted in
-            for (key, time) in batch where noted[key] == time { noted[key] = nil }
+        // Taken out whole: requests noting times meanwhile do not copy or wait for the batch.
+        let batch = noted.withLockedValue { noted in
+            defer { noted = [:] }
+            return noted
         }
-        return batch.count
+        writing.withLockedValue { $0 = batch }
+        defer { writing.withLockedValue { $0 = [:] } }
+        let sightings = batch.map { DeviceSighting(applicationId: $0.key.applicationId, deviceId: $0.key.deviceId, at: $0.value) }
+        var written = 0
+        do {
+            while written < sightings.count {
+                let chunk = Array(sightings[written..<min(written + Self.chunkSize, sightings.count)])
+                try await store.recordLastSeen(chunk)
+                written += chunk.count
+            }
+        } catch {
+            noted.withLockedValue { noted in
+                for sighting in sightings[written...] {
+                    let key = DeviceKey(applicationId: sighting.applicationId, deviceId: sighting.deviceId)
+                    if let newer = noted[key], newer >= sighting.at { continue }
+                    noted[key] = sighting.at
+                }
+            }
+            throw error
+        }
+        return written
     }
+
+    static let chunkSize = 500
 
     var pendingCount: Int { noted.withLockedValue(\.count) }
 

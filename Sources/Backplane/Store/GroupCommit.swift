@@ -39,7 +39,10 @@ final class GroupCommit: Sendable {
                 defer { queue.draining = true }
                 return !queue.draining
             }
-            if startsDraining { Task { await self.drain() } }
+            // Detached: the drain serves every request's writes, not the one that started it
+            // (its priority and task-locals). A caller's cancellation does not withdraw a write
+            // already queued: it commits or fails with its batch.
+            if startsDraining { Task.detached { await self.drain() } }
         }
     }
 
@@ -60,17 +63,24 @@ final class GroupCommit: Sendable {
         do {
             try await writer.writeWithoutTransaction { db in
                 try db.inTransaction(.immediate) {
+                    // By hand rather than `inSavepoint`, which keeps going when its ROLLBACK TO
+                    // fails: then a failed write's work would be committed. Prepared once.
+                    let savepoint = try db.cachedStatement(sql: "SAVEPOINT grouped_write")
+                    let release = try db.cachedStatement(sql: "RELEASE SAVEPOINT grouped_write")
+                    let rollback = try db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT grouped_write")
                     for write in batch {
+                        try savepoint.execute()
                         do {
-                            try db.inSavepoint {
-                                try write.perform(db)
-                                return .commit
-                            }
+                            try write.perform(db)
+                            try release.execute()
                         } catch {
                             write.failed(error)
                             // SQLite ended the whole transaction (a full disk, an I/O error): the
-                            // writes before this one are gone too.
-                            if !db.isInsideTransaction { throw error }
+                            // writes before this one are gone, and those after it are not run.
+                            guard db.isInsideTransaction else { throw error }
+                            // If its work cannot be undone, nothing of the batch is committed.
+                            try rollback.execute()
+                            try release.execute()
                         }
                     }
                     return .commit

@@ -53,15 +53,20 @@ extension DeviceRecord: SnakeCaseRecord {
     }
 
     /// Read by hand, not through `Decodable`: every signed device request reads its device,
-    /// and the decoder's keyed containers were most of that read's time in a profile.
+    /// and the decoder's keyed containers were most of that read's time in a profile. A value
+    /// that does not convert throws, as the decoder would (`row[...]` would stop the process).
     public init(row: Row) throws {
         self.init(
-            rowId: row["row_id"], applicationId: row["application_id"], deviceId: row["device_id"], userId: row["user_id"],
-            externalDeviceId: row["external_device_id"], nickname: row["nickname"], platform: row["platform"], model: row["model"],
-            osVersion: row["os_version"], sdkVersion: row["sdk_version"], appVersion: row["app_version"], pushToken: row["push_token"],
-            downloadEnabled: row["download_enabled"], credentialHash: row["credential_hash"], publicKey: row["public_key"],
-            registeredAt: row["registered_at"], updatedAt: row["updated_at"], lastSeenAt: row["last_seen_at"],
-            unregisteredAt: row["unregistered_at"])
+            rowId: try row.decode(forColumn: "row_id"), applicationId: try row.decode(forColumn: "application_id"),
+            deviceId: try row.decode(forColumn: "device_id"), userId: try row.decode(forColumn: "user_id"),
+            externalDeviceId: try row.decode(forColumn: "external_device_id"), nickname: try row.decode(forColumn: "nickname"),
+            platform: try row.decode(forColumn: "platform"), model: try row.decode(forColumn: "model"),
+            osVersion: try row.decode(forColumn: "os_version"), sdkVersion: try row.decode(forColumn: "sdk_version"),
+            appVersion: try row.decode(forColumn: "app_version"), pushToken: try row.decode(forColumn: "push_token"),
+            downloadEnabled: try row.decode(forColumn: "download_enabled"), credentialHash: try row.decode(forColumn: "credential_hash"),
+            publicKey: try row.decode(forColumn: "public_key"), registeredAt: try row.decode(forColumn: "registered_at"),
+            updatedAt: try row.decode(forColumn: "updated_at"), lastSeenAt: try row.decode(forColumn: "last_seen_at"),
+            unregisteredAt: try row.decode(forColumn: "unregistered_at"))
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
