@@ -24,16 +24,16 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
 }
 
 @Suite struct StoreConformanceTests {
-    private static let now = Date(timeIntervalSince1970: 1_800_000_000)
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
 
-    private func application(in store: any BackplaneStore, deviceLimit: Int = 5) async throws -> String {
+    func application(in store: any BackplaneStore, deviceLimit: Int = 5) async throws -> String {
         let applications = ApplicationService(store: store, wakeUps: WakeUpHub())
         let (application, _) = try await applications.createApplication(name: "conformance")
         _ = try await applications.updateSettings(applicationId: application.id, .init(deviceLimit: deviceLimit))
         return application.id
     }
 
-    private func device(_ applicationId: String, _ deviceId: String, user: String, enabled: Bool) -> DeviceRecord {
+    func device(_ applicationId: String, _ deviceId: String, user: String, enabled: Bool) -> DeviceRecord {
         DeviceRecord(
             rowId: nil, applicationId: applicationId, deviceId: deviceId, userId: user, externalDeviceId: nil, nickname: nil,
             platform: "linux", model: nil, osVersion: nil, sdkVersion: nil, appVersion: nil, pushToken: nil, downloadEnabled: enabled,
@@ -178,50 +178,6 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         #expect(try await store.recordSignedRequest(record))
     }
 
-    /// Every field of a device reads back as it was written.
-    @Test(arguments: StoreKind.allCases)
-    func aDeviceReadsBackAsWritten(_ kind: StoreKind) async throws {
-        let store = try kind.make()
-        let applicationId = try await application(in: store)
-        var written = device(applicationId, "phone", user: "ann", enabled: true)
-        written.externalDeviceId = "crm-1"
-        written.nickname = "Ann's phone"
-        written.model = "model"
-        written.osVersion = "os"
-        written.sdkVersion = "sdk"
-        written.appVersion = "app"
-        written.pushToken = "push"
-        written.publicKey = "key"
-        written.updatedAt = Self.now.addingTimeInterval(1)
-        written.lastSeenAt = Self.now.addingTimeInterval(2)
-        written.unregisteredAt = Self.now.addingTimeInterval(3)
-        let toWrite = written
-        let stored = try await store.registerDevice(applicationId: applicationId, deviceId: "phone", userId: "ann") { _ in (toWrite, ()) }.0
-        let read = try #require(try await store.device(applicationId: applicationId, deviceId: "phone"))
-        #expect(read == stored)
-        written.rowId = read.rowId
-        #expect(read == written)
-    }
-
-    /// Last-seen times written in a batch only move forward, and a batch naming a device that
-    /// is gone writes the rest.
-    @Test(arguments: StoreKind.allCases)
-    func lastSeenTimesOnlyMoveForward(_ kind: StoreKind) async throws {
-        let store = try kind.make()
-        let applicationId = try await application(in: store)
-        try await registered(store, applicationId, "phone")
-        try await registered(store, applicationId, "tablet")
-        let later = Self.now.addingTimeInterval(60)
-        try await store.recordLastSeen([
-            DeviceSighting(applicationId: applicationId, deviceId: "phone", at: later),
-            DeviceSighting(applicationId: applicationId, deviceId: "gone", at: later),
-            DeviceSighting(applicationId: applicationId, deviceId: "tablet", at: Self.now.addingTimeInterval(-60)),
-        ])
-        #expect(try await store.device(applicationId: applicationId, deviceId: "phone")?.lastSeenAt == later)
-        #expect(try await store.device(applicationId: applicationId, deviceId: "tablet")?.lastSeenAt == Self.now)
-        #expect(try await store.device(applicationId: applicationId, deviceId: "gone") == nil)
-    }
-
     /// The change log is numbered in commit order: a device paging through its changes while
     /// several publishers write sees every change exactly once, in order, with no gap skipped.
     @Test(arguments: StoreKind.allCases)
@@ -270,7 +226,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         #expect(seen.map(\.seq) == Array(1...Int64(seen.count)), "numbers are the application's own, without gaps")
     }
 
-    private func registered(_ store: any BackplaneStore, _ applicationId: String, _ deviceId: String) async throws {
+    func registered(_ store: any BackplaneStore, _ applicationId: String, _ deviceId: String) async throws {
         _ = try await store.registerDevice(applicationId: applicationId, deviceId: deviceId, userId: "ann") { _ in
             (self.device(applicationId, deviceId, user: "ann", enabled: true), ())
         }

@@ -1,0 +1,51 @@
+import Backplane
+import Foundation
+import BackplaneWire
+import Testing
+
+/// Device rows as the store reads and writes them, on every store kind.
+extension StoreConformanceTests {
+    /// Every field of a device reads back as it was written.
+    @Test(arguments: StoreKind.allCases)
+    func aDeviceReadsBackAsWritten(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store)
+        var written = device(applicationId, "phone", user: "ann", enabled: true)
+        written.externalDeviceId = "crm-1"
+        written.nickname = "Ann's phone"
+        written.model = "model"
+        written.osVersion = "os"
+        written.sdkVersion = "sdk"
+        written.appVersion = "app"
+        written.pushToken = "push"
+        written.publicKey = "key"
+        written.updatedAt = Self.now.addingTimeInterval(1)
+        written.lastSeenAt = Self.now.addingTimeInterval(2)
+        written.unregisteredAt = Self.now.addingTimeInterval(3)
+        let toWrite = written
+        let stored = try await store.registerDevice(applicationId: applicationId, deviceId: "phone", userId: "ann") { _ in (toWrite, ()) }.0
+        let read = try #require(try await store.device(applicationId: applicationId, deviceId: "phone"))
+        #expect(read == stored)
+        written.rowId = read.rowId
+        #expect(read == written)
+    }
+
+    /// Last-seen times written in a batch only move forward, and a batch naming a device that
+    /// is gone writes the rest.
+    @Test(arguments: StoreKind.allCases)
+    func lastSeenTimesOnlyMoveForward(_ kind: StoreKind) async throws {
+        let store = try kind.make()
+        let applicationId = try await application(in: store)
+        try await registered(store, applicationId, "phone")
+        try await registered(store, applicationId, "tablet")
+        let later = Self.now.addingTimeInterval(60)
+        try await store.recordLastSeen([
+            DeviceSighting(applicationId: applicationId, deviceId: "phone", at: later),
+            DeviceSighting(applicationId: applicationId, deviceId: "gone", at: later),
+            DeviceSighting(applicationId: applicationId, deviceId: "tablet", at: Self.now.addingTimeInterval(-60)),
+        ])
+        #expect(try await store.device(applicationId: applicationId, deviceId: "phone")?.lastSeenAt == later)
+        #expect(try await store.device(applicationId: applicationId, deviceId: "tablet")?.lastSeenAt == Self.now)
+        #expect(try await store.device(applicationId: applicationId, deviceId: "gone") == nil)
+    }
+}
