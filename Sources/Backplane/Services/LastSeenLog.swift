@@ -69,8 +69,6 @@ public final class LastSeenLog: Sendable {
 
     static let chunkSize = 500
 
-    var pendingCount: Int { noted.withLockedValue(\.count) }
-
     private struct DeviceKey: Hashable {
         let applicationId: String
         let deviceId: String
