@@ -14,8 +14,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
-import websockets
-
 
 def sign(method, path, body, key, secret, device_id=None, credential=None):
     ts = str(int(time.time()))
@@ -60,30 +58,81 @@ def rss_kib(pid):
     raise RuntimeError("no VmRSS")
 
 
+class Channel(asyncio.Protocol):
+    """One device's channel, kept lean so that the load process's own cost per wake-up stays
+    small next to the server's: the handshake is written by hand and frames are parsed in
+    `data_received` (the server's frames are unmasked; its pings are answered)."""
+
+    def __init__(self, request):
+        self.request = request
+        self.buffer = b""
+        self.upgraded = asyncio.get_running_loop().create_future()
+        self.waiter = None  # a future resolved by the next wake-up
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+        transport.write(self.request)
+
+    def data_received(self, data):
+        self.buffer += data
+        if not self.upgraded.done():
+            head, separator, rest = self.buffer.partition(b"\r\n\r\n")
+            if not separator:
+                return
+            if not head.startswith(b"HTTP/1.1 101"):
+                self.upgraded.set_exception(RuntimeError(head.split(b"\r\n")[0].decode()))
+                return
+            self.buffer = rest
+            self.upgraded.set_result(None)
+        while len(self.buffer) >= 2:
+            opcode, length = self.buffer[0] & 0x0F, self.buffer[1] & 0x7F
+            if len(self.buffer) < 2 + length:
+                return
+            payload, self.buffer = self.buffer[2:2 + length], self.buffer[2 + length:]
+            if opcode == 0x1:
+                if self.waiter is not None and not self.waiter.done():
+                    self.waiter.set_result(time.perf_counter())
+                self.waiter = None
+            elif opcode == 0x9:
+                self.transport.write(bytes([0x8A, 0x80 | len(payload), 0, 0, 0, 0]) + payload)
+
+    def next_wake_up(self):
+        self.waiter = asyncio.get_running_loop().create_future()
+        return self.waiter
+
+    def close(self):
+        self.transport.write(bytes([0x88, 0x82, 0, 0, 0, 0, 0x03, 0xE8]))
+        self.transport.close()
+
+
 async def open_channel(host, port, key, secret, device_id, credential, semaphore):
     path = f"/v1/devices/{device_id}/channel"
+    headers = sign("GET", path, b"", key, secret, device_id, credential)
+    headers.pop("Content-Type")
+    request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+               + "".join(f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n").encode()
     async with semaphore:
-        return await websockets.connect(
-            f"ws://{host}:{port}{path}", additional_headers=sign("GET", path, b"", key, secret, device_id, credential),
-            ping_interval=None, open_timeout=60, max_queue=4, compression=None)
+        loop = asyncio.get_running_loop()
+        _, channel = await loop.create_connection(lambda: Channel(request), host, port)
+        # The server's first wake-up, sent once the channel is registered: awaited here so that
+        # the timed rounds wait for a new one.
+        first = channel.next_wake_up()
+        await asyncio.wait_for(channel.upgraded, timeout=60)
+        await asyncio.wait_for(first, timeout=60)
+        return channel
 
 
 async def wake_and_wait(channels, trigger, timeout):
-    """Runs `trigger` and returns seconds from just before it to each channel's next message."""
+    """Runs `trigger` and returns seconds from just before it to each channel's next wake-up."""
+    waiters = [channel.next_wake_up() for channel in channels]
     start = time.perf_counter()
-    received = [None] * len(channels)
-
-    async def receive(i, ws):
-        await ws.recv()
-        received[i] = time.perf_counter() - start
-
-    waiters = [asyncio.create_task(receive(i, ws)) for i, ws in enumerate(channels)]
-    await asyncio.sleep(0)
     await asyncio.get_running_loop().run_in_executor(None, trigger)
     done, pending = await asyncio.wait(waiters, timeout=timeout)
-    for task in pending:
-        task.cancel()
-    return [r for r in received if r is not None]
+    for future in pending:
+        future.cancel()
+    return [future.result() - start for future in done]
 
 
 async def main():
@@ -128,8 +177,8 @@ async def main():
         rounds.append((max(woken) if len(woken) == len(channels) else float("inf"), len(woken)))
         await asyncio.sleep(1)
 
-    for ws in channels:
-        await ws.close()
+    for channel in channels:
+        channel.close()
 
     n = len(channels)
     print(f"channels open: {n} (opened in {opened_in:.1f} s)")
@@ -141,7 +190,7 @@ async def main():
         print(f"wake 1 channel (baseline): {one[0] * 1000:.1f} ms")
     print(f"wake all {n} channels with one admin call, time to the last wake-up received, 5 rounds: "
           f"median {median * 1000:.1f} ms, worst {worst * 1000:.1f} ms "
-          f"(median {median / one[0]:.1f}x baseline; goal <= 1000 ms: median {median:.2f}x of goal); "
+          f"(median {median / one[0]:.1f}x baseline; goal: worst <= 500 ms, {worst / 0.5:.2f}x of goal); "
           f"woken per round: {[r[1] for r in rounds]}")
 
 

@@ -9,11 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 N="${1:-10000}"
 
-python3 -c "import websockets, uvloop" 2>/dev/null || python3 -m pip install --quiet websockets uvloop
+python3 -c "import uvloop" 2>/dev/null || python3 -m pip install --quiet uvloop
 # One fd per channel on each side, plus headroom.
 ulimit -n "$(ulimit -Hn)"
 [ "$(ulimit -n)" -gt $((N + 100)) ] || { echo "fd limit $(ulimit -n) is too low for $N channels" >&2; exit 1; }
 
+# The server holds at most --max-connections (default 4096) and leaves the rest in the backlog.
+SERVE_ARGS="--max-connections $((N + 100)) ${SERVE_ARGS:-}"
 source benchmarks/serve.sh
 
 echo "backplane pid $server on port $port; $N channels"
