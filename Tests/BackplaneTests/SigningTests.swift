@@ -151,6 +151,8 @@ import Testing
             let created = try await client.admin(.post, "/v1/admin/keys")
             #expect(created.status == .created)
             let newKey = try created.decode(CreatedAppKey.self)
+            // Never starting with "-", so `--secret <it>` on a command line is not taken for an option.
+            #expect(newKey.secret.hasPrefix("aks_") && newKey.secret.count == 4 + 43)
             let revoked = try await client.admin(.post, "/v1/admin/keys/\(fixture.signer.keyId)/revoke")
             #expect(revoked.status == .ok)
             #expect(try revoked.decode(AppKey.self).revokedAt != nil)

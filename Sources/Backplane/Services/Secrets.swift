@@ -13,7 +13,9 @@ enum Secrets {
 
     static func applicationId() -> String { random(prefix: "app_", byteCount: 9) }
     static func appKeyId() -> String { random(prefix: "ak_", byteCount: 12) }
-    static func appKeySecret() -> String { random(prefix: "", byteCount: 32) }
+    /// Prefixed like every other credential, which also keeps it from starting with `-`: one in
+    /// 32 bare base64url secrets did, and a command line then read `--secret <it>` as an option.
+    static func appKeySecret() -> String { random(prefix: "aks_", byteCount: 32) }
     static func tokenId() -> String { random(prefix: "tok_", byteCount: 9) }
     static func bearerToken() -> String { random(prefix: "bpt_", byteCount: 32) }
     static func deviceCredential() -> String { random(prefix: "dc_", byteCount: 32) }
