@@ -27,8 +27,9 @@ public final class LastSeenLog: Sendable {
     /// The device as the store has it, with the last-seen time noted since the last batch.
     func latest(_ device: DeviceRecord) -> DeviceRecord {
         let key = DeviceKey(applicationId: device.applicationId, deviceId: device.deviceId)
-        let time = [noted.withLockedValue { $0[key] }, writing.withLockedValue { $0[key] }].compactMap { $0 }.max()
-        guard let time, time > device.lastSeenAt else { return device }
+        // Every answer about a device comes here: no allocation on the way.
+        let time = max(noted.withLockedValue { $0[key] } ?? .distantPast, writing.withLockedValue { $0[key] } ?? .distantPast)
+        guard time > device.lastSeenAt else { return device }
         var device = device
         device.lastSeenAt = time
         return device
