@@ -7,11 +7,14 @@ on one connection for a few seconds: the median latency is the cost of one page.
 """
 import argparse
 import json
-import re
+import os
 import sqlite3
-import subprocess
+import sys
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import wrk  # noqa: E402
 
 PAGES = [
     ("devices", "/v1/admin/devices?limit=100"),
@@ -80,18 +83,13 @@ def checkpoint(db):
 
 
 def page_ms(url, token, seconds):
-    out = subprocess.run(
-        ["wrk", "-t1", "-c1", f"-d{seconds}s", "--timeout", "60s", "--latency", "-H", f"Authorization: Bearer {token}", url],
-        check=True, capture_output=True, text=True).stdout
-    if re.search(r"Non-2xx|Socket errors", out):
-        raise SystemExit(f"{url}: answers other than 200, or failed connections\n{out}")
-    if int(re.search(r"(\d+) requests in", out).group(1)) == 0:
+    figures = wrk.run(url, seconds, 1, headers=[f"Authorization: Bearer {token}"], timeout="60s")
+    if figures.requests == 0:
         # Not one answer within the run: a page slower than the run itself; time one.
         started = time.perf_counter()
         urllib.request.urlopen(urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"}), timeout=600).read()
         return (time.perf_counter() - started) * 1000
-    value, unit = re.search(r"^\s+50%\s+([\d.]+)(us|ms|s)\s*$", out, re.M).groups()
-    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    return figures.latency_ms(50)
 
 
 class Server:
