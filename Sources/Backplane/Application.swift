@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -122,7 +121,7 @@ public func buildWebSocketRouter(_ services: BackplaneServices) -> Router<Backpl
     let router = Router(context: BackplaneRequestContext.self)
     router.add(middleware: UpgradeRefusalMiddleware())
     let callers = CallerGroups(router: router, services: services)
-    ChannelController(hub: services.wakeUpHub).addRoutes(to: router.group("v1/devices").add(middleware: callers.deviceSigning()))
+    ChannelController().addRoutes(to: router.group("v1/devices").add(middleware: callers.deviceSigning()))
     return router
 }
 
@@ -139,15 +138,16 @@ public func buildApplication(
     }()
     var application = Application(
         router: buildRouter(services),
-        server: .guardedHTTP1WebSocketUpgrade(
-            webSocketRouter: buildWebSocketRouter(services), limits: configuration.transport,
-            webSocket: .init(autoPing: configuration.channelPingInterval.map { .enabled(timePeriod: $0) } ?? .disabled)),
+        server: .guardedHTTP1WithWakeUpChannels(
+            webSocketRouter: buildWebSocketRouter(services), hub: services.wakeUpHub, limits: configuration.transport,
+            pingInterval: configuration.channelPingInterval),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "backplane",
             availableConnectionsDelegate: MaximumAvailableConnections(configuration.transport.maxConnections)),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger)
     application.addServices(NonceJanitor(store: services.store, interval: configuration.noncePruneInterval, logger: logger, now: services.now))
+    application.addServices(WakeUpChannelCloser(hub: services.wakeUpHub))
     application.addServices(LastSeenWriter(
         log: services.lastSeen, store: services.store, interval: configuration.lastSeenWriteInterval, logger: logger))
     if let retention = configuration.eventRetention {

@@ -287,7 +287,8 @@ final class WakeCounter: @unchecked Sendable {
     struct Channel: WakeUpChannel {
         let counter: WakeCounter
         let name: String
-        func wake() async { counter.lock.withLock { counter.counts[name, default: 0] += 1 } }
+        func close() {}
+        func wake() { counter.lock.withLock { counter.counts[name, default: 0] += 1 } }
     }
 
     func channel(_ name: String) -> Channel { Channel(counter: self, name: name) }

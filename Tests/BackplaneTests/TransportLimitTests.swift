@@ -10,29 +10,13 @@ import TestSupport
 /// The HTTP transport's limits, against a real listening server and raw connections: what a
 /// client that does not play by the rules gets (an answer and a closed connection, never a hang).
 @Suite struct TransportLimitTests {
-    /// Serves `fixture` on a free port with `limits` while `body` runs.
-    private func serve(
-        _ fixture: Fixture, limits: TransportLimits, _ body: @escaping @Sendable (Int) async throws -> Void
-    ) async throws {
-        defer { try? FileManager.default.removeItem(at: fixture.directory) }
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = buildApplication(
-            BackplaneConfiguration(port: 0, dataDirectory: fixture.directory, logLevel: .critical, transport: limits),
-            services: fixture.services, onServerRunning: { continuation.yield($0) })
-        let server = Task { try await app.runService(gracefulShutdownSignals: []) }
-        defer { server.cancel() }
-        var iterator = ports.makeAsyncIterator()
-        let port = try #require(await iterator.next())
-        try await body(port)
-    }
-
     private static func errorCode(_ body: Data) -> ErrorCode? {
         (try? WireJSON.decoder().decode(ErrorBody.self, from: body))?.error.code
     }
 
     @Test func anOversizedRequestHeadIsAnswered431AndClosed() async throws {
         let fixture = try await Fixture.make()
-        try await serve(fixture, limits: TransportLimits(maxHeaderBytes: 8 * 1024)) { port in
+        try await RealPort.serve(fixture, limits: TransportLimits(maxHeaderBytes: 8 * 1024)) { port in
             for connectionRequest in [1, 2] {
                 let connection = try RawConnection(port: port)
                 if connectionRequest == 2 {
@@ -55,7 +39,7 @@ import TestSupport
 
     @Test func anUpgradeTheServerDoesNotTakeIsIgnoredAndTheRequestAnswered() async throws {
         let fixture = try await Fixture.make()
-        try await serve(fixture, limits: TransportLimits()) { port in
+        try await RealPort.serve(fixture, limits: TransportLimits()) { port in
             let asks = [
                 "Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n",  // curl --http2
                 "Upgrade: websocket\r\nConnection: Upgrade\r\n",  // no Sec-WebSocket-Key
@@ -89,7 +73,7 @@ import TestSupport
     @Test func idleTrickledAndStalledRequestsAreCutOff() async throws {
         let fixture = try await Fixture.make()
         let limits = TransportLimits(requestHeadTimeout: .seconds(1), requestBodyTimeout: .seconds(1))
-        try await serve(fixture, limits: limits) { port in
+        try await RealPort.serve(fixture, limits: limits) { port in
             // Connects and says nothing.
             let silent = try RawConnection(port: port)
             #expect(await silent.readUntilClosed(timeout: 15).closed)
@@ -117,7 +101,7 @@ import TestSupport
 
     @Test func connectionsBeyondTheLimitWaitForAFreeSlot() async throws {
         let fixture = try await Fixture.make()
-        try await serve(fixture, limits: TransportLimits(maxConnections: 2)) { port in
+        try await RealPort.serve(fixture, limits: TransportLimits(maxConnections: 2)) { port in
             let first = try RawConnection(port: port), second = try RawConnection(port: port)
             for connection in [first, second] {
                 await connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -133,30 +117,19 @@ import TestSupport
         }
     }
 
-    /// A hand-made WebSocket upgrade for a device's channel, signed as `identity` would sign it.
-    private func upgrade(_ fixture: Fixture, deviceId: String, as identity: DeviceIdentity?, signer: Signer? = nil) -> String {
-        let path = "/v1/devices/\(deviceId)/channel"
-        let headers = (signer ?? fixture.signer).headers(
-            method: .get, path: path, body: Data(), deviceId: identity?.deviceId, credential: identity?.credential)
-        var request = "GET \(path) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-        for field in headers where field.name != .contentType { request += "\(field.name.rawName): \(field.value)\r\n" }
-        return request + "\r\n"
-    }
-
     @Test func aRefusedChannelUpgradeAnswersWithTheUsualErrorBody() async throws {
         let fixture = try await Fixture.make()
         // A head timeout short enough for the idle channel to outlive it below, long enough for a
         // loaded machine to read a head sent with the connection.
-        try await serve(fixture, limits: TransportLimits(requestHeadTimeout: .seconds(3))) { port in
-            let phone = try await Self.register(fixture, port: port, device: "phone")
-            let tablet = try await Self.register(fixture, port: port, device: "tablet")
+        try await RealPort.serve(fixture, limits: TransportLimits(requestHeadTimeout: .seconds(3))) { port in
+            let phone = try await RealPort.register(fixture, port: port, device: "phone")
+            let tablet = try await RealPort.register(fixture, port: port, device: "tablet")
             let cases: [(String, Int, ErrorCode)] = [
-                (upgrade(fixture, deviceId: "phone", as: nil), 401, .invalidCredentials),
-                (upgrade(fixture, deviceId: "phone", as: DeviceIdentity(deviceId: "phone", credential: "dc_wrong")), 401, .invalidCredentials),
-                (upgrade(fixture, deviceId: "phone", as: phone, signer: Signer(keyId: fixture.signer.keyId, secret: "wrong")), 401, .invalidSignature),
-                (upgrade(fixture, deviceId: "phone", as: phone, signer: Signer(keyId: "ak_unknown", secret: "x")), 401, .invalidCredentials),
-                (upgrade(fixture, deviceId: "phone", as: tablet), 403, .forbidden),
+                (RealPort.channelUpgrade(fixture, deviceId: "phone", as: nil), 401, .invalidCredentials),
+                (RealPort.channelUpgrade(fixture, deviceId: "phone", as: DeviceIdentity(deviceId: "phone", credential: "dc_wrong")), 401, .invalidCredentials),
+                (RealPort.channelUpgrade(fixture, deviceId: "phone", as: phone, signer: Signer(keyId: fixture.signer.keyId, secret: "wrong")), 401, .invalidSignature),
+                (RealPort.channelUpgrade(fixture, deviceId: "phone", as: phone, signer: Signer(keyId: "ak_unknown", secret: "x")), 401, .invalidCredentials),
+                (RealPort.channelUpgrade(fixture, deviceId: "phone", as: tablet), 403, .forbidden),
             ]
             for (request, status, code) in cases {
                 let connection = try RawConnection(port: port, sending: request)
@@ -167,7 +140,7 @@ import TestSupport
             }
 
             // A good upgrade becomes a channel that outlives the transport's idle limit: it is pinged.
-            let channel = try RawConnection(port: port, sending: upgrade(fixture, deviceId: "phone", as: phone))
+            let channel = try RawConnection(port: port, sending: RealPort.channelUpgrade(fixture, deviceId: "phone", as: phone))
             let switched = try #require(await channel.readResponse(timeout: 15))
             #expect(switched.status == 101)
             // The first frame is the wake-up that says the channel is registered: sync now.
@@ -183,19 +156,5 @@ import TestSupport
             }
             #expect(pong.first == 0x8A)
         }
-    }
-
-    /// Registers a device over the real port, as the install holding its device key.
-    private static func register(_ fixture: Fixture, port: Int, device: String) async throws -> DeviceIdentity {
-        let key = fixture.deviceKeys.key(for: device)
-        let body = try Client.encode(RegisterDeviceRequest(
-            userId: "alice", deviceId: device, platform: "linux", devicePublicKey: DeviceKeys.publicKey(key)))
-        let headers = fixture.signer.headers(method: .post, path: "/v1/devices/register", body: body, proofKey: key)
-        var request = "POST /v1/devices/register HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.count)\r\n"
-        for field in headers { request += "\(field.name.rawName): \(field.value)\r\n" }
-        let connection = try RawConnection(port: port, sending: Data((request + "\r\n").utf8) + body)
-        let response = try #require(await connection.readResponse(timeout: 15))
-        let registered = try WireJSON.decoder().decode(RegisterDeviceResponse.self, from: response.body)
-        return DeviceIdentity(deviceId: device, credential: registered.deviceCredential)
     }
 }

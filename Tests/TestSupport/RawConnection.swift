@@ -144,7 +144,8 @@ public final class RawConnection: @unchecked Sendable {
                     guard case .data(let more) = readNow(timeout: timeout) else { return nil }
                     body += more
                 }
-                return (status, headers, body.prefix(length))
+                // After a 101 the rest belongs to the new protocol (a channel's first frame).
+                return (status, headers, status == 101 ? body : body.prefix(length))
             }
             guard case .data(let more) = readNow(timeout: timeout) else { return nil }
             received += more

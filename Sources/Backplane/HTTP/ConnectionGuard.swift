@@ -2,7 +2,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
-import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -36,27 +35,6 @@ public struct TransportLimits: Sendable, Equatable {
     }
 }
 
-/// The backplane's child channel: Hummingbird's HTTP/1 server with WebSocket upgrade, plus an
-/// `UpgradeRequestFilter` in front of the upgrade handler and a `ConnectionGuard` after it, where
-/// it sees every request of the connection from the first (Hummingbird adds its own idle handling
-/// only after the first request head, and never answers a head that overflows the decoder).
-struct GuardedHTTPChannel: ServerChildChannel {
-    let inner: HTTP1WebSocketUpgradeChannel
-    let limits: TransportLimits
-
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1WebSocketUpgradeChannel.Value> {
-        inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
-            try UpgradeRequestFilter.install(in: channel.pipeline.syncOperations)
-            try channel.pipeline.syncOperations.addHandler(ConnectionGuard(limits: limits))
-            return value
-        }
-    }
-
-    func handle(value: HTTP1WebSocketUpgradeChannel.Value, logger: Logger) async {
-        await inner.handle(value: value, logger: logger)
-    }
-}
-
 /// Per connection: closes it when a request head or body takes too long, answers a head the
 /// decoder refuses (431 for too large, 400 otherwise) instead of leaving the client hanging, and
 /// replaces the empty 400 of a refused WebSocket upgrade with the refusal's status and error body.
@@ -84,6 +62,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var responding = false
     private var refusal: Refusal?
     private var refusalBody: ByteBuffer?
+    private var quiesceRequested = false
 
     init(limits: TransportLimits) {
         self.limits = limits
@@ -172,10 +151,20 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             // From now on the request is late only if its body is.
             return arm(context, limits.requestBodyTimeout)
         }
+        if event is ChannelShouldQuiesceEvent {
+            // The server is shutting down. An upgrade the router is still deciding has no
+            // handler yet to act on this: it is told again once it is a channel.
+            quiesceRequested = true
+        }
         if event is HTTPServerUpgradeEvents {
-            // A WebSocket from now on: leave before its first frame arrives.
+            // A WebSocket from now on: leave before its first frame arrives. The handlers after
+            // this one hear of the upgrade first (a removed handler passes nothing on).
             disarm()
-            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            context.fireUserInboundEventTriggered(event)
+            let pipeline = context.pipeline.syncOperations
+            pipeline.removeHandler(context: context, promise: nil)
+            if quiesceRequested { pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+            return
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -222,26 +211,6 @@ struct UpgradeRefusalMiddleware: RouterMiddleware {
                 }.get()
             }
             throw error
-        }
-    }
-}
-
-extension HTTPServerBuilder {
-    /// HTTP/1 with WebSocket upgrade on `webSocketRouter`, behind `ConnectionGuard`.
-    static func guardedHTTP1WebSocketUpgrade(
-        webSocketRouter: Router<BackplaneRequestContext>, limits: TransportLimits, webSocket: WebSocketServerConfiguration
-    ) -> HTTPServerBuilder {
-        let webSocketResponder = webSocketRouter.buildResponder()
-        // No idle timeout of Hummingbird's own: `ConnectionGuard` times the connection, and knows
-        // that an upgrade request waiting for the router's decision is not idle.
-        var http1 = HTTP1Channel.Configuration()
-        http1.httpDecoder = .init(
-            maxHeaderFieldSize: limits.maxHeaderBytes, maxHeaderListSize: limits.maxHeaderBytes, maxHeaderFieldCount: limits.maxHeaderFields)
-        let configuration = HTTP1WebSocketUpgradeChannel.Configuration(http1: http1, ws: webSocket)
-        return HTTPServerBuilder { responder in
-            GuardedHTTPChannel(
-                inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder, configuration: configuration),
-                limits: limits)
         }
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
-import HummingbirdWebSocket
 import NIOCore
+import Synchronization
 import BackplaneWire
 
 /// What an authentication middleware proved about a request. The route group's own context
@@ -23,23 +23,37 @@ struct AuthenticatedDevice: Sendable, Equatable {
     let deviceId: String
 }
 
+/// Where the channel route leaves the device whose upgrade it accepts, for `GuardedHTTPChannel`
+/// to read after the router has answered (the context itself is a value the router copies).
+final class ChannelUpgrade: Sendable {
+    private let accepted = Mutex<AuthenticatedDevice?>(nil)
+
+    func accept(_ device: AuthenticatedDevice) { accepted.withLock { $0 = device } }
+    var acceptedDevice: AuthenticatedDevice? { accepted.withLock { $0 } }
+}
+
 /// The context every request starts in, built by Hummingbird from the connection. Routes with a
 /// caller run in a child context instead (`CallerContexts.swift`). Here stay the health checks
-/// (no caller) and the WebSocket channel, whose context hummingbird-websocket builds from the
-/// connection itself.
-public struct BackplaneRequestContext: RequestContext, WebSocketRequestContext {
+/// (no caller) and the upgrade to a wake-up channel, which `GuardedHTTPChannel` runs through the
+/// WebSocket router in this context.
+public struct BackplaneRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// Set by the authentication middleware of the route's group.
     var identity: Identity?
-    public let webSocket: WebSocketHandlerReference<Self>
+    /// Only on the upgrade requests `GuardedHTTPChannel` runs: other requests allocate none.
+    let channelUpgrade: ChannelUpgrade?
     /// The connection, for what concerns it rather than the request (a refused channel upgrade).
     public let channel: (any Channel)?
 
     public init(source: ApplicationRequestContextSource) {
+        self.init(source: source, channelUpgrade: nil)
+    }
+
+    init(source: ApplicationRequestContextSource, channelUpgrade: ChannelUpgrade?) {
         self.coreContext = .init(source: source)
         self.channel = source.channel
         self.identity = nil
-        self.webSocket = .init()
+        self.channelUpgrade = channelUpgrade
     }
 
     public var maxUploadSize: Int { WireLimits.maxBodyBytes }

@@ -1,4 +1,3 @@
-import HummingbirdWebSocket
 import NIOCore
 import NIOHTTP1
 
@@ -45,9 +44,9 @@ final class UpgradeRequestFilter: ChannelInboundHandler, RemovableChannelHandler
             && headers.contains(name: "sec-websocket-version")
     }
 
-    /// Puts a filter in front of the upgrade handler that `HTTP1WebSocketUpgradeChannel` set up.
+    /// Puts a filter in front of the upgrade handler that `GuardedHTTPChannel` set up.
     static func install(in pipeline: ChannelPipeline.SynchronousOperations) throws {
-        let upgradeHandler = try pipeline.handler(type: NIOTypedHTTPServerUpgradeHandler<HTTP1WebSocketUpgradeChannel.UpgradeResult>.self)
+        let upgradeHandler = try pipeline.handler(type: NIOTypedHTTPServerUpgradeHandler<GuardedHTTPChannel.UpgradeResult>.self)
         try pipeline.addHandler(UpgradeRequestFilter(), position: .before(upgradeHandler))
     }
 }

@@ -108,3 +108,17 @@ public struct EventRetention: Service {
         }
     }
 }
+
+/// Closes the device channels when the server stops, however it stops, including those whose
+/// upgrade completes after that (`WakeUpHub.closeAll`). The server's quiescing reaches the
+/// channels open when it starts; this one also reaches a channel accepted or still upgrading
+/// at that moment, which would otherwise keep the shutdown waiting for as long as it answers
+/// pings, since a channel holds no task that shutdown or cancellation could end.
+struct WakeUpChannelCloser: Service {
+    let hub: WakeUpHub
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        hub.closeAll()
+    }
+}

@@ -17,15 +17,17 @@ public protocol WakeUpPublisher: Sendable {
 
 /// One open device channel, as the hub sees it: something it can send a wake-up to.
 public protocol WakeUpChannel: Sendable {
-    /// Sends the wake-up; errors (a closed connection) are the channel's own business.
-    func wake() async
+    /// Starts sending the wake-up and returns at once; errors (a closed connection) are the
+    /// channel's own business.
+    func wake()
+    /// Tells the device the server is going away and closes the channel, in the background.
+    func close()
 }
 
 /// The device channels open on this node, and delivery of wake-ups to them.
 ///
-/// The hub holds each channel's writer and writes the frames itself from a few worker tasks,
-/// so an idle channel costs no task of its own and waking ten thousand channels is a loop, not
-/// ten thousand task switches.
+/// The hub holds each channel's handle; waking is a loop that hands each channel its frame to
+/// write on its own event loop, so waking ten thousand channels takes no task switch.
 public final class WakeUpHub: WakeUpPublisher {
     public struct Registration: Sendable {
         fileprivate let key: Key
@@ -40,23 +42,23 @@ public final class WakeUpHub: WakeUpPublisher {
     private struct State {
         var channels: [Key: [UInt64: any WakeUpChannel]] = [:]
         var nextId: UInt64 = 0
+        /// False once the server stops (`closeAll`).
+        var open = true
     }
 
     private let state = Mutex(State())
-    /// Concurrent writers for one delivery.
-    private let workers: Int
 
-    public init(workers: Int = 8) {
-        self.workers = max(1, workers)
-    }
+    public init() {}
 
     public func register(_ channel: any WakeUpChannel, applicationId: String, deviceId: String) -> Registration {
         let key = Key(applicationId: applicationId, deviceId: deviceId)
-        let id = state.withLock { state in
+        let (id, open) = state.withLock { state in
             state.nextId += 1
             state.channels[key, default: [:]][state.nextId] = channel
-            return state.nextId
+            return (state.nextId, state.open)
         }
+        // An upgrade that completes while the server stops: closed like the others.
+        if !open { channel.close() }
         return Registration(key: key, id: id)
     }
 
@@ -72,11 +74,22 @@ public final class WakeUpHub: WakeUpPublisher {
         state.withLock { $0.channels.values.reduce(0) { $0 + $1.count } }
     }
 
+    /// Closes every channel of this node, and from now on each channel as soon as it registers:
+    /// the server is stopping. (NIO's quiescing tells the connections open when it starts; one
+    /// accepted in that moment, or still upgrading, would miss it and hold the shutdown up.)
+    public func closeAll() {
+        let all = state.withLock { state in
+            state.open = false
+            return state.channels.values.flatMap(\.values)
+        }
+        for channel in all { channel.close() }
+    }
+
     public func publish(_ wakeUp: WakeUp) {
         deliver(wakeUp)
     }
 
-    /// Wakes the matching channels of this node, in the background.
+    /// Wakes the matching channels of this node; the frames are written in the background.
     public func deliver(_ wakeUp: WakeUp) {
         let targets: [any WakeUpChannel] = state.withLock { state in
             switch wakeUp {
@@ -88,18 +101,6 @@ public final class WakeUpHub: WakeUpPublisher {
                 return state.channels.filter { $0.key.applicationId == applicationId }.flatMap { $0.value.values }
             }
         }
-        guard !targets.isEmpty else { return }
-        let workers = min(self.workers, targets.count)
-        Task {
-            await withTaskGroup(of: Void.self) { group in
-                for worker in 0..<workers {
-                    group.addTask {
-                        for index in stride(from: worker, to: targets.count, by: workers) {
-                            await targets[index].wake()
-                        }
-                    }
-                }
-            }
-        }
+        for target in targets { target.wake() }
     }
 }
