@@ -25,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         // Signs download entitlements (JWS, EdDSA) and, in the tests, verifies them as a license server would.
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
+        // The store for several nodes (PostgresStore).
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // Wire models shared by the server and the SDK: Foundation only. Named for what it holds
@@ -50,6 +52,7 @@ let package = Package(
                 .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .executableTarget(
@@ -107,6 +110,7 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // Triggers a graceful shutdown, as SIGTERM would, without a signal.
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),

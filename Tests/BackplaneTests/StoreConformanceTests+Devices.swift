@@ -8,7 +8,7 @@ extension StoreConformanceTests {
     /// Every field of a device reads back as it was written.
     @Test(arguments: StoreKind.allCases)
     func aDeviceReadsBackAsWritten(_ kind: StoreKind) async throws {
-        let store = try kind.make()
+        let store = try await kind.make()
         let applicationId = try await application(in: store)
         var written = device(applicationId, "phone", user: "ann", enabled: true)
         written.externalDeviceId = "crm-1"
@@ -34,7 +34,7 @@ extension StoreConformanceTests {
     /// is gone writes the rest.
     @Test(arguments: StoreKind.allCases)
     func lastSeenTimesOnlyMoveForward(_ kind: StoreKind) async throws {
-        let store = try kind.make()
+        let store = try await kind.make()
         let applicationId = try await application(in: store)
         try await registered(store, applicationId, "phone")
         try await registered(store, applicationId, "tablet")

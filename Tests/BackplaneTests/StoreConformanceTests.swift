@@ -1,5 +1,6 @@
 @testable import Backplane
 import Foundation
+import Logging
 import BackplaneWire
 import Testing
 import TestSupport
@@ -8,17 +9,31 @@ import TestSupport
 /// every implementation runs the same suite: each test takes the kind of store as its argument.
 /// A new store adds its case to `StoreKind` and must pass unchanged.
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
-    case sqliteFile, sqliteInMemory
+    case sqliteFile, sqliteInMemory, postgres
+
+    /// Every kind whose database can be had here: PostgreSQL only where its binaries are
+    /// installed (`PostgresCluster` warns when they are not; CI requires them).
+    static var allCases: [StoreKind] {
+        PostgresCluster.isAvailable ? [.sqliteFile, .sqliteInMemory, .postgres] : [.sqliteFile, .sqliteInMemory]
+    }
 
     var testDescription: String { rawValue }
 
-    func make() throws -> any BackplaneStore {
+    func make() async throws -> any BackplaneStore {
         switch self {
         case .sqliteFile:
             let directory = temporaryDirectory("store-conformance")
             return try SQLiteStore(directory: directory)
         case .sqliteInMemory:
             return try SQLiteStore.inMemory()
+        case .postgres:
+            // A new database each time. The pool runs until the test process ends; it stays small
+            // so that the suite's stores together stay within the cluster's connections.
+            let url = try await PostgresCluster.shared.database() + "&pool_max=8"
+            let store = PostgresStore(try PostgresURL(url).configuration, logger: Logger(label: "conformance"))
+            Task { await store.run() }
+            try await store.migrate()
+            return store
         }
     }
 }
@@ -45,7 +60,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     /// register at once, no more than the limit end up download-enabled.
     @Test(arguments: StoreKind.allCases)
     func theDeviceLimitHoldsUnderConcurrentRegistrations(_ kind: StoreKind) async throws {
-        let store = try kind.make()
+        let store = try await kind.make()
         let applicationId = try await application(in: store, deviceLimit: 3)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for number in 0..<24 {
@@ -83,7 +98,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     /// the same transaction, and a released grant no longer counts.
     @Test(arguments: StoreKind.allCases)
     func grantsHoldTheirLimitUnderConcurrencyAndEndWithTheDevice(_ kind: StoreKind) async throws {
-        let store = try kind.make()
+        let store = try await kind.make()
         let applicationId = try await application(in: store)
         _ = try await store.registerDevice(applicationId: applicationId, deviceId: "phone", userId: "ann") { _ in
             (self.device(applicationId, "phone", user: "ann", enabled: true), ())
@@ -126,7 +141,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     /// The permission transaction sees the asset's policy and its newest published episode.
     @Test(arguments: StoreKind.allCases)
     func thePermissionSeesTheAssetsPolicyAndNewestEpisode(_ kind: StoreKind) async throws {
-        let store = try kind.make()
+        let store = try await kind.make()
         let applicationId = try await application(in: store)
         _ = try await store.registerDevice(applicationId: applicationId, deviceId: "phone", userId: "ann") { _ in
             (self.device(applicationId, "phone", user: "ann", enabled: true), ())
@@ -163,7 +178,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     /// A nonce is accepted once per key, also when the same request arrives many times at once.
     @Test(arguments: StoreKind.allCases)
     func aNonceIsAcceptedOnceUnderConcurrency(_ kind: StoreKind) async throws {
-        let store = try kind.make()
+        let store = try await kind.make()
         let record = SignedRequestRecord(keyId: "ak_1", nonce: "0123456789abcdef", expiresAt: Self.now.addingTimeInterval(600))
         let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
             for _ in 0..<20 { group.addTask { try await store.recordSignedRequest(record) } }
@@ -182,7 +197,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     /// several publishers write sees every change exactly once, in order, with no gap skipped.
     @Test(arguments: StoreKind.allCases)
     func aReaderSeesEveryChangeOnceAndInOrderWhilePublishersWrite(_ kind: StoreKind) async throws {
-        let store = try kind.make()
+        let store = try await kind.make()
         let applicationId = try await application(in: store)
         let feeds = FeedService(store: store, wakeUps: WakeUpHub())
         let subscriptions = SubscriptionService(store: store)
@@ -237,7 +252,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     /// duplicates, and a later ack changes nothing.
     @Test(arguments: StoreKind.allCases)
     func aCommandIsDeliveredInOrderAndFinishesOnce(_ kind: StoreKind) async throws {
-        let store = try kind.make()
+        let store = try await kind.make()
         let applicationId = try await application(in: store)
         try await registered(store, applicationId, "phone")
         let commands = CommandService(store: store, wakeUps: WakeUpHub(), now: { Self.now })
@@ -275,7 +290,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     /// sync ever handed it out) or delivered (and the cancel was refused), never both.
     @Test(arguments: StoreKind.allCases)
     func cancelAndDeliveryNeverBothWin(_ kind: StoreKind) async throws {
-        let store = try kind.make()
+        let store = try await kind.make()
         let applicationId = try await application(in: store)
         try await registered(store, applicationId, "phone")
         let commands = CommandService(store: store, wakeUps: WakeUpHub(), now: { Self.now })
@@ -321,7 +336,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     /// A succeeded kill takes the device out in the transaction that records the ack.
     @Test(arguments: StoreKind.allCases)
     func aSucceededKillDetachesTheDevice(_ kind: StoreKind) async throws {
-        let store = try kind.make()
+        let store = try await kind.make()
         let applicationId = try await application(in: store)
         try await registered(store, applicationId, "phone")
         let commands = CommandService(store: store, wakeUps: WakeUpHub(), now: { Self.now })
@@ -343,7 +358,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     /// with another event id is refused, and concurrent retries store one copy.
     @Test(arguments: StoreKind.allCases)
     func eventsAreStoredOncePerDeviceAndSequence(_ kind: StoreKind) async throws {
-        let store = try kind.make()
+        let store = try await kind.make()
         let applicationId = try await application(in: store)
         func record(_ sequence: Int64, eventId: String) -> EventRecord {
             EventRecord(

@@ -1,0 +1,124 @@
+import Foundation
+import PostgresNIO
+import BackplaneWire
+
+/// Applications with their settings, app keys and bearer tokens; signed requests' nonces.
+extension PostgresStore {
+    public func createApplication(_ application: ApplicationRecord, key: AppKeyRecord) async throws {
+        let settings = try StoredJSON.encode(application.settings)
+        try await transaction { connection in
+            try await connection.run("""
+                INSERT INTO applications (id, name, settings, created_at)
+                VALUES (\(application.id), \(application.name), \(settings)::jsonb, \(application.createdAt))
+                """, logger: logger)
+            try await Self.insert(connection, key, logger: logger)
+            // The counter row exists from the start: publishers and subscribers lock it.
+            try await connection.run(
+                "INSERT INTO change_counters (application_id, last_seq) VALUES (\(application.id), 0) ON CONFLICT DO NOTHING",
+                logger: logger)
+        }
+    }
+
+    public func application(id: String) async throws -> ApplicationRecord? {
+        try await recentApplications.value(id) {
+            try await rows("SELECT \(unescaped: PostgresColumns.application) FROM applications WHERE id = \(id)")
+                .records(ApplicationRecord.init).first
+        }
+    }
+
+    public func applications() async throws -> [ApplicationRecord] {
+        try await rows("SELECT \(unescaped: PostgresColumns.application) FROM applications ORDER BY created_at, id")
+            .records(ApplicationRecord.init)
+    }
+
+    public func updateSettings(
+        applicationId: String, _ change: @escaping @Sendable (ApplicationSettings) throws -> ApplicationSettings
+    ) async throws -> ApplicationSettings? {
+        defer { recentApplications.clear() }
+        return try await transaction { connection in
+            let rows = try await connection.rows(
+                "SELECT settings::text FROM applications WHERE id = \(applicationId) FOR UPDATE", logger: logger)
+            guard let row = rows.first else { return nil }
+            let settings = try change(try StoredJSON.decode(ApplicationSettings.self, try row.decode(String.self)))
+            let encoded = try StoredJSON.encode(settings)
+            try await connection.run("UPDATE applications SET settings = \(encoded)::jsonb WHERE id = \(applicationId)", logger: logger)
+            return settings
+        }
+    }
+
+    public func addAppKey(_ key: AppKeyRecord) async throws {
+        try await transaction { connection in try await Self.insert(connection, key, logger: logger) }
+    }
+
+    private static func insert(_ connection: PostgresConnection, _ key: AppKeyRecord, logger: Logger) async throws {
+        try await connection.run("""
+            INSERT INTO app_keys (key_id, application_id, secret, created_at, revoked_at)
+            VALUES (\(key.keyId), \(key.applicationId), \(key.secret), \(key.createdAt), \(key.revokedAt))
+            """, logger: logger)
+    }
+
+    public func appKey(id: String) async throws -> AppKeyRecord? {
+        try await recentAppKeys.value(id) {
+            try await rows("SELECT \(unescaped: PostgresColumns.appKey) FROM app_keys WHERE key_id = \(id)").records(AppKeyRecord.init).first
+        }
+    }
+
+    public func appKeys(applicationId: String) async throws -> [AppKeyRecord] {
+        try await rows("""
+            SELECT \(unescaped: PostgresColumns.appKey) FROM app_keys WHERE application_id = \(applicationId) ORDER BY created_at, key_id
+            """).records(AppKeyRecord.init)
+    }
+
+    public func revokeAppKey(
+        applicationId: String, keyId: String, at date: Date, check: @escaping @Sendable ([AppKeyRecord]) throws -> Void
+    ) async throws -> AppKeyRecord? {
+        defer { recentAppKeys.clear() }
+        return try await transaction { connection in
+            // The application's row is the lock: two revocations cannot both pass `check` on the same keys.
+            guard try await !connection.rows("SELECT 1 FROM applications WHERE id = \(applicationId) FOR UPDATE", logger: logger).isEmpty,
+                  var key = try await connection.rows(
+                      "SELECT \(unescaped: PostgresColumns.appKey) FROM app_keys WHERE key_id = \(keyId) AND application_id = \(applicationId)",
+                      logger: logger).records(AppKeyRecord.init).first
+            else { return nil }
+            if key.revokedAt != nil { return key }
+            let active = try await connection.rows("""
+                SELECT \(unescaped: PostgresColumns.appKey) FROM app_keys WHERE application_id = \(applicationId) AND revoked_at IS NULL
+                """, logger: logger).records(AppKeyRecord.init)
+            try check(active)
+            key.revokedAt = date
+            try await connection.run("UPDATE app_keys SET revoked_at = \(date) WHERE key_id = \(keyId)", logger: logger)
+            return key
+        }
+    }
+
+    public func createToken(_ token: TokenRecord) async throws {
+        try await rows("""
+            INSERT INTO tokens (id, application_id, scope, token_hash, name, created_at, revoked_at)
+            VALUES (\(token.id), \(token.applicationId), \(token.scope.rawValue), \(token.tokenHash), \(token.name), \(token.createdAt),
+                    \(token.revokedAt))
+            """)
+    }
+
+    public func token(hash: String) async throws -> TokenRecord? {
+        try await rows("SELECT \(unescaped: PostgresColumns.token) FROM tokens WHERE token_hash = \(hash)").records(TokenRecord.init).first
+    }
+
+    // MARK: Nonces
+
+    public func recordSignedRequest(_ request: SignedRequestRecord) async throws -> Bool {
+        try await client.withConnection { connection in try await Self.record(connection, request, logger: logger) }
+    }
+
+    /// Records a signed request's nonce (in the caller's transaction, if any); false for a replay.
+    /// The primary key decides: of two nodes given the same request at once, one inserts.
+    static func record(_ connection: PostgresConnection, _ request: SignedRequestRecord, logger: Logger) async throws -> Bool {
+        try await !connection.rows("""
+            INSERT INTO nonces (key_id, nonce, expires_at) VALUES (\(request.keyId), \(request.nonce), \(request.expiresAt))
+            ON CONFLICT DO NOTHING RETURNING 1
+            """, logger: logger).isEmpty
+    }
+
+    public func pruneNonces(expiredBefore date: Date) async throws -> Int {
+        try await rows("DELETE FROM nonces WHERE expires_at < \(date) RETURNING 1").count
+    }
+}

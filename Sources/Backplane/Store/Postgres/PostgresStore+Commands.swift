@@ -1,0 +1,132 @@
+import Foundation
+import PostgresNIO
+import BackplaneWire
+
+/// The command queue. A command changes state only under its row lock (`FOR UPDATE`), so a
+/// cancel and a delivery on two nodes never both win.
+extension PostgresStore {
+    public func insertCommands(_ commands: [CommandRecord]) async throws -> [CommandRecord] {
+        try await transaction { connection in
+            var inserted: [CommandRecord] = []
+            for var command in commands {
+                command.rowId = try await connection.rows("""
+                    INSERT INTO commands (
+                        command_id, application_id, device_id, type, asset_ids, state, created_at, updated_at, expires_at,
+                        delivered_at, completed_at, failure_reason, deferrals)
+                    VALUES (
+                        \(command.commandId), \(command.applicationId), \(command.deviceId), \(command.type.rawValue), \(command.assetIds),
+                        \(command.state.rawValue), \(command.createdAt), \(command.updatedAt), \(command.expiresAt), \(command.deliveredAt),
+                        \(command.completedAt), \(command.failureReason), \(command.deferrals))
+                    RETURNING row_id
+                    """, logger: logger).first?.decode(Int64.self)
+                inserted.append(command)
+            }
+            return inserted
+        }
+    }
+
+    public func command(applicationId: String, commandId: String) async throws -> CommandRecord? {
+        try await rows("""
+            SELECT \(unescaped: PostgresColumns.command) FROM commands WHERE application_id = \(applicationId) AND command_id = \(commandId)
+            """).records(CommandRecord.init).first
+    }
+
+    public func commands(applicationId: String, deviceId: String) async throws -> [CommandRecord] {
+        try await rows("""
+            SELECT \(unescaped: PostgresColumns.command) FROM commands
+            WHERE application_id = \(applicationId) AND device_id = \(deviceId) ORDER BY row_id
+            """).records(CommandRecord.init)
+    }
+
+    public func updateCommand(
+        applicationId: String, commandId: String, _ change: @escaping @Sendable (CommandRecord) throws -> CommandRecord
+    ) async throws -> CommandRecord? {
+        try await transaction { connection in
+            guard let existing = try await Self.lockedCommand(connection, applicationId: applicationId, commandId: commandId, logger: logger)
+            else { return nil }
+            let updated = try change(existing)
+            if updated != existing { try await Self.update(connection, updated, logger: logger) }
+            return updated
+        }
+    }
+
+    public func syncCommands(
+        applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules
+    ) async throws -> (results: [CommandAckResult], open: [CommandRecord]) {
+        // A quiet sync (no acks, nothing newly delivered or expired) changes nothing: one read.
+        if acks.isEmpty {
+            let open = try await client.withConnection { connection in
+                try await Self.openCommands(connection, applicationId: applicationId, deviceId: deviceId, locking: false, logger: logger)
+            }
+            if open.allSatisfy({ rules.deliver($0) == $0 }) { return ([], open) }
+        }
+        return try await transaction { connection in
+            // First, as every transaction that may change the device row or its grants does: one lock order.
+            try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
+            var results: [CommandAckResult] = []
+            for ack in acks {
+                let existing = try await Self.lockedCommand(connection, applicationId: applicationId, commandId: ack.commandId, logger: logger)
+                let decision = rules.applyAck(ack, existing)
+                if let updated = decision.updated, updated != existing { try await Self.update(connection, updated, logger: logger) }
+                if let release = decision.releasesGrants {
+                    let assetIds: [String]? = switch release {
+                    case .all: nil
+                    case .assets(let ids): ids
+                    }
+                    try await Self.releaseGrants(
+                        connection, applicationId: applicationId, deviceId: deviceId, assetIds: assetIds, at: rules.now, logger: logger)
+                }
+                if decision.detachesDevice {
+                    if let device = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger) {
+                        let detached = rules.detach(device)
+                        if detached != device {
+                            try await Self.update(connection, detached, logger: logger)
+                            try await Self.releaseGrants(
+                                connection, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: rules.now, logger: logger)
+                        }
+                    }
+                }
+                results.append(decision.result)
+            }
+            var stillOpen: [CommandRecord] = []
+            for command in try await Self.openCommands(connection, applicationId: applicationId, deviceId: deviceId, locking: true, logger: logger) {
+                let delivered = rules.deliver(command)
+                if delivered != command { try await Self.update(connection, delivered, logger: logger) }
+                if !delivered.state.isFinished { stillOpen.append(delivered) }
+            }
+            return (results, stillOpen)
+        }
+    }
+
+    /// A device's pending and delivered commands in enqueue order; locked, they are re-read after
+    /// any wait, so one finished meanwhile by another node is left out.
+    private static func openCommands(
+        _ connection: PostgresConnection, applicationId: String, deviceId: String, locking: Bool, logger: Logger
+    ) async throws -> [CommandRecord] {
+        try await connection.rows("""
+            SELECT \(unescaped: PostgresColumns.command) FROM commands
+            WHERE application_id = \(applicationId) AND device_id = \(deviceId) AND state IN ('pending', 'delivered')
+            ORDER BY row_id \(unescaped: locking ? "FOR UPDATE" : "")
+            """, logger: logger).records(CommandRecord.init)
+    }
+
+    private static func lockedCommand(
+        _ connection: PostgresConnection, applicationId: String, commandId: String, logger: Logger
+    ) async throws -> CommandRecord? {
+        try await connection.rows("""
+            SELECT \(unescaped: PostgresColumns.command) FROM commands
+            WHERE application_id = \(applicationId) AND command_id = \(commandId) FOR UPDATE
+            """, logger: logger).records(CommandRecord.init).first
+    }
+
+    /// Writes the command's changing columns.
+    private static func update(_ connection: PostgresConnection, _ c: CommandRecord, logger: Logger) async throws {
+        try await connection.run("""
+            UPDATE commands SET
+                state = \(c.state.rawValue), updated_at = \(c.updatedAt), expires_at = \(c.expiresAt), delivered_at = \(c.deliveredAt),
+                completed_at = \(c.completedAt), failure_reason = \(c.failureReason), deferrals = \(c.deferrals),
+                asset_ids = \(c.assetIds)
+            WHERE application_id = \(c.applicationId) AND command_id = \(c.commandId)
+            """, logger: logger)
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import PostgresNIO
+import BackplaneWire
+
+/// Devices, and the per-user limit on download-enabled devices checked under the user's lock.
+extension PostgresStore {
+    public func device(applicationId: String, deviceId: String) async throws -> DeviceRecord? {
+        try await client.withConnection { connection in
+            try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
+        }
+    }
+
+    public func devices(applicationId: String, userId: String) async throws -> [DeviceRecord] {
+        try await rows("""
+            SELECT \(unescaped: PostgresColumns.device) FROM devices
+            WHERE application_id = \(applicationId) AND user_id = \(userId) AND unregistered_at IS NULL ORDER BY row_id
+            """).records(DeviceRecord.init)
+    }
+
+    public func devices(applicationId: String, filter: DeviceFilter, afterRowId: Int64?, limit: Int) async throws -> [DeviceRecord] {
+        // Each optional condition is written so that a NULL parameter switches it off.
+        try await rows("""
+            SELECT \(unescaped: PostgresColumns.device) FROM devices
+            WHERE application_id = \(applicationId)
+              AND (\(filter.userId)::text IS NULL OR user_id = \(filter.userId))
+              AND (\(filter.externalDeviceId)::text IS NULL OR external_device_id = \(filter.externalDeviceId))
+              AND (\(filter.includeUnregistered) OR unregistered_at IS NULL)
+              AND row_id > \(afterRowId ?? 0)
+            ORDER BY row_id LIMIT \(limit)
+            """).records(DeviceRecord.init)
+    }
+
+    public func registerDevice<Decision: Sendable>(
+        applicationId: String, deviceId: String, userId: String,
+        decide: @escaping @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
+    ) async throws -> (DeviceRecord, Decision) {
+        try await transaction { connection in
+            try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
+            try await Self.lockUser(connection, applicationId: applicationId, userId: userId, logger: logger)
+            let existing = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
+            let limit = try await Self.limitState(connection, applicationId: applicationId, userId: userId, excluding: deviceId, logger: logger)
+            var (device, decision) = try decide(RegistrationState(existing: existing, limit: limit))
+            if let existing {
+                device.rowId = existing.rowId
+                try await Self.update(connection, device, logger: logger)
+                // A device moved to another user takes none of the old user's downloads along.
+                if existing.userId != device.userId {
+                    try await Self.releaseGrants(
+                        connection, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: device.updatedAt, logger: logger)
+                }
+            } else {
+                device.rowId = try await Self.insert(connection, device, logger: logger)
+            }
+            return (device, decision)
+        }
+    }
+
+    public func updateDevice(
+        applicationId: String, deviceId: String,
+        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
+    ) async throws -> DeviceRecord? {
+        try await transaction { connection in
+            try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
+            guard let existing = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger) else {
+                return nil
+            }
+            try await Self.lockUser(connection, applicationId: applicationId, userId: existing.userId, logger: logger)
+            let limit = try await Self.limitState(
+                connection, applicationId: applicationId, userId: existing.userId, excluding: deviceId, logger: logger)
+            var device = try change(existing, limit)
+            device.rowId = existing.rowId
+            if device != existing { try await Self.update(connection, device, logger: logger) }
+            if existing.isRegistered, let unregisteredAt = device.unregisteredAt {
+                try await Self.releaseGrants(
+                    connection, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: unregisteredAt, logger: logger)
+            }
+            return device
+        }
+    }
+
+    public func recordLastSeen(_ sightings: [DeviceSighting]) async throws {
+        guard !sightings.isEmpty else { return }
+        // One statement for the batch; rows in a fixed order, so two nodes' batches never deadlock.
+        let sorted = sightings.sorted { ($0.applicationId, $0.deviceId) < ($1.applicationId, $1.deviceId) }
+        try await rows("""
+            UPDATE devices SET last_seen_at = s.at
+            FROM unnest(\(sorted.map(\.applicationId)), \(sorted.map(\.deviceId)), \(sorted.map(\.at)))
+                AS s(application_id, device_id, at)
+            WHERE devices.application_id = s.application_id AND devices.device_id = s.device_id AND devices.last_seen_at < s.at
+            """)
+    }
+
+    /// The device's lock: every transaction that changes a device row takes it first.
+    static func lockDevice(_ connection: PostgresConnection, applicationId: String, deviceId: String, logger: Logger) async throws {
+        try await connection.lock("device\u{1F}\(applicationId)\u{1F}\(deviceId)", logger: logger)
+    }
+
+    /// The user's lock, taken after the device's: what counts toward the user's limits changes under it.
+    static func lockUser(_ connection: PostgresConnection, applicationId: String, userId: String, logger: Logger) async throws {
+        try await connection.lock("user\u{1F}\(applicationId)\u{1F}\(userId)", logger: logger)
+    }
+
+    static func device(_ connection: PostgresConnection, applicationId: String, deviceId: String, logger: Logger) async throws -> DeviceRecord? {
+        try await connection.rows("""
+            SELECT \(unescaped: PostgresColumns.device) FROM devices WHERE application_id = \(applicationId) AND device_id = \(deviceId)
+            """, logger: logger).records(DeviceRecord.init).first
+    }
+
+    private static func insert(_ connection: PostgresConnection, _ d: DeviceRecord, logger: Logger) async throws -> Int64? {
+        try await connection.rows("""
+            INSERT INTO devices (
+                application_id, device_id, user_id, external_device_id, nickname, platform, model, os_version, sdk_version, app_version,
+                push_token, download_enabled, credential_hash, public_key, registered_at, updated_at, last_seen_at, unregistered_at)
+            VALUES (
+                \(d.applicationId), \(d.deviceId), \(d.userId), \(d.externalDeviceId), \(d.nickname), \(d.platform), \(d.model),
+                \(d.osVersion), \(d.sdkVersion), \(d.appVersion), \(d.pushToken), \(d.downloadEnabled), \(d.credentialHash),
+                \(d.publicKey), \(d.registeredAt), \(d.updatedAt), \(d.lastSeenAt), \(d.unregisteredAt))
+            RETURNING row_id
+            """, logger: logger).first?.decode(Int64.self)
+    }
+
+    /// Writes every column of the device's row but its key and row id.
+    static func update(_ connection: PostgresConnection, _ d: DeviceRecord, logger: Logger) async throws {
+        try await connection.run("""
+            UPDATE devices SET
+                user_id = \(d.userId), external_device_id = \(d.externalDeviceId), nickname = \(d.nickname), platform = \(d.platform),
+                model = \(d.model), os_version = \(d.osVersion), sdk_version = \(d.sdkVersion), app_version = \(d.appVersion),
+                push_token = \(d.pushToken), download_enabled = \(d.downloadEnabled), credential_hash = \(d.credentialHash),
+                public_key = \(d.publicKey), registered_at = \(d.registeredAt), updated_at = \(d.updatedAt),
+                last_seen_at = \(d.lastSeenAt), unregistered_at = \(d.unregisteredAt)
+            WHERE application_id = \(d.applicationId) AND device_id = \(d.deviceId)
+            """, logger: logger)
+    }
+
+    private static func limitState(
+        _ connection: PostgresConnection, applicationId: String, userId: String, excluding deviceId: String, logger: Logger
+    ) async throws -> DeviceLimitState {
+        let rows = try await connection.rows("""
+            SELECT a.settings::text,
+                   (SELECT COUNT(*) FROM devices
+                    WHERE application_id = a.id AND user_id = \(userId) AND download_enabled AND unregistered_at IS NULL
+                      AND device_id <> \(deviceId))
+            FROM applications a WHERE a.id = \(applicationId)
+            """, logger: logger)
+        guard let row = rows.first else { throw StoreError.unknownApplication(applicationId) }
+        let (settings, enabled) = try row.decode((String, Int).self)
+        return DeviceLimitState(settings: try StoredJSON.decode(ApplicationSettings.self, settings), otherEnabledDevices: enabled)
+    }
+}

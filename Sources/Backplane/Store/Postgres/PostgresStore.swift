@@ -1,0 +1,120 @@
+import Foundation
+import Logging
+import PostgresNIO
+import BackplaneWire
+
+/// The store for several backplane nodes: PostgreSQL through postgres-nio's `PostgresClient`.
+///
+/// Concurrency (the store contract, docs/architecture.md): transactions run at READ COMMITTED,
+/// and every check-and-set takes a lock before it reads what it checks, so decisions are never
+/// taken on a snapshot another node is changing:
+/// - a user's limits (devices, downloads): a transaction-scoped advisory lock per user, taken
+///   after the lock of the device in question (always in that order);
+/// - the change log: the application's row in `change_counters`, locked by the first statement
+///   of every transaction that publishes or subscribes, so numbers commit in order;
+/// - single rows (a command, a grant, an application's settings): `SELECT … FOR UPDATE`.
+/// Locks rather than SERIALIZABLE: a conflict waits instead of failing, so a burst of
+/// registrations for one user queues rather than retries. A deadlock or serialization failure
+/// is still retried (`transaction`), in case a lock order is ever missed.
+///
+/// The client runs as a service (`run()`); queries wait for it.
+public final class PostgresStore: BackplaneStore {
+    let client: PostgresClient
+    let logger: Logger
+    /// Applications and app keys as recently read (`RecentReads`); cleared by this store's changes to them.
+    let recentApplications = RecentReads<ApplicationRecord>()
+    let recentAppKeys = RecentReads<AppKeyRecord>()
+
+    public init(_ configuration: PostgresClient.Configuration, logger: Logger) {
+        self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        self.logger = logger
+    }
+
+    /// Runs the connection pool until cancelled: queries need it running.
+    public func run() async {
+        await client.run()
+    }
+
+    /// Runs the pool, migrates the database, and gives the store to `body`; the pool closes when
+    /// `body` returns.
+    public static func withStore<T: Sendable>(
+        _ configuration: PostgresClient.Configuration, logger: Logger, _ body: @Sendable (PostgresStore) async throws -> T
+    ) async throws -> T {
+        let store = PostgresStore(configuration, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await store.run() }
+            defer { group.cancelAll() }
+            try await store.migrate()
+            return try await body(store)
+        }
+    }
+
+    public func isReachable() async -> Bool {
+        // Bounded: a pool that cannot connect would otherwise keep the probe for its connect timeout.
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [client] in
+                (try? await client.query("SELECT 1", logger: self.logger).collect().first?.decode(Int.self)) == 1
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(2))
+                return false
+            }
+            let answer = await group.next() ?? false
+            group.cancelAll()
+            return answer
+        }
+    }
+
+    /// One query outside a transaction (a single statement is atomic by itself).
+    func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await client.query(query, logger: logger).collect()
+    }
+
+    /// One transaction: all of `body` commits, or none of it. Retried from the start, up to four
+    /// times, when PostgreSQL aborts it for a deadlock or a serialization failure, so `body` must
+    /// have no effect outside the database.
+    func transaction<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: logger)
+                    do {
+                        let result = try await body(connection)
+                        try await connection.query("COMMIT", logger: logger)
+                        return result
+                    } catch {
+                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        throw error
+                    }
+                }
+            } catch let error as PSQLError where attempt < 5 && Self.isRetryable(error) {
+                attempt += 1
+            }
+        }
+    }
+
+    /// Deadlock detected or serialization failure: the transaction did nothing and may run again.
+    private static func isRetryable(_ error: PSQLError) -> Bool {
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return state == "40P01" || state == "40001"
+    }
+}
+
+extension PostgresConnection {
+    /// The rows of one statement of the transaction.
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await self.query(query, logger: logger).collect()
+    }
+
+    /// Runs a statement whose rows, if any, are not needed.
+    func run(_ query: PostgresQuery, logger: Logger) async throws {
+        _ = try await self.query(query, logger: logger).collect()
+    }
+
+    /// Holds a transaction-scoped advisory lock on `key` until the transaction ends. Keys hash to
+    /// 64 bits: a collision makes two unrelated transactions wait for each other, never wrong.
+    func lock(_ key: String, logger: Logger) async throws {
+        try await run("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: logger)
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A throwaway PostgreSQL cluster for the tests: `initdb` and `pg_ctl` in a temporary directory,
+/// on a free loopback port, started on first use and stopped (its files removed) when the test
+/// process exits. Each `database()` is a new, empty database in it.
+///
+/// PostgreSQL refuses to run as root, so as root (CI) the cluster belongs to the `postgres` user
+/// and its commands run through `runuser`. Where the binaries are missing the tests using it
+/// skip with a warning, unless `BACKPLANE_REQUIRE_POSTGRES=1` (CI), where that is a failure.
+public actor PostgresCluster {
+    public static let shared = PostgresCluster()
+
+    /// Why no cluster could be had: missing binaries (a skip) or a failed start (a failure).
+    public enum Unavailable: Error, CustomStringConvertible {
+        case notInstalled(String)
+        case failed(String)
+
+        public var description: String {
+            switch self {
+            case .notInstalled(let why), .failed(let why): why
+            }
+        }
+    }
+
+    private struct Running {
+        var bin: URL
+        var port: Int
+    }
+
+    private var launching: Task<Result<Running, Unavailable>, Never>?
+    private var databases = 0
+
+    /// True unless the binaries are missing where they are not required; says so loudly once.
+    public static let isAvailable: Bool = {
+        if binDirectory() != nil { return true }
+        if ProcessInfo.processInfo.environment["BACKPLANE_REQUIRE_POSTGRES"] == "1" { return true }  // and fail when used
+        FileHandle.standardError.write(Data("""
+            ***
+            *** WARNING: PostgreSQL's initdb/pg_ctl were not found (looked in /usr/lib/postgresql/*/bin and PG_BIN):
+            *** the PostgreSQL store tests are SKIPPED. Install Debian's `postgresql` to run them.
+            ***
+
+            """.utf8))
+        return false
+    }()
+
+    /// A URL of a new empty database in the cluster, owned by a superuser without a password.
+    public func database() async throws -> String {
+        let running = try await start().get()
+        databases += 1
+        let name = "t\(getpid())_\(databases)"
+        let created = try await ChildProcess.run(
+            running.bin.appendingPathComponent("createdb"), ["-h", "127.0.0.1", "-p", "\(running.port)", "-U", "backplane", name])
+        guard created.status == 0 else { throw Unavailable.failed("createdb failed: \(created.output)") }
+        return "postgres://backplane@127.0.0.1:\(running.port)/\(name)?sslmode=disable"
+    }
+
+    private func start() async throws -> Result<Running, Unavailable> {
+        // One launch, however many tests ask while it runs (the actor is reentrant at each await).
+        let launching = self.launching ?? Task { await self.launchOnce() }
+        self.launching = launching
+        return await launching.value
+    }
+
+    private func launchOnce() async -> Result<Running, Unavailable> {
+        let result: Result<Running, Unavailable>
+        do {
+            result = .success(try await launch())
+        } catch let error as Unavailable {
+            result = .failure(error)
+        } catch {
+            result = .failure(.failed("\(error)"))
+        }
+        if case .success(let running) = result {
+            FileHandle.standardError.write(Data("PostgresCluster: a throwaway cluster listens on 127.0.0.1:\(running.port)\n".utf8))
+            if let report = ProcessInfo.processInfo.environment["BACKPLANE_POSTGRES_REPORT"] {
+                // CI checks this file: the PostgreSQL tests ran rather than skipped.
+                try? Data("started on port \(running.port)\n".utf8).write(to: URL(fileURLWithPath: report))
+            }
+        }
+        return result
+    }
+
+    private func launch() async throws -> Running {
+        guard let bin = Self.binDirectory() else {
+            throw Unavailable.notInstalled("PostgreSQL's binaries are not installed (BACKPLANE_REQUIRE_POSTGRES=1 needs them)")
+        }
+        let asRoot = getuid() == 0
+        await Self.removeAbandonedClusters(bin: bin, asRoot: asRoot)
+        // The test process's id in the name tells a later run whether the cluster was abandoned.
+        let directory = temporaryDirectory("backplane-pg-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        if asRoot {
+            let owned = try await ChildProcess.run(URL(fileURLWithPath: "/bin/chown"), ["postgres:postgres", directory.path])
+            guard owned.status == 0 else { throw Unavailable.failed("chown to the postgres user failed: \(owned.output)") }
+        }
+        let data = directory.appendingPathComponent("data").path
+        try await Self.run(bin, "initdb", ["-D", data, "-U", "backplane", "--auth=trust", "-E", "UTF8", "--no-sync"], asRoot: asRoot)
+        let port = try Self.freePort()
+        // fsync off: these databases live for one test run, and the suite's many commits would
+        // otherwise wait on the disk. Durability of the store itself is PostgreSQL's setting.
+        let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400"
+        try await Self.run(
+            bin, "pg_ctl", ["-D", data, "-o", options, "-l", directory.appendingPathComponent("log").path, "-w", "start"], asRoot: asRoot)
+        Self.stopAtExit(bin: bin, data: data, directory: directory.path, asRoot: asRoot)
+        return Running(bin: bin, port: port)
+    }
+
+    private static func run(_ bin: URL, _ tool: String, _ arguments: [String], asRoot: Bool) async throws {
+        let path = bin.appendingPathComponent(tool).path
+        let (executable, all) = asRoot
+            ? (URL(fileURLWithPath: "/usr/sbin/runuser"), ["-u", "postgres", "--", path] + arguments)
+            : (URL(fileURLWithPath: path), arguments)
+        let result = try await ChildProcess.run(executable, all, timeout: .seconds(120))
+        guard result.status == 0 else { throw Unavailable.failed("\(tool) failed (\(result.status)): \(result.output)") }
+    }
+
+    /// Stops and removes the clusters of test processes that were killed before their `atexit`.
+    private static func removeAbandonedClusters(bin: URL, asRoot: Bool) async {
+        let root = temporaryDirectory("x").deletingLastPathComponent()
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? [] where name.hasPrefix("backplane-pg-") {
+            guard let pid = Int32(name.dropFirst("backplane-pg-".count).prefix { $0 != "-" }), kill(pid, 0) != 0, errno == ESRCH
+            else { continue }
+            let directory = root.appendingPathComponent(name)
+            try? await run(bin, "pg_ctl", ["-D", directory.appendingPathComponent("data").path, "-m", "immediate", "stop"], asRoot: asRoot)
+            try? FileManager.default.removeItem(at: directory)
+        }
+    }
+
+    /// The newest installed server's binaries, or `PG_BIN`.
+    static func binDirectory() -> URL? {
+        if let given = ProcessInfo.processInfo.environment["PG_BIN"] { return URL(fileURLWithPath: given) }
+        let root = "/usr/lib/postgresql"
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
+        return versions.compactMap(Int.init).sorted().reversed()
+            .map { URL(fileURLWithPath: "\(root)/\($0)/bin") }
+            .first { FileManager.default.isExecutableFile(atPath: $0.appendingPathComponent("pg_ctl").path) }
+    }
+
+    /// A loopback port nothing listens on now (the kernel's pick for a socket bound to port 0).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Unavailable.failed("socket() failed") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw Unavailable.failed("could not find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// What `atexit` runs: a C function cannot capture, so the command is kept here.
+    nonisolated(unsafe) private static var stopCommand: String?
+
+    private static func stopAtExit(bin: URL, data: String, directory: String, asRoot: Bool) {
+        let stop = "\(bin.path)/pg_ctl -D '\(data)' -m immediate stop >/dev/null 2>&1"
+        stopCommand = (asRoot ? "/usr/sbin/runuser -u postgres -- \(stop)" : stop) + "; rm -rf '\(directory)'"
+        atexit {
+            if let command = PostgresCluster.stopCommand { _ = system(command) }
+        }
+    }
+}
