@@ -13,13 +13,40 @@ struct BackplaneCommand: AsyncParsableCommand {
         defaultSubcommand: Serve.self)
 }
 
-struct DataDirOption: ParsableArguments {
-    @Option(name: .long, help: "Directory holding backplane.sqlite.")
+/// Where the data lives: SQLite in a data directory (the default), or a PostgreSQL database
+/// that several nodes may share.
+struct StoreOptions: ParsableArguments {
+    @Option(name: .long, help: "Directory holding backplane.sqlite, the embedded store used without --database-url.")
     var dataDir: String = "./data"
+    @Option(
+        name: .customLong("database-url"),
+        help: ArgumentHelp(
+            "Keep the data in PostgreSQL instead: postgres://user@host:port/database[?sslmode=disable|prefer|require&pool_max=N].",
+            discussion: "The password may be given in PGPASSWORD rather than in the URL."))
+    var databaseURL: String?
 
     var url: URL { URL(fileURLWithPath: dataDir) }
 
-    func openStore() throws -> SQLiteStore { try SQLiteStore(directory: url) }
+    func validate() throws {
+        if let databaseURL {
+            do { _ = try PostgresURL(databaseURL) } catch { throw ValidationError("\(error)") }
+        }
+    }
+
+    /// What the data is called in messages (a URL without its password).
+    var place: String {
+        if let databaseURL, let url = try? PostgresURL(databaseURL) { return "The database \(url)" }
+        return "The data directory \(dataDir)"
+    }
+
+    /// Opens (and migrates) the store for `body`; a PostgreSQL store's connections close after it.
+    /// `logLevel` is the PostgreSQL client's: one-shot commands keep it to errors.
+    func withStore<T: Sendable>(logLevel: Logger.Level = .error, _ body: (any BackplaneStore) async throws -> T) async throws -> T {
+        guard let databaseURL else { return try await body(try SQLiteStore(directory: url)) }
+        var logger = Logger(label: "backplane.postgres")
+        logger.logLevel = logLevel
+        return try await PostgresStore.withStore(try PostgresURL(databaseURL).configuration, logger: logger) { try await body($0) }
+    }
 }
 
 struct Serve: AsyncParsableCommand {
@@ -27,7 +54,7 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Address to listen on.") var host = "127.0.0.1"
     @Option(help: "Port to listen on (0 picks a free one).") var port = 8080
-    @OptionGroup var data: DataDirOption
+    @OptionGroup var data: StoreOptions
     @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
     @Option(help: "Seconds between server pings on idle device channels; 0 turns them off.") var channelPingSeconds = 60
     @Option(help: "Days events are kept (by corrected time) before retention deletes them; 0 keeps them forever.")
@@ -56,11 +83,14 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel) ?? .info  // checked in validate()
-        let store = try data.openStore()
+        try await data.withStore(logLevel: max(level, .notice)) { store in try await serve(store, level: level) }
+    }
+
+    private func serve(_ store: any BackplaneStore, level: Logger.Level) async throws {
         let services = BackplaneServices(store: store)
         if let firstRun = try await services.applications.bootstrapIfEmpty() {
             // Written straight to the file descriptor: stdout is block-buffered when piped to a log.
-            FileHandle.standardOutput.write(Data((firstRunBanner(firstRun, dataDir: data.dataDir) + "\n").utf8))
+            FileHandle.standardOutput.write(Data((firstRunBanner(firstRun, place: data.place) + "\n").utf8))
         }
         let configuration = BackplaneConfiguration(
             host: host, port: port, dataDirectory: data.url, logLevel: level,
@@ -77,10 +107,10 @@ struct Serve: AsyncParsableCommand {
         try await app.runService()
     }
 
-    private func firstRunBanner(_ credentials: ApplicationService.FirstRunCredentials, dataDir: String) -> String {
+    private func firstRunBanner(_ credentials: ApplicationService.FirstRunCredentials, place: String) -> String {
         """
         ===================== FIRST RUN: save these, they are shown only once =====================
-        The data directory \(dataDir) was empty, so an application was created for you.
+        \(place) was empty, so an application was created for you.
           application id : \(credentials.application.id)
           app key id     : \(credentials.key.keyId)
           app key secret : \(credentials.key.secret)
@@ -93,11 +123,11 @@ struct Serve: AsyncParsableCommand {
 
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Create or upgrade the database schema, then exit.")
-    @OptionGroup var data: DataDirOption
+    @OptionGroup var data: StoreOptions
 
     func run() async throws {
-        _ = try data.openStore()
-        print("Database in \(data.dataDir) is up to date.")
+        try await data.withStore { _ in }
+        print("\(data.place) is up to date.")
     }
 }
 
@@ -108,11 +138,10 @@ struct AppCommand: AsyncParsableCommand {
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create an application and print its first app key (shown once).")
         @Option(help: "A name for the application.") var name: String
-        @OptionGroup var data: DataDirOption
+        @OptionGroup var data: StoreOptions
 
         func run() async throws {
-            let service = ApplicationService(store: try data.openStore())
-            let (application, key) = try await service.createApplication(name: name)
+            let (application, key) = try await data.withStore { store in try await ApplicationService(store: store).createApplication(name: name) }
             print("""
                 application id : \(application.id)
                 app key id     : \(key.keyId)
@@ -124,10 +153,10 @@ struct AppCommand: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List applications.")
-        @OptionGroup var data: DataDirOption
+        @OptionGroup var data: StoreOptions
 
         func run() async throws {
-            for application in try await ApplicationService(store: try data.openStore()).applications() {
+            for application in try await data.withStore({ store in try await ApplicationService(store: store).applications() }) {
                 print("\(application.id)\t\(application.name)")
             }
         }
@@ -145,11 +174,12 @@ struct TokenCommand: AsyncParsableCommand {
         @Option(help: "The application id.") var app: String
         @Option(help: "admin, cms or reporting.") var scope: TokenScope
         @Option(help: "What the token is for.") var name = "cli"
-        @OptionGroup var data: DataDirOption
+        @OptionGroup var data: StoreOptions
 
         func run() async throws {
-            let service = ApplicationService(store: try data.openStore())
-            print(try await service.createToken(applicationId: app, scope: scope, name: name))
+            print(try await data.withStore { store in
+                try await ApplicationService(store: store).createToken(applicationId: app, scope: scope, name: name)
+            })
         }
     }
 }

@@ -37,6 +37,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         switch error {
         case let error as BackplaneError:
             return error
+        case is StoreUnavailableError:
+            return BackplaneError(.serviceUnavailable, .serviceUnavailable, "The database is unavailable; try again shortly.")
         case is NIOTooManyBytesError:
             return .payloadTooLarge(limit: WireLimits.maxBodyBytes)
         case let error as HTTPError:

@@ -248,6 +248,14 @@ public enum StoreError: Error, CustomStringConvertible {
     }
 }
 
+/// The database could not be reached, or dropped the connection mid-request: nothing was done,
+/// or what was done is rolled back. Answered 503, so clients retry.
+public struct StoreUnavailableError: Error, Sendable, CustomStringConvertible {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { "The database is unavailable: \(reason)" }
+}
+
 /// The nonce of a request was recorded before: a replay. Nothing of the transaction was kept.
 public struct NonceReusedError: Error, Sendable {
     public init() {}

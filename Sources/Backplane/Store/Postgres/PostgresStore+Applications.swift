@@ -106,7 +106,7 @@ extension PostgresStore {
     // MARK: Nonces
 
     public func recordSignedRequest(_ request: SignedRequestRecord) async throws -> Bool {
-        try await client.withConnection { connection in try await Self.record(connection, request, logger: logger) }
+        try await connection { connection in try await Self.record(connection, request, logger: logger) }
     }
 
     /// Records a signed request's nonce (in the caller's transaction, if any); false for a replay.

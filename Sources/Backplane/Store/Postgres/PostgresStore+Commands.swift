@@ -55,7 +55,7 @@ extension PostgresStore {
     ) async throws -> (results: [CommandAckResult], open: [CommandRecord]) {
         // A quiet sync (no acks, nothing newly delivered or expired) changes nothing: one read.
         if acks.isEmpty {
-            let open = try await client.withConnection { connection in
+            let open = try await connection { connection in
                 try await Self.openCommands(connection, applicationId: applicationId, deviceId: deviceId, locking: false, logger: logger)
             }
             if open.allSatisfy({ rules.deliver($0) == $0 }) { return ([], open) }

@@ -5,7 +5,7 @@ import BackplaneWire
 /// Devices, and the per-user limit on download-enabled devices checked under the user's lock.
 extension PostgresStore {
     public func device(applicationId: String, deviceId: String) async throws -> DeviceRecord? {
-        try await client.withConnection { connection in
+        try await connection { connection in
             try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
         }
     }

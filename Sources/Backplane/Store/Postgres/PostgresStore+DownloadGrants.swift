@@ -170,7 +170,7 @@ extension PostgresStore {
     }
 
     public func addEntitlementKey(_ key: EntitlementKeyRecord) async throws {
-        try await client.withConnection { connection in try await Self.insert(connection, key, logger: logger) }
+        try await connection { connection in try await Self.insert(connection, key, logger: logger) }
     }
 
     private static func insert(_ connection: PostgresConnection, _ key: EntitlementKeyRecord, logger: Logger) async throws {

@@ -33,7 +33,7 @@ extension PostgresStore {
     }
 
     public func feed(applicationId: String, feedId: String) async throws -> FeedRecord? {
-        try await client.withConnection { connection in
+        try await connection { connection in
             try await Self.feed(connection, applicationId: applicationId, feedId: feedId, locking: false, logger: logger)
         }
     }

@@ -38,7 +38,7 @@ public final class PostgresStore: BackplaneStore {
     /// Runs the pool, migrates the database, and gives the store to `body`; the pool closes when
     /// `body` returns.
     public static func withStore<T: Sendable>(
-        _ configuration: PostgresClient.Configuration, logger: Logger, _ body: @Sendable (PostgresStore) async throws -> T
+        _ configuration: PostgresClient.Configuration, logger: Logger, _ body: (PostgresStore) async throws -> T
     ) async throws -> T {
         let store = PostgresStore(configuration, logger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
@@ -66,8 +66,18 @@ public final class PostgresStore: BackplaneStore {
     }
 
     /// One query outside a transaction (a single statement is atomic by itself).
+    @discardableResult
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await client.query(query, logger: logger).collect()
+        try await connection { connection in try await connection.rows(query, logger: logger) }
+    }
+
+    /// A pooled connection for `body`'s statements, each its own transaction.
+    func connection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await client.withConnection { connection in try await body(connection) }
+        } catch let error as PSQLError {
+            throw Self.translate(error)
+        }
     }
 
     /// One transaction: all of `body` commits, or none of it. Retried from the start, up to four
@@ -90,7 +100,25 @@ public final class PostgresStore: BackplaneStore {
                 }
             } catch let error as PSQLError where attempt < 5 && Self.isRetryable(error) {
                 attempt += 1
+            } catch let error as PSQLError {
+                throw Self.translate(error)
             }
+        }
+    }
+
+    /// The database being out of reach becomes `StoreUnavailableError` (503); anything else stays
+    /// what it is, a bug to log.
+    private static func translate(_ error: PSQLError) -> any Error {
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed,
+             .sslUnsupported, .failedToAddSSLHandler:
+            return StoreUnavailableError("\(error.code)")
+        default:
+            // Class 08: connection exceptions; class 57: the server is shutting down or starting.
+            if let state = error.serverInfo?[.sqlState], state.hasPrefix("08") || state.hasPrefix("57") {
+                return StoreUnavailableError("SQLSTATE \(state)")
+            }
+            return error
         }
     }
 

@@ -1,0 +1,109 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import BackplaneWire
+import Testing
+import TestSupport
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Two `backplane serve` processes (the built executable) on one PostgreSQL database, as two
+/// nodes behind a load balancer: what one node accepted, the other knows.
+@Suite(.serialized, .enabled(if: PostgresCluster.isAvailable, "PostgreSQL is not installed"))
+struct PostgresNodeTests {
+    /// A node: its process and where it listens.
+    struct Node {
+        let process: ChildProcess
+        let port: Int
+
+        func send(_ method: HTTPRequest.Method, _ path: String, body: Data = Data(), headers: HTTPFields) async throws -> (Int, Data) {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+            request.httpMethod = method.rawValue
+            request.httpBody = body
+            for field in headers { request.setValue(field.value, forHTTPHeaderField: field.name.rawName) }
+            let (data, response) = try await URLSession.shared.data(for: request)
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
+        }
+    }
+
+    static func start(_ binary: URL, databaseURL: String) async throws -> (Node, output: String) {
+        let process = try ChildProcess(binary, ["serve", "--port", "0", "--database-url", databaseURL])
+        let output = try await process.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        return (Node(process: process, port: try #require(FirstRunOutput.port(in: output))), output)
+    }
+
+    @Test func twoNodesShareDevicesNoncesAndTheDeviceLimit() async throws {
+        let binary = try #require(ExecutableTests.executable, "build the backplane product first")
+        let databaseURL = try await PostgresCluster.shared.database()
+        // The first node migrates the empty database and creates the first application.
+        let (a, output) = try await Self.start(binary, databaseURL: databaseURL)
+        defer { a.process.terminate() }
+        #expect(output.contains("FIRST RUN"))
+        let signer = Signer(
+            keyId: try #require(FirstRunOutput.value(after: "app key id     :", in: output)),
+            secret: try #require(FirstRunOutput.value(after: "app key secret :", in: output)))
+        let adminToken = try #require(FirstRunOutput.value(after: "admin token    :", in: output))
+        let (b, secondOutput) = try await Self.start(binary, databaseURL: databaseURL)
+        defer { b.process.terminate() }
+        #expect(!secondOutput.contains("FIRST RUN"))
+
+        var admin = HTTPFields()
+        admin[.authorization] = "Bearer \(adminToken)"
+        admin[.contentType] = "application/json"
+        let limit = try JSONEncoder().encode(ApplicationSettingsUpdate(deviceLimit: 3))
+        #expect(try await b.send(.patch, "/v1/admin/settings", body: limit, headers: admin).0 == 200)
+
+        // A request accepted by node A is a replay at node B.
+        let keys = DeviceKeys()
+        let body = try Self.registration("phone", keys)
+        let headers = signer.headers(method: .post, path: "/v1/devices/register", body: body, proofKey: keys.key(for: "phone"))
+        #expect(try await a.send(.post, "/v1/devices/register", body: body, headers: headers).0 == 201)
+        let (replayed, refusal) = try await b.send(.post, "/v1/devices/register", body: body, headers: headers)
+        #expect(replayed == 401)
+        #expect(try JSONDecoder().decode(ErrorBody.self, from: refusal).error.code == .nonceReused)
+
+        // 256 registrations for one user, split across the nodes, all at once: the limit holds.
+        let enabled = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for number in 0..<256 {
+                group.addTask {
+                    let device = "d\(number)"
+                    let body = try Self.registration(device, keys)
+                    let headers = signer.headers(method: .post, path: "/v1/devices/register", body: body, proofKey: keys.key(for: device))
+                    let (status, data) = try await (number.isMultiple(of: 2) ? a : b).send(.post, "/v1/devices/register", body: body, headers: headers)
+                    #expect(status == 201, "\(String(decoding: data, as: UTF8.self))")
+                    return try WireJSON.decoder().decode(RegisterDeviceResponse.self, from: data).device.downloadEnabled
+                }
+            }
+            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(enabled == 2, "the phone holds one of the three places")
+        let (_, listed) = try await a.send(.get, "/v1/admin/devices?userId=ann&limit=100", headers: admin)
+        let page = try WireJSON.decoder().decode(DevicePage.self, from: listed)
+        #expect(page.devices.count(where: \.downloadEnabled) <= 3)
+    }
+
+    @Test func theAdminCommandsWorkAgainstTheDatabase() async throws {
+        let binary = try #require(ExecutableTests.executable, "build the backplane product first")
+        let databaseURL = try await PostgresCluster.shared.database()
+        let migrated = try await ChildProcess.run(binary, ["migrate", "--database-url", databaseURL])
+        #expect(migrated.status == 0, "\(migrated.output)")
+        #expect(migrated.output.contains("is up to date"))
+        let created = try await ChildProcess.run(binary, ["app", "create", "--name", "Acme Video", "--database-url", databaseURL])
+        let appId = try #require(FirstRunOutput.value(after: "application id :", in: created.output), "\(created.output)")
+        let listed = try await ChildProcess.run(binary, ["app", "list", "--database-url", databaseURL])
+        #expect(listed.output.contains("\(appId)\tAcme Video"))
+        let token = try await ChildProcess.run(binary, ["token", "create", "--app", appId, "--scope", "cms", "--database-url", databaseURL])
+        #expect(token.status == 0 && token.output.hasPrefix("bpt_"), "\(token.output)")
+
+        // A URL that is not one is refused before anything starts.
+        let bad = try await ChildProcess.run(binary, ["migrate", "--database-url", "mysql://x@y/z"])
+        #expect(bad.status != 0)
+        #expect(bad.output.contains("Invalid database URL"))
+    }
+
+    static func registration(_ device: String, _ keys: DeviceKeys) throws -> Data {
+        try JSONEncoder().encode(RegisterDeviceRequest(
+            userId: "ann", deviceId: device, platform: "linux", devicePublicKey: DeviceKeys.publicKey(keys.key(for: device))))
+    }
+}
