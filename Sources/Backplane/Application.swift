@@ -49,7 +49,12 @@ public struct BackplaneConfiguration: Sendable {
 /// The services of one backplane, over one store.
 public struct BackplaneServices: Sendable {
     public let store: any BackplaneStore
+    /// The device channels open on this node.
     public let wakeUpHub: WakeUpHub
+    /// Where the services announce wake-ups: the hub, or with a PostgreSQL store (several nodes)
+    /// the relay that also tells the other nodes, a service of the application.
+    public let wakeUps: any WakeUpPublisher
+    let wakeUpRelay: PostgresWakeUps?
     public let applications: ApplicationService
     public let devices: DeviceService
     public let commands: CommandService
@@ -67,15 +72,19 @@ public struct BackplaneServices: Sendable {
     public init(store: any BackplaneStore, wakeUpHub: WakeUpHub = WakeUpHub(), now: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
         self.wakeUpHub = wakeUpHub
-        self.applications = ApplicationService(store: store, wakeUps: wakeUpHub)
+        let relay = (store as? PostgresStore).map { PostgresWakeUps(client: $0.client, hub: wakeUpHub, logger: $0.logger) }
+        let wakeUps: any WakeUpPublisher = relay ?? wakeUpHub
+        self.wakeUpRelay = relay
+        self.wakeUps = wakeUps
+        self.applications = ApplicationService(store: store, wakeUps: wakeUps)
         self.lastSeen = LastSeenLog()
-        self.devices = DeviceService(store: store, wakeUps: wakeUpHub, lastSeen: lastSeen, now: now)
-        self.commands = CommandService(store: store, wakeUps: wakeUpHub, now: now)
+        self.devices = DeviceService(store: store, wakeUps: wakeUps, lastSeen: lastSeen, now: now)
+        self.commands = CommandService(store: store, wakeUps: wakeUps, now: now)
         self.entitlements = Entitlements(store: store, now: now)
         self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
         self.assetPolicies = AssetPolicyService(store: store, now: now)
         self.sync = SyncService(devices: devices, commands: commands, grants: grants)
-        self.feeds = FeedService(store: store, wakeUps: wakeUpHub, now: now)
+        self.feeds = FeedService(store: store, wakeUps: wakeUps, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)
         self.events = EventService(store: store, now: now)
         self.now = now
@@ -148,6 +157,7 @@ public func buildApplication(
         logger: logger)
     application.addServices(NonceJanitor(store: services.store, interval: configuration.noncePruneInterval, logger: logger, now: services.now))
     application.addServices(WakeUpChannelCloser(hub: services.wakeUpHub))
+    if let relay = services.wakeUpRelay { application.addServices(relay) }
     application.addServices(LastSeenWriter(
         log: services.lastSeen, store: services.store, interval: configuration.lastSeenWriteInterval, logger: logger))
     if let retention = configuration.eventRetention {

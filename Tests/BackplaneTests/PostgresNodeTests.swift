@@ -83,6 +83,53 @@ struct PostgresNodeTests {
         #expect(page.devices.count(where: \.downloadEnabled) <= 3)
     }
 
+    @Test func aWipePostedToOneNodeWakesTheChannelOpenOnTheOther() async throws {
+        let binary = try #require(ExecutableTests.executable, "build the backplane product first")
+        let databaseURL = try await PostgresCluster.shared.database()
+        let (a, output) = try await Self.start(binary, databaseURL: databaseURL)
+        defer { a.process.terminate() }
+        let signer = Signer(
+            keyId: try #require(FirstRunOutput.value(after: "app key id     :", in: output)),
+            secret: try #require(FirstRunOutput.value(after: "app key secret :", in: output)))
+        var admin = HTTPFields()
+        admin[.authorization] = "Bearer \(try #require(FirstRunOutput.value(after: "admin token    :", in: output)))"
+        admin[.contentType] = "application/json"
+        let (b, _) = try await Self.start(binary, databaseURL: databaseURL)
+        defer { b.process.terminate() }
+
+        let keys = DeviceKeys()
+        let body = try Self.registration("phone", keys)
+        let (status, registered) = try await a.send(
+            .post, "/v1/devices/register", body: body,
+            headers: signer.headers(method: .post, path: "/v1/devices/register", body: body, proofKey: keys.key(for: "phone")))
+        #expect(status == 201)
+        let credential = try WireJSON.decoder().decode(RegisterDeviceResponse.self, from: registered).deviceCredential
+
+        // The channel is open on node A; its first frame says it is registered.
+        let path = "/v1/devices/phone/channel"
+        var upgrade = "GET \(path) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        for field in signer.headers(method: .get, path: path, body: Data(), deviceId: "phone", credential: credential)
+        where field.name != .contentType { upgrade += "\(field.name.rawName): \(field.value)\r\n" }
+        let channel = try RawConnection(port: a.port, sending: upgrade + "\r\n")
+        let switched = try #require(await channel.readResponse(timeout: 15))
+        #expect(switched.status == 101)
+        var first = switched.body
+        while first.count < 6, case .data(let more) = await channel.read(timeout: 15) { first += more }
+        #expect(first == WebSocketBytes.wakeUp)
+
+        // The wipe goes to node B, which holds no channel of the phone.
+        let wipe = try JSONEncoder().encode(EnqueueCommandRequest(type: .wipe, deviceId: "phone"))
+        let started = ContinuousClock.now
+        #expect(try await b.send(.post, "/v1/admin/commands", body: wipe, headers: admin).0 == 201)
+        guard case .data(let woken) = await channel.read(timeout: 5) else {
+            Issue.record("node A's channel was not woken")
+            return
+        }
+        #expect(woken == WebSocketBytes.wakeUp)
+        #expect(ContinuousClock.now - started < .seconds(1), "the wake-up took \(ContinuousClock.now - started)")
+    }
+
     @Test func theAdminCommandsWorkAgainstTheDatabase() async throws {
         let binary = try #require(ExecutableTests.executable, "build the backplane product first")
         let databaseURL = try await PostgresCluster.shared.database()

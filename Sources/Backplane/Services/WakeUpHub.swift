@@ -89,6 +89,11 @@ public final class WakeUpHub: WakeUpPublisher {
         deliver(wakeUp)
     }
 
+    /// Wakes every channel of this node: after a gap in which wake-ups may have been lost.
+    public func wakeAll() {
+        for channel in state.withLock({ $0.channels.values.flatMap(\.values) }) { channel.wake() }
+    }
+
     /// Wakes the matching channels of this node; the frames are written in the background.
     public func deliver(_ wakeUp: WakeUp) {
         let targets: [any WakeUpChannel] = state.withLock { state in
