@@ -6,7 +6,7 @@ import BackplaneWire
 extension PostgresStore {
     public func createApplication(_ application: ApplicationRecord, key: AppKeyRecord) async throws {
         let settings = try StoredJSON.encode(application.settings)
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             try await connection.run("""
                 INSERT INTO applications (id, name, settings, created_at)
                 VALUES (\(application.id), \(application.name), \(settings)::jsonb, \(application.createdAt))
@@ -35,7 +35,7 @@ extension PostgresStore {
         applicationId: String, _ change: @escaping @Sendable (ApplicationSettings) throws -> ApplicationSettings
     ) async throws -> ApplicationSettings? {
         defer { recentApplications.clear() }
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             let rows = try await connection.rows(
                 "SELECT settings::text FROM applications WHERE id = \(applicationId) FOR UPDATE", logger: logger)
             guard let row = rows.first else { return nil }
@@ -47,7 +47,7 @@ extension PostgresStore {
     }
 
     public func addAppKey(_ key: AppKeyRecord) async throws {
-        try await transaction { connection in try await Self.insert(connection, key, logger: logger) }
+        try await transaction { [logger] connection in try await Self.insert(connection, key, logger: logger) }
     }
 
     private static func insert(_ connection: PostgresConnection, _ key: AppKeyRecord, logger: Logger) async throws {
@@ -73,7 +73,7 @@ extension PostgresStore {
         applicationId: String, keyId: String, at date: Date, check: @escaping @Sendable ([AppKeyRecord]) throws -> Void
     ) async throws -> AppKeyRecord? {
         defer { recentAppKeys.clear() }
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             // The application's row is the lock: two revocations cannot both pass `check` on the same keys.
             guard try await !connection.rows("SELECT 1 FROM applications WHERE id = \(applicationId) FOR UPDATE", logger: logger).isEmpty,
                   var key = try await connection.rows(
@@ -106,7 +106,7 @@ extension PostgresStore {
     // MARK: Nonces
 
     public func recordSignedRequest(_ request: SignedRequestRecord) async throws -> Bool {
-        try await connection { connection in try await Self.record(connection, request, logger: logger) }
+        try await connection { [logger] connection in try await Self.record(connection, request, logger: logger) }
     }
 
     /// Records a signed request's nonce (in the caller's transaction, if any); false for a replay.

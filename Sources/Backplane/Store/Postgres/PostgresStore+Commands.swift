@@ -6,7 +6,7 @@ import BackplaneWire
 /// cancel and a delivery on two nodes never both win.
 extension PostgresStore {
     public func insertCommands(_ commands: [CommandRecord]) async throws -> [CommandRecord] {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             var inserted: [CommandRecord] = []
             for var command in commands {
                 command.rowId = try await connection.rows("""
@@ -41,7 +41,7 @@ extension PostgresStore {
     public func updateCommand(
         applicationId: String, commandId: String, _ change: @escaping @Sendable (CommandRecord) throws -> CommandRecord
     ) async throws -> CommandRecord? {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             guard let existing = try await Self.lockedCommand(connection, applicationId: applicationId, commandId: commandId, logger: logger)
             else { return nil }
             let updated = try change(existing)
@@ -55,12 +55,12 @@ extension PostgresStore {
     ) async throws -> (results: [CommandAckResult], open: [CommandRecord]) {
         // A quiet sync (no acks, nothing newly delivered or expired) changes nothing: one read.
         if acks.isEmpty {
-            let open = try await connection { connection in
+            let open = try await connection { [logger] connection in
                 try await Self.openCommands(connection, applicationId: applicationId, deviceId: deviceId, locking: false, logger: logger)
             }
             if open.allSatisfy({ rules.deliver($0) == $0 }) { return ([], open) }
         }
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             // First, as every transaction that may change the device row or its grants does: one lock order.
             try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
             var results: [CommandAckResult] = []

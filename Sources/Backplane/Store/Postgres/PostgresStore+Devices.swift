@@ -5,7 +5,7 @@ import BackplaneWire
 /// Devices, and the per-user limit on download-enabled devices checked under the user's lock.
 extension PostgresStore {
     public func device(applicationId: String, deviceId: String) async throws -> DeviceRecord? {
-        try await connection { connection in
+        try await connection { [logger] connection in
             try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
         }
     }
@@ -34,7 +34,7 @@ extension PostgresStore {
         applicationId: String, deviceId: String, userId: String,
         decide: @escaping @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
     ) async throws -> (DeviceRecord, Decision) {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
             try await Self.lockUser(connection, applicationId: applicationId, userId: userId, logger: logger)
             let existing = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
@@ -59,7 +59,7 @@ extension PostgresStore {
         applicationId: String, deviceId: String,
         _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
     ) async throws -> DeviceRecord? {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
             guard let existing = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger) else {
                 return nil

@@ -12,7 +12,7 @@ extension PostgresStore {
         applicationId: String, deviceId: String, assetId: String,
         decide: @escaping @Sendable (DownloadPermissionState) throws -> (DownloadGrantRecord?, Decision)
     ) async throws -> Decision {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
             guard let device = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger) else {
                 throw StoreError.unknownDevice(deviceId)
@@ -56,7 +56,7 @@ extension PostgresStore {
         applicationId: String, reports: [DownloadReport],
         apply: @escaping @Sendable (DownloadReport, DownloadGrantRecord?) -> (DownloadGrantRecord?, Result)
     ) async throws -> [Result] {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             var results: [Result] = []
             for report in reports {
                 let existing = try await connection.rows("""
@@ -97,7 +97,7 @@ extension PostgresStore {
     }
 
     public func resetLifetimeDownloads(applicationId: String, userId: String, assetId: String, at: Date) async throws -> Int? {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             let granted = try await connection.rows("""
                 SELECT 1 FROM download_grants WHERE application_id = \(applicationId) AND user_id = \(userId) AND asset_id = \(assetId) LIMIT 1
                 """, logger: logger)
@@ -158,7 +158,7 @@ extension PostgresStore {
             """  // insertion order: the newest signs
         let keys = try await rows(query).records(EntitlementKeyRecord.init)
         guard keys.isEmpty, let make else { return keys }
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             // Two nodes asked at once: the second finds the first's key under the lock.
             try await connection.lock("entitlement-keys\u{1F}\(applicationId)", logger: logger)
             let keys = try await connection.rows(query, logger: logger).records(EntitlementKeyRecord.init)
@@ -170,7 +170,7 @@ extension PostgresStore {
     }
 
     public func addEntitlementKey(_ key: EntitlementKeyRecord) async throws {
-        try await connection { connection in try await Self.insert(connection, key, logger: logger) }
+        try await connection { [logger] connection in try await Self.insert(connection, key, logger: logger) }
     }
 
     private static func insert(_ connection: PostgresConnection, _ key: EntitlementKeyRecord, logger: Logger) async throws {
@@ -181,7 +181,7 @@ extension PostgresStore {
     }
 
     public func retireEntitlementKey(applicationId: String, keyId: String, at: Date) async throws -> EntitlementKeyRecord? {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             guard var key = try await connection.rows("""
                 SELECT \(unescaped: PostgresColumns.entitlementKey) FROM entitlement_keys
                 WHERE application_id = \(applicationId) AND key_id = \(keyId) FOR UPDATE

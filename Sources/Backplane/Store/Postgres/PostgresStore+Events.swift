@@ -14,7 +14,7 @@ extension PostgresStore {
     public func insertEvents(
         applicationId: String, deviceId: String, _ events: [EventRecord], signedRequest: SignedRequestRecord?
     ) async throws -> [EventInsertOutcome] {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             if let signedRequest, try await !Self.record(connection, signedRequest, logger: logger) { throw NonceReusedError() }
             let floor = try await connection.rows("""
                 SELECT deleted_through FROM event_floors WHERE application_id = \(applicationId) AND device_id = \(deviceId)
@@ -123,7 +123,7 @@ extension PostgresStore {
 
     public func deleteEvents(correctedBefore date: Date, limit: Int) async throws -> Int {
         let cutoff = date.millisecondsSince1970
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             var removed = 0
             // Per application, through the (application_id, corrected_time) index.
             for applicationId in try await connection.rows("SELECT id FROM applications ORDER BY id", logger: logger).map({ try $0.decode(String.self) })

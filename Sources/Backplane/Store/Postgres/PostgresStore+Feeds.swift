@@ -12,7 +12,7 @@ import BackplaneWire
 extension PostgresStore {
     public func upsertFeed(_ feed: FeedRecord) async throws -> (FeedRecord, created: Bool) {
         let metadata = try StoredJSON.encode(feed.metadata)
-        return try await transaction { connection in
+        return try await transaction { [logger] connection in
             let inserted = try await connection.rows("""
                 INSERT INTO feeds (application_id, feed_id, title, metadata, created_at, updated_at, deleted_at)
                 VALUES (\(feed.applicationId), \(feed.feedId), \(feed.title), \(metadata)::jsonb, \(feed.createdAt), \(feed.updatedAt),
@@ -33,7 +33,7 @@ extension PostgresStore {
     }
 
     public func feed(applicationId: String, feedId: String) async throws -> FeedRecord? {
-        try await connection { connection in
+        try await connection { [logger] connection in
             try await Self.feed(connection, applicationId: applicationId, feedId: feedId, locking: false, logger: logger)
         }
     }
@@ -45,7 +45,7 @@ extension PostgresStore {
     }
 
     public func deleteFeed(applicationId: String, feedId: String, at date: Date) async throws -> Bool {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             var next = try await Self.lockChangeLog(connection, applicationId: applicationId, logger: logger)
             guard let feed = try await Self.feed(connection, applicationId: applicationId, feedId: feedId, locking: true, logger: logger),
                   feed.deletedAt == nil
@@ -71,7 +71,7 @@ extension PostgresStore {
         applicationId: String, feedId: String, assetIds: [String],
         _ plan: @escaping @Sendable ([String: EpisodeRecord]) throws -> [EpisodeWrite]
     ) async throws -> [EpisodeWrite] {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             var next = try await Self.lockChangeLog(connection, applicationId: applicationId, logger: logger)
             let existing = try await connection.rows("""
                 SELECT \(unescaped: PostgresColumns.episode) FROM episodes
@@ -119,7 +119,7 @@ extension PostgresStore {
     public func subscribe(
         _ subscription: SubscriptionRecord, initialLimit: Int?
     ) async throws -> (SubscriptionRecord, created: Bool, episodes: [EpisodeRecord]) {
-        try await transaction { connection in
+        try await transaction { [logger] connection in
             var subscription = subscription
             let s = subscription
             // Locked: no change commits between the starting point and the episodes read below.

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import PostgresNIO
 import BackplaneWire
 
@@ -68,13 +69,40 @@ public final class PostgresStore: BackplaneStore {
     /// One query outside a transaction (a single statement is atomic by itself).
     @discardableResult
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await connection { connection in try await connection.rows(query, logger: logger) }
+        try await connection { [logger] connection in try await connection.rows(query, logger: logger) }
     }
 
-    /// A pooled connection for `body`'s statements, each its own transaction.
-    func connection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+    /// How long a request waits for a pooled connection before it is answered 503. The pool
+    /// waits without end while the database is down; a request must not. Long enough for a
+    /// burst to queue behind a busy pool.
+    static let leaseTimeout: Duration = .seconds(5)
+
+    /// A pooled connection for `body`'s statements, each its own transaction unless `body`
+    /// begins one. Only the wait for the connection is bounded (`leaseTimeout`): a statement
+    /// under way is never abandoned halfway.
+    func connection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let leased = NIOLockedValueBox(false)
         do {
-            return try await client.withConnection { connection in try await body(connection) }
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask { [client] in
+                    try await client.withConnection { connection in
+                        leased.withLockedValue { $0 = true }
+                        return try await body(connection)
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(for: Self.leaseTimeout)
+                    if leased.withLockedValue({ $0 }) { return nil }
+                    throw StoreUnavailableError("no database connection within \(Self.leaseTimeout)")
+                }
+                while let result = try await group.next() {
+                    if let result {
+                        group.cancelAll()
+                        return result
+                    }
+                }
+                throw CancellationError()
+            }
         } catch let error as PSQLError {
             throw Self.translate(error)
         }
@@ -83,11 +111,11 @@ public final class PostgresStore: BackplaneStore {
     /// One transaction: all of `body` commits, or none of it. Retried from the start, up to four
     /// times, when PostgreSQL aborts it for a deadlock or a serialization failure, so `body` must
     /// have no effect outside the database.
-    func transaction<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {
-                return try await client.withConnection { connection in
+                return try await connection { [logger] connection in
                     try await connection.query("BEGIN", logger: logger)
                     do {
                         let result = try await body(connection)
