@@ -105,18 +105,8 @@ struct PostgresNodeTests {
         #expect(status == 201)
         let credential = try WireJSON.decoder().decode(RegisterDeviceResponse.self, from: registered).deviceCredential
 
-        // The channel is open on node A; its first frame says it is registered.
-        let path = "/v1/devices/phone/channel"
-        var upgrade = "GET \(path) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-        for field in signer.headers(method: .get, path: path, body: Data(), deviceId: "phone", credential: credential)
-        where field.name != .contentType { upgrade += "\(field.name.rawName): \(field.value)\r\n" }
-        let channel = try RawConnection(port: a.port, sending: upgrade + "\r\n")
-        let switched = try #require(await channel.readResponse(timeout: 15))
-        #expect(switched.status == 101)
-        var first = switched.body
-        while first.count < 6, case .data(let more) = await channel.read(timeout: 15) { first += more }
-        #expect(first == WebSocketBytes.wakeUp)
+        // The channel is open on node A.
+        let channel = try await Self.openChannel(a, signer: signer, device: "phone", credential: credential)
 
         // The wipe goes to node B, which holds no channel of the phone.
         let wipe = try JSONEncoder().encode(EnqueueCommandRequest(type: .wipe, deviceId: "phone"))
@@ -147,6 +137,66 @@ struct PostgresNodeTests {
         let bad = try await ChildProcess.run(binary, ["migrate", "--database-url", "mysql://x@y/z"])
         #expect(bad.status != 0)
         #expect(bad.output.contains("Invalid database URL"))
+    }
+
+    @Test func aNodeAnswers503WhilePostgreSQLIsDownAndWakesItsChannelsWhenItIsBack() async throws {
+        let binary = try #require(ExecutableTests.executable, "build the backplane product first")
+        let cluster = PostgresCluster()  // its own: this test stops the server
+        let (node, output) = try await Self.start(binary, databaseURL: try await cluster.database())
+        defer { node.process.terminate() }
+        let signer = Signer(
+            keyId: try #require(FirstRunOutput.value(after: "app key id     :", in: output)),
+            secret: try #require(FirstRunOutput.value(after: "app key secret :", in: output)))
+        var admin = HTTPFields()
+        admin[.authorization] = "Bearer \(try #require(FirstRunOutput.value(after: "admin token    :", in: output)))"
+        let keys = DeviceKeys()
+        let body = try Self.registration("phone", keys)
+        let (_, registered) = try await node.send(
+            .post, "/v1/devices/register", body: body,
+            headers: signer.headers(method: .post, path: "/v1/devices/register", body: body, proofKey: keys.key(for: "phone")))
+        let credential = try WireJSON.decoder().decode(RegisterDeviceResponse.self, from: registered).deviceCredential
+        let channel = try await Self.openChannel(node, signer: signer, device: "phone", credential: credential)
+
+        try await cluster.stopServer()
+        // Refused with 503 and the error body within the wait for a connection, not left hanging.
+        let asked = ContinuousClock.now
+        let (status, refusal) = try await node.send(.get, "/v1/admin/devices", headers: admin)
+        #expect(status == 503)
+        #expect(try JSONDecoder().decode(ErrorBody.self, from: refusal).error.code == .serviceUnavailable)
+        #expect(ContinuousClock.now - asked < .seconds(15))
+        #expect(try await node.send(.get, "/readyz", headers: HTTPFields()).0 == 503)
+
+        try await cluster.startServer()
+        let deadline = ContinuousClock.now + .seconds(30)
+        var answered = 0
+        while ContinuousClock.now < deadline {
+            answered = try await node.send(.get, "/v1/admin/devices", headers: admin).0
+            if answered == 200 { break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        #expect(answered == 200, "the node did not recover")
+        // Wake-ups sent while it was not listening are lost: its channels are woken once instead.
+        guard case .data(let woken) = await channel.read(timeout: 30) else {
+            Issue.record("the channel was not woken after the listener reconnected")
+            return
+        }
+        #expect(woken == WebSocketBytes.wakeUp)
+    }
+
+    /// Opens `device`'s channel on `node` and reads past the 101 and the first wake-up.
+    static func openChannel(_ node: Node, signer: Signer, device: String, credential: String) async throws -> RawConnection {
+        let path = "/v1/devices/\(device)/channel"
+        var upgrade = "GET \(path) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        for field in signer.headers(method: .get, path: path, body: Data(), deviceId: device, credential: credential)
+        where field.name != .contentType { upgrade += "\(field.name.rawName): \(field.value)\r\n" }
+        let channel = try RawConnection(port: node.port, sending: upgrade + "\r\n")
+        let switched = try #require(await channel.readResponse(timeout: 15))
+        #expect(switched.status == 101)
+        var first = switched.body
+        while first.count < 6, case .data(let more) = await channel.read(timeout: 15) { first += more }
+        #expect(first == WebSocketBytes.wakeUp)
+        return channel
     }
 
     static func registration(_ device: String, _ keys: DeviceKeys) throws -> Data {

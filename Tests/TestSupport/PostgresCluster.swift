@@ -28,7 +28,14 @@ public actor PostgresCluster {
     private struct Running {
         var bin: URL
         var port: Int
+        var data: String
+        var options: String
+        var log: String
+        var asRoot: Bool
     }
+
+    /// `shared` serves most tests; a test that stops its server makes a cluster of its own.
+    public init() {}
 
     private var launching: Task<Result<Running, Unavailable>, Never>?
     private var databases = 0
@@ -56,6 +63,19 @@ public actor PostgresCluster {
             running.bin.appendingPathComponent("createdb"), ["-h", "127.0.0.1", "-p", "\(running.port)", "-U", "backplane", name])
         guard created.status == 0 else { throw Unavailable.failed("createdb failed: \(created.output)") }
         return "postgres://backplane@127.0.0.1:\(running.port)/\(name)?sslmode=disable"
+    }
+
+    /// Stops the server (fast shutdown: connections are cut), as an outage would.
+    public func stopServer() async throws {
+        let running = try await start().get()
+        try await Self.run(running.bin, "pg_ctl", ["-D", running.data, "-m", "fast", "-w", "stop"], asRoot: running.asRoot)
+    }
+
+    /// Starts the stopped server again on the same port.
+    public func startServer() async throws {
+        let running = try await start().get()
+        try await Self.run(
+            running.bin, "pg_ctl", ["-D", running.data, "-o", running.options, "-l", running.log, "-w", "start"], asRoot: running.asRoot)
     }
 
     private func start() async throws -> Result<Running, Unavailable> {
@@ -103,10 +123,10 @@ public actor PostgresCluster {
         // fsync off: these databases live for one test run, and the suite's many commits would
         // otherwise wait on the disk. Durability of the store itself is PostgreSQL's setting.
         let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400"
-        try await Self.run(
-            bin, "pg_ctl", ["-D", data, "-o", options, "-l", directory.appendingPathComponent("log").path, "-w", "start"], asRoot: asRoot)
+        let log = directory.appendingPathComponent("log").path
+        try await Self.run(bin, "pg_ctl", ["-D", data, "-o", options, "-l", log, "-w", "start"], asRoot: asRoot)
         Self.stopAtExit(bin: bin, data: data, directory: directory.path, asRoot: asRoot)
-        return Running(bin: bin, port: port)
+        return Running(bin: bin, port: port, data: data, options: options, log: log, asRoot: asRoot)
     }
 
     private static func run(_ bin: URL, _ tool: String, _ arguments: [String], asRoot: Bool) async throws {
@@ -157,14 +177,20 @@ public actor PostgresCluster {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    /// What `atexit` runs: a C function cannot capture, so the command is kept here.
-    nonisolated(unsafe) private static var stopCommand: String?
+    /// What `atexit` runs, one command per cluster: a C function cannot capture.
+    nonisolated(unsafe) private static var stopCommands: [String] = []
+    private static let stopLock = NSLock()
 
     private static func stopAtExit(bin: URL, data: String, directory: String, asRoot: Bool) {
         let stop = "\(bin.path)/pg_ctl -D '\(data)' -m immediate stop >/dev/null 2>&1"
-        stopCommand = (asRoot ? "/usr/sbin/runuser -u postgres -- \(stop)" : stop) + "; rm -rf '\(directory)'"
+        let command = (asRoot ? "/usr/sbin/runuser -u postgres -- \(stop)" : stop) + "; rm -rf '\(directory)'"
+        let first = stopLock.withLock {
+            stopCommands.append(command)
+            return stopCommands.count == 1
+        }
+        guard first else { return }
         atexit {
-            if let command = PostgresCluster.stopCommand { _ = system(command) }
+            for command in PostgresCluster.stopLock.withLock({ PostgresCluster.stopCommands }) { _ = system(command) }
         }
     }
 }
