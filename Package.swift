@@ -27,6 +27,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         // The store for several nodes (PostgresStore).
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // TLS settings of the PostgreSQL connections (already in the graph through postgres-nio).
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // Wire models shared by the server and the SDK: Foundation only. Named for what it holds
@@ -53,6 +55,7 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         .executableTarget(

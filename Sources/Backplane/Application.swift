@@ -72,7 +72,7 @@ public struct BackplaneServices: Sendable {
     public init(store: any BackplaneStore, wakeUpHub: WakeUpHub = WakeUpHub(), now: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
         self.wakeUpHub = wakeUpHub
-        let relay = (store as? PostgresStore).map { PostgresWakeUps(client: $0.client, hub: wakeUpHub, logger: $0.logger) }
+        let relay = (store as? PostgresStore).map { PostgresWakeUps(store: $0, hub: wakeUpHub) }
         let wakeUps: any WakeUpPublisher = relay ?? wakeUpHub
         self.wakeUpRelay = relay
         self.wakeUps = wakeUps

@@ -21,7 +21,7 @@ struct StoreOptions: ParsableArguments {
     @Option(
         name: .customLong("database-url"),
         help: ArgumentHelp(
-            "Keep the data in PostgreSQL instead: postgres://user@host:port/database[?sslmode=disable|prefer|require&pool_max=N].",
+            "Keep the data in PostgreSQL instead: postgres://user@host:port/database[?sslmode=disable|prefer|require|verify-full&pool_max=N].",
             discussion: "The password may be given in PGPASSWORD rather than in the URL."))
     var databaseURL: String?
 

@@ -315,6 +315,11 @@ public struct DeviceEvent: Codable, Sendable, Equatable {
         ] {
             if let value, value.utf8.count > max { return EventProblem(field: field, message: "'\(field)' is longer than \(max) bytes.") }
         }
+        // Some databases cannot store U+0000 in text (PostgreSQL): refused everywhere alike.
+        if [eventId, userId, platform, sdkVersion, appVersion, externalDeviceId, content.assetId, content.errorCode,
+            content.errorMessage, content.customName, content.customString].contains(where: { $0?.unicodeScalars.contains("\u{0}") == true }) {
+            return EventProblem(field: "event", message: "Text fields must not contain U+0000 (NUL).")
+        }
         if let problem = content.problem { return problem }
         if textBytes > WireLimits.maxEventTextBytes {
             return EventProblem(field: "event", message: "The event's text fields together are \(textBytes) bytes; at most \(WireLimits.maxEventTextBytes) are accepted.")

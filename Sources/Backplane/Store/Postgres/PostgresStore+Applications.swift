@@ -37,7 +37,7 @@ extension PostgresStore {
         defer { recentApplications.clear() }
         return try await transaction { [logger] connection in
             let rows = try await connection.rows(
-                "SELECT settings::text FROM applications WHERE id = \(applicationId) FOR UPDATE", logger: logger)
+                "SELECT settings::text FROM applications WHERE id = \(applicationId) FOR NO KEY UPDATE", logger: logger)
             guard let row = rows.first else { return nil }
             let settings = try change(try StoredJSON.decode(ApplicationSettings.self, try row.decode(String.self)))
             let encoded = try StoredJSON.encode(settings)
@@ -75,7 +75,7 @@ extension PostgresStore {
         defer { recentAppKeys.clear() }
         return try await transaction { [logger] connection in
             // The application's row is the lock: two revocations cannot both pass `check` on the same keys.
-            guard try await !connection.rows("SELECT 1 FROM applications WHERE id = \(applicationId) FOR UPDATE", logger: logger).isEmpty,
+            guard try await !connection.rows("SELECT 1 FROM applications WHERE id = \(applicationId) FOR NO KEY UPDATE", logger: logger).isEmpty,
                   var key = try await connection.rows(
                       "SELECT \(unescaped: PostgresColumns.appKey) FROM app_keys WHERE key_id = \(keyId) AND application_id = \(applicationId)",
                       logger: logger).records(AppKeyRecord.init).first
@@ -119,6 +119,7 @@ extension PostgresStore {
     }
 
     public func pruneNonces(expiredBefore date: Date) async throws -> Int {
-        try await rows("DELETE FROM nonces WHERE expires_at < \(date) RETURNING 1").count
+        try await rows("WITH gone AS (DELETE FROM nonces WHERE expires_at < \(date) RETURNING 1) SELECT COUNT(*) FROM gone")
+            .first?.decode(Int.self) ?? 0
     }
 }

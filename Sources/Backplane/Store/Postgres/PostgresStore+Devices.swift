@@ -82,12 +82,12 @@ extension PostgresStore {
         guard !sightings.isEmpty else { return }
         // One statement for the batch; rows in a fixed order, so two nodes' batches never deadlock.
         let sorted = sightings.sorted { ($0.applicationId, $0.deviceId) < ($1.applicationId, $1.deviceId) }
-        try await rows("""
+        try await transaction { [logger] connection in try await connection.run("""
             UPDATE devices SET last_seen_at = s.at
             FROM unnest(\(sorted.map(\.applicationId)), \(sorted.map(\.deviceId)), \(sorted.map(\.at)))
                 AS s(application_id, device_id, at)
             WHERE devices.application_id = s.application_id AND devices.device_id = s.device_id AND devices.last_seen_at < s.at
-            """)
+            """, logger: logger) }
     }
 
     /// The device's lock: every transaction that changes a device row takes it first.
@@ -119,7 +119,8 @@ extension PostgresStore {
             """, logger: logger).first?.decode(Int64.self)
     }
 
-    /// Writes every column of the device's row but its key and row id.
+    /// Writes every column of the device's row but its key and row id. The last-seen time only
+    /// moves forward: a batch of sightings may have committed since the row was read.
     static func update(_ connection: PostgresConnection, _ d: DeviceRecord, logger: Logger) async throws {
         try await connection.run("""
             UPDATE devices SET
@@ -127,7 +128,7 @@ extension PostgresStore {
                 model = \(d.model), os_version = \(d.osVersion), sdk_version = \(d.sdkVersion), app_version = \(d.appVersion),
                 push_token = \(d.pushToken), download_enabled = \(d.downloadEnabled), credential_hash = \(d.credentialHash),
                 public_key = \(d.publicKey), registered_at = \(d.registeredAt), updated_at = \(d.updatedAt),
-                last_seen_at = \(d.lastSeenAt), unregistered_at = \(d.unregisteredAt)
+                last_seen_at = GREATEST(devices.last_seen_at, \(d.lastSeenAt)), unregistered_at = \(d.unregisteredAt)
             WHERE application_id = \(d.applicationId) AND device_id = \(d.deviceId)
             """, logger: logger)
     }

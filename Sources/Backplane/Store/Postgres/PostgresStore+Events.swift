@@ -16,8 +16,12 @@ extension PostgresStore {
     ) async throws -> [EventInsertOutcome] {
         try await transaction { [logger] connection in
             if let signedRequest, try await !Self.record(connection, signedRequest, logger: logger) { throw NonceReusedError() }
+            // The device's floor row, locked: retention on another node cannot remove sequences
+            // between this read and the insert (and so let a late retry in again).
             let floor = try await connection.rows("""
-                SELECT deleted_through FROM event_floors WHERE application_id = \(applicationId) AND device_id = \(deviceId)
+                INSERT INTO event_floors (application_id, device_id, deleted_through) VALUES (\(applicationId), \(deviceId), 0)
+                ON CONFLICT (application_id, device_id) DO UPDATE SET deleted_through = event_floors.deleted_through
+                RETURNING deleted_through
                 """, logger: logger).first?.decode(Int64.self) ?? 0
             // The first event of each new sequence number goes in; the others are told apart below.
             var seen = Set<Int64>()

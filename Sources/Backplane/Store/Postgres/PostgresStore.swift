@@ -6,7 +6,8 @@ import BackplaneWire
 
 /// The store for several backplane nodes: PostgreSQL through postgres-nio's `PostgresClient`.
 ///
-/// Concurrency (the store contract, docs/architecture.md): transactions run at READ COMMITTED,
+/// Concurrency (the store contract, docs/architecture.md): transactions run at READ COMMITTED
+/// (set on each, whatever the server's default),
 /// and every check-and-set takes a lock before it reads what it checks, so decisions are never
 /// taken on a snapshot another node is changing:
 /// - a user's limits (devices, downloads): a transaction-scoped advisory lock per user, taken
@@ -51,18 +52,20 @@ public final class PostgresStore: BackplaneStore {
     }
 
     public func isReachable() async -> Bool {
-        // Bounded: a pool that cannot connect would otherwise keep the probe for its connect timeout.
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask { [client] in
-                (try? await client.query("SELECT 1", logger: self.logger).collect().first?.decode(Int.self)) == 1
+        // Bounded at 2 s whatever the probe does: a query already sent on a hung connection
+        // cannot be called back, so the answer does not wait for it to end.
+        let answered = NIOLockedValueBox<CheckedContinuation<Bool, Never>?>(nil)
+        return await withCheckedContinuation { continuation in
+            answered.withLockedValue { $0 = continuation }
+            let finish = { @Sendable (value: Bool) in answered.withLockedValue { $0.take() }?.resume(returning: value) }
+            let probe = Task { [client, logger] in
+                finish((try? await client.query("SELECT 1", logger: logger).collect().first?.decode(Int.self)) == 1)
             }
-            group.addTask {
+            Task {
                 try? await Task.sleep(for: .seconds(2))
-                return false
+                probe.cancel()
+                finish(false)
             }
-            let answer = await group.next() ?? false
-            group.cancelAll()
-            return answer
         }
     }
 
@@ -71,6 +74,8 @@ public final class PostgresStore: BackplaneStore {
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
         try await connection { [logger] connection in try await connection.rows(query, logger: logger) }
     }
+
+    private enum Lease { case waiting, leased, timedOut }
 
     /// How long a request waits for a pooled connection before it is answered 503. The pool
     /// waits without end while the database is down; a request must not. Long enough for a
@@ -81,18 +86,29 @@ public final class PostgresStore: BackplaneStore {
     /// begins one. Only the wait for the connection is bounded (`leaseTimeout`): a statement
     /// under way is never abandoned halfway.
     func connection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        let leased = NIOLockedValueBox(false)
+        // waiting → leased (the body runs) or waiting → timedOut (it never does): one wins.
+        let lease = NIOLockedValueBox(Lease.waiting)
         do {
             return try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask { [client] in
                     try await client.withConnection { connection in
-                        leased.withLockedValue { $0 = true }
+                        let won = lease.withLockedValue { state in
+                            guard state == .waiting else { return false }
+                            state = .leased
+                            return true
+                        }
+                        guard won else { throw CancellationError() }
                         return try await body(connection)
                     }
                 }
                 group.addTask {
                     try await Task.sleep(for: Self.leaseTimeout)
-                    if leased.withLockedValue({ $0 }) { return nil }
+                    let timedOut = lease.withLockedValue { state in
+                        guard state == .waiting else { return false }
+                        state = .timedOut
+                        return true
+                    }
+                    if !timedOut { return nil }
                     throw StoreUnavailableError("no database connection within \(Self.leaseTimeout)")
                 }
                 while let result = try await group.next() {
@@ -116,7 +132,7 @@ public final class PostgresStore: BackplaneStore {
         while true {
             do {
                 return try await connection { [logger] connection in
-                    try await connection.query("BEGIN", logger: logger)
+                    try await connection.query("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger)
                     do {
                         let result = try await body(connection)
                         try await connection.query("COMMIT", logger: logger)
@@ -142,9 +158,13 @@ public final class PostgresStore: BackplaneStore {
              .sslUnsupported, .failedToAddSSLHandler:
             return StoreUnavailableError("\(error.code)")
         default:
+            let state = error.serverInfo?[.sqlState] ?? ""
             // Class 08: connection exceptions; class 57: the server is shutting down or starting.
-            if let state = error.serverInfo?[.sqlState], state.hasPrefix("08") || state.hasPrefix("57") {
-                return StoreUnavailableError("SQLSTATE \(state)")
+            if state.hasPrefix("08") || state.hasPrefix("57") { return StoreUnavailableError("SQLSTATE \(state)") }
+            // U+0000 in text or JSON, which SQLite stores and PostgreSQL cannot: the request's
+            // fault, whichever field the validation before did not cover.
+            if state == "22021" || state == "22P05" {
+                return BackplaneError.badRequest("A value contains U+0000 (NUL), which cannot be stored.")
             }
             return error
         }

@@ -19,6 +19,7 @@ public final class PostgresWakeUps: WakeUpPublisher, Service {
 
     private let client: PostgresClient
     private let hub: WakeUpHub
+    private let forgetApplications: @Sendable () -> Void
     private let logger: Logger
     /// This node's notifications come back to it too: it skips its own.
     private let node = UUID().uuidString
@@ -30,10 +31,11 @@ public final class PostgresWakeUps: WakeUpPublisher, Service {
         var wakeUp: WakeUp
     }
 
-    init(client: PostgresClient, hub: WakeUpHub, logger: Logger) {
-        self.client = client
+    init(store: PostgresStore, hub: WakeUpHub) {
+        self.client = store.client
         self.hub = hub
-        self.logger = logger
+        self.forgetApplications = { [recent = store.recentApplications] in recent.clear() }
+        self.logger = store.logger
         (outgoing, send) = AsyncStream.makeStream(of: WakeUp.self)
     }
 
@@ -84,7 +86,11 @@ public final class PostgresWakeUps: WakeUpPublisher, Service {
                         hub.wakeAll()
                         for try await notification in notifications {
                             guard let notice = try? decoder.decode(Notice.self, from: Data(notification.payload.utf8)) else { continue }
-                            if notice.node != node { hub.deliver(notice.wakeUp) }
+                            guard notice.node != node else { continue }
+                            // Settings changed on another node: the devices woken must read them, not
+                            // what this node read less than a second ago.
+                            if case .application = notice.wakeUp { forgetApplications() }
+                            hub.deliver(notice.wakeUp)
                         }
                     }
                 }
