@@ -40,17 +40,11 @@ struct PostgresNodeTests {
         let (a, output) = try await Self.start(binary, databaseURL: databaseURL)
         defer { a.process.terminate() }
         #expect(output.contains("FIRST RUN"))
-        let signer = Signer(
-            keyId: try #require(FirstRunOutput.value(after: "app key id     :", in: output)),
-            secret: try #require(FirstRunOutput.value(after: "app key secret :", in: output)))
-        let adminToken = try #require(FirstRunOutput.value(after: "admin token    :", in: output))
+        let (signer, admin) = try Self.credentials(output)
         let (b, secondOutput) = try await Self.start(binary, databaseURL: databaseURL)
         defer { b.process.terminate() }
         #expect(!secondOutput.contains("FIRST RUN"))
 
-        var admin = HTTPFields()
-        admin[.authorization] = "Bearer \(adminToken)"
-        admin[.contentType] = "application/json"
         let limit = try JSONEncoder().encode(ApplicationSettingsUpdate(deviceLimit: 3))
         #expect(try await b.send(.patch, "/v1/admin/settings", body: limit, headers: admin).0 == 200)
 
@@ -88,12 +82,7 @@ struct PostgresNodeTests {
         let databaseURL = try await PostgresCluster.shared.database()
         let (a, output) = try await Self.start(binary, databaseURL: databaseURL)
         defer { a.process.terminate() }
-        let signer = Signer(
-            keyId: try #require(FirstRunOutput.value(after: "app key id     :", in: output)),
-            secret: try #require(FirstRunOutput.value(after: "app key secret :", in: output)))
-        var admin = HTTPFields()
-        admin[.authorization] = "Bearer \(try #require(FirstRunOutput.value(after: "admin token    :", in: output)))"
-        admin[.contentType] = "application/json"
+        let (signer, admin) = try Self.credentials(output)
         let (b, _) = try await Self.start(binary, databaseURL: databaseURL)
         defer { b.process.terminate() }
 
@@ -144,11 +133,7 @@ struct PostgresNodeTests {
         let cluster = PostgresCluster()  // its own: this test stops the server
         let (node, output) = try await Self.start(binary, databaseURL: try await cluster.database())
         defer { node.process.terminate() }
-        let signer = Signer(
-            keyId: try #require(FirstRunOutput.value(after: "app key id     :", in: output)),
-            secret: try #require(FirstRunOutput.value(after: "app key secret :", in: output)))
-        var admin = HTTPFields()
-        admin[.authorization] = "Bearer \(try #require(FirstRunOutput.value(after: "admin token    :", in: output)))"
+        let (signer, admin) = try Self.credentials(output)
         let keys = DeviceKeys()
         let body = try Self.registration("phone", keys)
         let (_, registered) = try await node.send(
@@ -181,6 +166,17 @@ struct PostgresNodeTests {
             return
         }
         #expect(woken == WebSocketBytes.wakeUp)
+    }
+
+    /// The app key and an admin token's headers, from a first run's banner.
+    static func credentials(_ output: String) throws -> (Signer, admin: HTTPFields) {
+        let signer = Signer(
+            keyId: try #require(FirstRunOutput.value(after: "app key id     :", in: output)),
+            secret: try #require(FirstRunOutput.value(after: "app key secret :", in: output)))
+        var admin = HTTPFields()
+        admin[.authorization] = "Bearer \(try #require(FirstRunOutput.value(after: "admin token    :", in: output)))"
+        admin[.contentType] = "application/json"
+        return (signer, admin)
     }
 
     /// Opens `device`'s channel on `node` and reads past the 101 and the first wake-up.

@@ -146,7 +146,7 @@ extension SQLiteStore {
                 return EpisodeChangeRecord(
                     seq: row["seq"], feedId: row["feed_id"], assetId: row["asset_id"],
                     kind: EpisodeChange.Kind(rawValue: row["kind"]) ?? .updated,
-                    snapshot: try snapshot.map { try Self.snapshotDecoder.decode(EpisodeRecord.self, from: Data($0.utf8)) })
+                    snapshot: try snapshot.map { try StoredJSON.decode(EpisodeRecord.self, $0) })
             }
         }
     }
@@ -180,7 +180,7 @@ extension SQLiteStore {
     /// Numbers the change with the application's next sequence number. SQLite has one writer at a
     /// time, so numbers commit in order: a reader never sees N+1 without N.
     private static func appendChange(_ db: Database, _ write: EpisodeWrite) throws {
-        let snapshot = write.kind == .retracted ? nil : String(decoding: try snapshotEncoder.encode(write.record), as: UTF8.self)
+        let snapshot = write.kind == .retracted ? nil : try StoredJSON.encode(write.record)
         let applicationId = write.record.applicationId
         try db.execute(sql: """
             INSERT INTO change_counters (application_id, last_seq) VALUES (?, 1)
@@ -193,16 +193,4 @@ extension SQLiteStore {
                 """,
             arguments: [applicationId, applicationId, write.record.feedId, write.record.assetId, write.kind.rawValue, snapshot])
     }
-
-    private static let snapshotEncoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .millisecondsSince1970
-        return encoder
-    }()
-
-    private static let snapshotDecoder: JSONDecoder = {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .millisecondsSince1970
-        return decoder
-    }()
 }
