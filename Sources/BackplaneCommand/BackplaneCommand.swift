@@ -88,7 +88,13 @@ struct Serve: AsyncParsableCommand {
 
     private func serve(_ store: any BackplaneStore, level: Logger.Level) async throws {
         let services = BackplaneServices(store: store)
-        if let firstRun = try await services.applications.bootstrapIfEmpty() {
+        // Nodes starting together on an empty database: one creates the application, the others see it.
+        let firstRun = if let shared = store as? PostgresStore {
+            try await shared.exclusively { try await services.applications.bootstrapIfEmpty() }
+        } else {
+            try await services.applications.bootstrapIfEmpty()
+        }
+        if let firstRun {
             // Written straight to the file descriptor: stdout is block-buffered when piped to a log.
             FileHandle.standardOutput.write(Data((firstRunBanner(firstRun, place: data.place) + "\n").utf8))
         }

@@ -16,23 +16,31 @@ extension PostgresStore {
         (1, "the schema of SQLite migration v9", PostgresSchemaV1.statements),
     ]
 
-    /// Brings the database to the newest schema. Nodes starting together take turns on a
-    /// session-level advisory lock: the first migrates, the others then find nothing to do.
+    /// Brings the database to the newest schema. Nodes starting together take turns on the
+    /// startup lock: the first migrates, the others then find nothing to do.
     public func migrate() async throws {
+        try await exclusively { try await connection { [self] connection in try await applyMigrations(connection) } }
+    }
+
+    /// Runs `body` while this node holds the nodes' startup lock (a session advisory lock on a
+    /// connection of its own): what one node does at startup, migrating or creating the first
+    /// application, the others find done rather than do again.
+    public func exclusively<T: Sendable>(_ body: () async throws -> T) async throws -> T {
         try await client.withConnection { connection in
-            try await connection.run("SELECT pg_advisory_lock(\(Self.migrationLock))", logger: logger)
+            try await connection.run("SELECT pg_advisory_lock(\(Self.startupLock))", logger: logger)
             do {
-                try await applyMigrations(connection)
-                try await connection.run("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger: logger)
+                let result = try await body()
+                try await connection.run("SELECT pg_advisory_unlock(\(Self.startupLock))", logger: logger)
+                return result
             } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLock))", logger: logger)
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.startupLock))", logger: logger)
                 throw error
             }
         }
     }
 
     /// An arbitrary constant, the same in every node: "backplan" in ASCII.
-    private static let migrationLock: Int64 = 0x6261_636B_706C_616E
+    private static let startupLock: Int64 = 0x6261_636B_706C_616E
 
     private func applyMigrations(_ connection: PostgresConnection) async throws {
         try await connection.run("""
