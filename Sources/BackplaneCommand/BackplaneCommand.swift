@@ -9,7 +9,7 @@ struct BackplaneCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "backplane",
         abstract: "The Backplane sync server for offline video downloads.",
-        subcommands: [Serve.self, Migrate.self, AppCommand.self, TokenCommand.self],
+        subcommands: [Serve.self, Migrate.self, AppCommand.self, TokenCommand.self, CopyData.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -187,5 +187,37 @@ struct TokenCommand: AsyncParsableCommand {
                 try await ApplicationService(store: store).createToken(applicationId: app, scope: scope, name: name)
             })
         }
+    }
+}
+
+struct CopyData: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "copy-data",
+        abstract: "Copy an embedded (SQLite) backplane into an empty PostgreSQL database.",
+        discussion: """
+            Stop the backplane that uses the data directory first. Everything is copied (applications, keys, tokens, \
+            devices, commands, feeds and their change log, subscriptions, events, download grants), so devices keep \
+            syncing from where they were. Refuses a database that already holds data; checks every table's count.
+            """)
+
+    @Option(help: "The data directory holding backplane.sqlite.") var fromDataDir: String
+    @Option(help: "The PostgreSQL database to fill: postgres://user@host:port/database[?sslmode=…].") var toDatabaseUrl: String
+
+    func validate() throws {
+        do { _ = try PostgresURL(toDatabaseUrl) } catch { throw ValidationError("\(error)") }
+        let file = URL(fileURLWithPath: fromDataDir).appendingPathComponent("backplane.sqlite").path
+        guard FileManager.default.fileExists(atPath: file) else { throw ValidationError("No backplane.sqlite in \(fromDataDir).") }
+    }
+
+    func run() async throws {
+        let source = try SQLiteStore(directory: URL(fileURLWithPath: fromDataDir))
+        let target = try PostgresURL(toDatabaseUrl)
+        var logger = Logger(label: "backplane.postgres")
+        logger.logLevel = .error
+        let counts = try await PostgresStore.withStore(target.configuration, logger: logger) { store in
+            try await SQLiteToPostgres.copy(from: source, to: store)
+        }
+        for (table, rows) in counts { print("\(table.padding(toLength: 18, withPad: " ", startingAt: 0)) \(rows)") }
+        print("Copied \(fromDataDir) into \(target). Serve with --database-url from now on.")
     }
 }
