@@ -2,10 +2,11 @@
 # free port in the background (removed on exit), and defines $work, $server, $port and
 # `value LABEL` (a first-run credential, e.g. value 'app key id').
 # SERVE_ENV prefixes the server's command (e.g. "env MALLOC_ARENA_MAX=2"), SERVE_ARGS adds options.
+# Sourced after postgres.sh, its trap also stops that cluster.
 swift build -c release --product backplane >/dev/null 2>&1 || swift build -c release --product backplane
 
 work=$(mktemp -d)
-trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; if declare -F stop_postgres >/dev/null; then stop_postgres; fi' EXIT
 ${SERVE_ENV:-} .build/release/backplane serve --port 0 --data-dir "$work/data" --log-level warning ${SERVE_ARGS:-} >"$work/server.log" 2>&1 &
 server=$!
 for _ in $(seq 100); do grep -q "listening on" "$work/server.log" && break; sleep 0.1; done

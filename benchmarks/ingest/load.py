@@ -3,7 +3,9 @@
 devices at once (one keep-alive connection each, batches of a device in order, as the SDK
 sends them); then the same rows are inserted straight into a fresh SQLite file with the
 server's own schema (read from its database) and PRAGMAs (WAL, synchronous=FULL), one
-transaction per 200 rows. Prints both rates and the ratio. Goal: >= 50%."""
+transaction per 200 rows; or, with --postgres-url, copied with COPY into the served database's
+own events table (as other devices' rows), one COPY and commit per 200 rows. Prints both rates
+and the ratio. Goal: >= 50%."""
 import argparse
 import hashlib
 import hmac
@@ -138,10 +140,42 @@ def baseline_run(schema_sql, path, rows):
     return elapsed
 
 
+COLUMNS = ("application_id, device_id, sequence, event_id, type, device_time, received_at, corrected_time, user_id, "
+           "external_device_id, app_state, platform, sdk_version, app_version, asset_id, deletion_reason, reset_type, "
+           "limit_type, bitrate, duration_seconds, error_code, error_message, custom_name, custom_string, custom_number")
+
+
+def postgres_stored(url, total):
+    """The application id, after checking the server stored every event."""
+    import psycopg
+    with psycopg.connect(url) as conn:
+        app = conn.execute("SELECT application_id FROM events LIMIT 1").fetchone()[0]
+        stored = conn.execute("SELECT COUNT(*) FROM events WHERE sequence < 10000000").fetchone()[0]
+    if stored != total:
+        raise RuntimeError(f"the server stored {stored} of {total} events")
+    return app
+
+
+def postgres_copy_run(url, rows):
+    """COPY of the rows into the served events table, one COPY and commit per batch."""
+    import psycopg
+    with psycopg.connect(url) as conn:
+        started = time.perf_counter()
+        for start in range(0, len(rows), BATCH):
+            with conn.transaction():
+                with conn.cursor().copy(f"COPY events ({COLUMNS}) FROM STDIN") as copy:
+                    for r in rows[start:start + BATCH]:
+                        copy.write_row(r)
+        return time.perf_counter() - started
+
+
 def main():
     parser = argparse.ArgumentParser()
-    for name in ("url", "key", "secret", "database", "baseline"):
+    for name in ("url", "key", "secret"):
         parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--database", help="the served SQLite file (SQLite mode)")
+    parser.add_argument("--baseline", help="where the SQLite baseline writes (SQLite mode)")
+    parser.add_argument("--postgres-url", help="the served PostgreSQL database (PostgreSQL mode)")
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--devices", type=int, default=4)
     args = parser.parse_args()
@@ -167,6 +201,18 @@ def main():
 
     http_seconds = http_run(devices, bodies)
     http_rate = total / http_seconds
+
+    if args.postgres_url:
+        app = postgres_stored(args.postgres_url, total)
+        received = int(time.time() * 1000)
+        # Other device ids: the same table, none of the server's rows touched.
+        rows = [row(app, d.device_id + "-copy", e, received) for d, evs in zip(devices, events) for e in evs]
+        raw_seconds = postgres_copy_run(args.postgres_url, rows)
+        raw_rate = total / raw_seconds
+        print(f"HTTP ingestion    : {http_rate:10,.0f} events/s  ({http_seconds:.2f} s, {total / BATCH / http_seconds:,.0f} batches/s)")
+        print(f"COPY (PostgreSQL) : {raw_rate:10,.0f} events/s  ({raw_seconds:.2f} s, same table, 1 COPY and commit per {BATCH})")
+        print(f"ratio             : {http_rate / raw_rate:10.1%}  (goal >= 50%)")
+        return
 
     server = sqlite3.connect(args.database)
     app = server.execute("SELECT application_id FROM events LIMIT 1").fetchone()[0]
