@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Sync throughput with one and with two backplane nodes on one PostgreSQL database: wrk replays
+# pre-signed quiet syncs against node A alone, then against both nodes at once (one wrk each,
+# half the connections each), with GET /healthz on node A in the same run as the baseline.
+#   benchmarks/sync/nodes.sh [SECONDS] [CONNECTIONS]      (defaults 10 and 32)
+# Everything shares this machine's cores: two nodes here measure the cost of sharing, not the
+# gain of a second machine.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECONDS_EACH="${1:-10}"
+CONNECTIONS="${2:-32}"
+command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
+source benchmarks/postgres.sh
+SERVE_ARGS="${SERVE_ARGS:-} --database-url $database_url"
+source benchmarks/serve.sh
+.build/release/backplane serve --port 0 --data-dir "$work/data-b" --log-level warning --database-url "$database_url" \
+    >"$work/server-b.log" 2>&1 &
+server_b=$!
+trap 'kill "$server" "$server_b" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; stop_postgres' EXIT
+for _ in $(seq 100); do grep -q "listening on" "$work/server-b.log" && break; sleep 0.1; done
+port_b=$(grep "listening on" "$work/server-b.log" | head -1 | sed "s/.*://")
+
+python3 benchmarks/sync/nodes.py --url-a "http://127.0.0.1:$port" --url-b "http://127.0.0.1:$port_b" \
+    --key "$(value 'app key id')" --secret="$(value 'app key secret')" --out "$work" \
+    --seconds "$SECONDS_EACH" --connections "$CONNECTIONS"
