@@ -28,7 +28,12 @@ public final class PostgresStore: BackplaneStore {
     let recentAppKeys = RecentReads<AppKeyRecord>()
 
     public init(_ configuration: PostgresClient.Configuration, logger: Logger) {
-        self.client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        // The pool's own log keeps to errors: what it warns of (a lost connection) reaches the
+        // store's callers as errors, and it warns of a query asked for in the instant before
+        // `run()` starts, which every start does.
+        var poolLogger = logger
+        poolLogger.logLevel = max(logger.logLevel, .error)
+        self.client = PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
         self.logger = logger
     }
 
