@@ -47,7 +47,10 @@ public enum SQLiteToPostgres {
             var counts: [(table: String, rows: Int)] = []
             for (table, hasRowId) in tables {
                 let columns = try await connection.rows(
-                    "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = \(table) ORDER BY ordinal_position",
+                    """
+                    SELECT column_name, data_type FROM information_schema.columns
+                    WHERE table_schema = current_schema() AND table_name = \(table) ORDER BY ordinal_position
+                    """,
                     logger: logger
                 ).map { try $0.decode((String, String).self) }
                 var copied = 0
