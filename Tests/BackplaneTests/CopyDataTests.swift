@@ -3,9 +3,6 @@ import HTTPTypes
 import BackplaneWire
 import Testing
 import TestSupport
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// `backplane copy-data` moves an embedded backplane into PostgreSQL; its devices then go on
 /// against a node on PostgreSQL where they were.
@@ -72,15 +69,10 @@ struct CopyDataTests {
         let output = try await node.waitForOutput(containing: "listening on", timeout: .seconds(60))
         #expect(!output.contains("FIRST RUN"), "the copied application was not found")
         let port = try #require(FirstRunOutput.port(in: output))
+        let served = PostgresNodeTests.Node(process: node, port: port)
         func device(_ method: HTTPRequest.Method, _ path: String, _ body: Data = Data()) async throws -> (Int, Data) {
-            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
-            request.httpMethod = method.rawValue
-            request.httpBody = body
-            for field in fixture.signer.headers(method: method, path: path, body: body, deviceId: phone.deviceId, credential: phone.credential) {
-                request.setValue(field.value, forHTTPHeaderField: field.name.rawName)
-            }
-            let (data, response) = try await URLSession.shared.data(for: request)
-            return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
+            try await served.send(method, path, body: body, headers: fixture.signer.headers(
+                method: method, path: path, body: body, deviceId: phone.deviceId, credential: phone.credential))
         }
 
         // The same credential syncs, and the finished command is not delivered again.
@@ -90,12 +82,12 @@ struct CopyDataTests {
         // No change is delivered again from the cursor; a new one comes with the next number.
         let (_, none) = try await device(.get, "/v1/subscriptions/changes?cursor=\(cursor)")
         #expect(try WireJSON.decoder().decode(EpisodeChanges.self, from: none).changes.isEmpty)
-        var publish = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/v1/cms/feeds/show/episodes")!)
-        publish.httpMethod = "POST"
-        publish.httpBody = try JSONEncoder().encode(PublishEpisodesRequest(episodes: [episode("e3")]))
-        publish.setValue("Bearer \(cms)", forHTTPHeaderField: "Authorization")
-        publish.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        #expect((try await URLSession.shared.data(for: publish).1 as? HTTPURLResponse)?.statusCode == 200)
+        var bearer = HTTPFields()
+        bearer[.authorization] = "Bearer \(cms)"
+        bearer[.contentType] = "application/json"
+        let published = try await served.send(
+            .post, "/v1/cms/feeds/show/episodes", body: try JSONEncoder().encode(PublishEpisodesRequest(episodes: [episode("e3")])), headers: bearer)
+        #expect(published.0 == 200)
         let (_, next) = try await device(.get, "/v1/subscriptions/changes?cursor=\(cursor)")
         #expect(try WireJSON.decoder().decode(EpisodeChanges.self, from: next).changes.map(\.assetId) == ["e3"])
     }

@@ -6,7 +6,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from presign import REQUESTS_PER_SECOND_CEILING, raw_request, signed_headers, wrk, write_lua, Device  # noqa: E402
+from presign import REQUESTS_PER_SECOND_CEILING, raw_request, register_pool, signed_headers, wrk, write_lua  # noqa: E402
 
 
 def main():
@@ -19,12 +19,7 @@ def main():
     args = parser.parse_args()
     count = REQUESTS_PER_SECOND_CEILING * args.seconds
 
-    pool = []
-    for i in range(args.devices):
-        device = Device(args.url_a, args.key, args.secret, f"sync-{i}")
-        device.register(f"sync-user-{i}")
-        device.conn.close()
-        pool.append(device)
+    pool = register_pool(args.url_a, args.key, args.secret, args.devices)
 
     def quiet_syncs(name):
         """Signed just before its run (timestamps are accepted for 5 minutes), each sent once."""

@@ -107,6 +107,18 @@ def raw_registration_loop(database, path, count):
     return count / elapsed
 
 
+def register_pool(url, key, secret, count):
+    """`count` registered devices, each of its own user; only their credentials are kept (the
+    requests go through wrk)."""
+    pool = []
+    for i in range(count):
+        device = Device(url, key, secret, f"sync-{i}")
+        device.register(f"sync-user-{i}")
+        device.conn.close()
+        pool.append(device)
+    return pool
+
+
 def main():
     parser = argparse.ArgumentParser()
     for name in ("url", "key", "secret", "database", "out"):
@@ -117,12 +129,7 @@ def main():
     args = parser.parse_args()
     count = REQUESTS_PER_SECOND_CEILING * args.seconds
 
-    pool = []
-    for i in range(args.devices):
-        device = Device(args.url, args.key, args.secret, f"sync-{i}")
-        device.register(f"sync-user-{i}")
-        device.conn.close()  # only its credential is needed; the requests go through wrk
-        pool.append(device)
+    pool = register_pool(args.url, args.key, args.secret, args.devices)
 
     def quiet_syncs():
         """No acknowledgements, no change to the device's profile; spread over the pool."""

@@ -22,7 +22,10 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                let allowed = allowedMethods?.methods(for: request.uri.path), !allowed.isEmpty {
                 mapped = .methodNotAllowed(request.method.rawValue, allowed: allowed)
             }
-            if mapped.status.code >= 500 {
+            if error is StoreUnavailableError {
+                // An outage, logged as one; the store's own log says what broke.
+                context.logger.warning("Database unavailable", metadata: ["error": "\(error)"])
+            } else if mapped.status.code >= 500 {
                 context.logger.error("Unhandled error", metadata: ["error": "\(String(reflecting: error))"])
             } else {
                 context.logger.debug("Request refused", metadata: ["error": "\(mapped)"])

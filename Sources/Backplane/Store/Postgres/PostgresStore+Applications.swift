@@ -12,10 +12,6 @@ extension PostgresStore {
                 VALUES (\(application.id), \(application.name), \(settings)::jsonb, \(application.createdAt))
                 """, logger: logger)
             try await Self.insert(connection, key, logger: logger)
-            // The counter row exists from the start: publishers and subscribers lock it.
-            try await connection.run(
-                "INSERT INTO change_counters (application_id, last_seq) VALUES (\(application.id), 0) ON CONFLICT DO NOTHING",
-                logger: logger)
         }
     }
 
