@@ -55,6 +55,12 @@ import Testing
             // Exactly at the limit is accepted.
             let atLimit = String(repeating: "x", count: WireLimits.maxIdentifierLength)
             try await client.register(user: atLimit, device: atLimit)
+            // U+0000 in a path value (PostgreSQL cannot even look it up): 400, on any route.
+            for path in ["/v1/admin/devices/d%00", "/v1/applications/%00/entitlement-keys"] {
+                let response = try await client.admin(.get, path)
+                #expect(response.status == .badRequest, "\(path): \(response.text)")
+                #expect(try response.decode(ErrorBody.self).error.code == .badRequest)
+            }
         }
     }
 
