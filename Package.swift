@@ -63,6 +63,8 @@ let package = Package(
             dependencies: [
                 "Backplane",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         // The app side. Must build wherever Swift runs: nothing Linux-only.

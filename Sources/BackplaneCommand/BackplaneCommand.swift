@@ -9,6 +9,7 @@ struct BackplaneCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "backplane",
         abstract: "The Backplane sync server for offline video downloads.",
+        version: BackplaneBuild.version,
         subcommands: [Serve.self, Migrate.self, AppCommand.self, TokenCommand.self, CopyData.self],
         defaultSubcommand: Serve.self)
 }
@@ -16,14 +17,21 @@ struct BackplaneCommand: AsyncParsableCommand {
 /// Where the data lives: SQLite in a data directory (the default), or a PostgreSQL database
 /// that several nodes may share.
 struct StoreOptions: ParsableArguments {
-    @Option(name: .long, help: "Directory holding backplane.sqlite, the embedded store used without --database-url.")
-    var dataDir: String = "./data"
+    @Option(
+        name: .customLong("data-dir"),
+        help: Environment.help("Directory holding backplane.sqlite, the embedded store used without --database-url", option: "data-dir", default: "./data"))
+    var dataDirFlag: String?
     @Option(
         name: .customLong("database-url"),
         help: ArgumentHelp(
-            "Keep the data in PostgreSQL instead: postgres://user@host:port/database[?sslmode=disable|prefer|require|verify-full&pool_max=N].",
+            "Keep the data in PostgreSQL instead: postgres://user@host:port/database[?sslmode=disable|prefer|require|verify-full&pool_max=N] (env BACKPLANE_DATABASE_URL).",
             discussion: "The password may be given in PGPASSWORD rather than in the URL."))
-    var databaseURL: String?
+    var databaseURLFlag: String?
+
+    /// Flag, else `BACKPLANE_DATA_DIR`, else ./data.
+    var dataDir: String { Environment.resolve(dataDirFlag, option: "data-dir") ?? "./data" }
+    /// Flag, else `BACKPLANE_DATABASE_URL`; nil keeps the data in SQLite.
+    var databaseURL: String? { Environment.resolve(databaseURLFlag, option: "database-url") }
 
     var url: URL { URL(fileURLWithPath: dataDir) }
 
@@ -46,84 +54,6 @@ struct StoreOptions: ParsableArguments {
         var logger = Logger(label: "backplane.postgres")
         logger.logLevel = logLevel
         return try await PostgresStore.withStore(try PostgresURL(databaseURL).configuration, logger: logger) { try await body($0) }
-    }
-}
-
-struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Serve the backplane over HTTP.")
-
-    @Option(help: "Address to listen on.") var host = "127.0.0.1"
-    @Option(help: "Port to listen on (0 picks a free one).") var port = 8080
-    @OptionGroup var data: StoreOptions
-    @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
-    @Option(help: "Seconds between server pings on idle device channels; 0 turns them off.") var channelPingSeconds = 60
-    @Option(help: "Days events are kept (by corrected time) before retention deletes them; 0 keeps them forever.")
-    var eventRetentionDays = 365
-    @Option(help: "Largest request head (request line and headers) in bytes; larger ones are answered 431.")
-    var maxHeaderBytes = TransportLimits().maxHeaderBytes
-    @Option(help: "Seconds a connection may take to send a complete request head (also closes idle kept-alive connections).")
-    var requestHeadTimeoutSeconds = 30
-    @Option(help: "Seconds a request body may take to arrive once its head has.")
-    var requestBodyTimeoutSeconds = 60
-    @Option(help: "Open connections per process, WebSocket channels included; further ones wait in the listen backlog.")
-    var maxConnections = TransportLimits().maxConnections
-
-    /// Runs before anything touches the data directory: a bad flag creates nothing.
-    func validate() throws {
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("Unknown log level '\(logLevel)'.") }
-        // Ranges keep every product below (days × 86400, seconds → Duration) far from overflow.
-        guard (0...86_400).contains(channelPingSeconds) else { throw ValidationError("--channel-ping-seconds must be 0 to 86400.") }
-        guard (0...36_500).contains(eventRetentionDays) else { throw ValidationError("--event-retention-days must be 0 to 36500.") }
-        guard (1024...1 << 20).contains(maxHeaderBytes) else { throw ValidationError("--max-header-bytes must be 1024 to 1048576.") }
-        guard (1...3600).contains(requestHeadTimeoutSeconds), (1...3600).contains(requestBodyTimeoutSeconds) else {
-            throw ValidationError("--request-head-timeout-seconds and --request-body-timeout-seconds must be 1 to 3600.")
-        }
-        guard (1...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be 1 to 1000000.") }
-    }
-
-    func run() async throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .info  // checked in validate()
-        try await data.withStore(logLevel: max(level, .notice)) { store in try await serve(store, level: level) }
-    }
-
-    private func serve(_ store: any BackplaneStore, level: Logger.Level) async throws {
-        let services = BackplaneServices(store: store)
-        // Nodes starting together on an empty database: one creates the application, the others see it.
-        let firstRun = if let shared = store as? PostgresStore {
-            try await shared.exclusively { try await services.applications.bootstrapIfEmpty() }
-        } else {
-            try await services.applications.bootstrapIfEmpty()
-        }
-        if let firstRun {
-            // Written straight to the file descriptor: stdout is block-buffered when piped to a log.
-            FileHandle.standardOutput.write(Data((firstRunBanner(firstRun, place: data.place) + "\n").utf8))
-        }
-        let configuration = BackplaneConfiguration(
-            host: host, port: port, dataDirectory: data.url, logLevel: level,
-            channelPingInterval: channelPingSeconds > 0 ? .seconds(channelPingSeconds) : nil,
-            eventRetention: eventRetentionDays > 0 ? .seconds(eventRetentionDays * 86400) : nil,
-            transport: TransportLimits(
-                maxHeaderBytes: maxHeaderBytes, requestHeadTimeout: .seconds(requestHeadTimeoutSeconds),
-                requestBodyTimeout: .seconds(requestBodyTimeoutSeconds), maxConnections: maxConnections))
-        let host = host
-        let app = buildApplication(configuration, services: services) { port in
-            // Always printed, whatever the log level: scripts read the port from it (with --port 0).
-            FileHandle.standardOutput.write(Data("backplane: listening on http://\(host):\(port)\n".utf8))
-        }
-        try await app.runService()
-    }
-
-    private func firstRunBanner(_ credentials: ApplicationService.FirstRunCredentials, place: String) -> String {
-        """
-        ===================== FIRST RUN: save these, they are shown only once =====================
-        \(place) was empty, so an application was created for you.
-          application id : \(credentials.application.id)
-          app key id     : \(credentials.key.keyId)
-          app key secret : \(credentials.key.secret)
-          admin token    : \(credentials.adminToken)
-        Devices sign requests with the app key; admin requests carry the token as a Bearer token.
-        ============================================================================================
-        """
     }
 }
 

@@ -1,7 +1,11 @@
 import Foundation
+import Backplane
 import BackplaneWire
 import Testing
 import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -68,8 +72,77 @@ import FoundationNetworking
         #expect(migrated.status == 0)
     }
 
+    @Test func aTakenPortFailsWithOneClearLineAndKeepsTheFirstRunCredentialsForTheNextStart() async throws {
+        let binary = try #require(Self.executable, "build the backplane product first")
+        let dataDir = temporaryDirectory("backplane-exe")
+        defer { try? FileManager.default.removeItem(at: dataDir) }
+        let holder = try HeldPort()
+        defer { holder.close() }
+
+        let refused = try await ChildProcess.run(binary, ["serve", "--port", "\(holder.port)", "--data-dir", dataDir.path])
+        #expect(refused.status != 0)
+        #expect(refused.output.contains("cannot listen on 127.0.0.1:\(holder.port): the port is in use"))
+        #expect(refused.output.contains("--port"))
+        #expect(!refused.output.contains("FIRST RUN"), "credentials printed before the port was ours")
+
+        // The environment supplies what no flag gives; the next start is the first run.
+        let server = try ChildProcess(binary, ["serve"], environment: ["BACKPLANE_PORT": "0", "BACKPLANE_DATA_DIR": dataDir.path])
+        defer { server.terminate() }
+        let output = try await server.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        #expect(output.contains("FIRST RUN"))
+        #expect(FirstRunOutput.port(in: output) != holder.port)
+        #expect(FileManager.default.fileExists(atPath: dataDir.appendingPathComponent("backplane.sqlite").path))
+    }
+
+    @Test func aFlagWinsOverTheEnvironmentAndABadVariableIsNamed() async throws {
+        let binary = try #require(Self.executable, "build the backplane product first")
+        let dataDir = temporaryDirectory("backplane-exe")
+        defer { try? FileManager.default.removeItem(at: dataDir) }
+
+        let bad = try await ChildProcess.run(binary, ["serve", "--data-dir", dataDir.path], environment: ["BACKPLANE_MAX_CONNECTIONS": "many"])
+        #expect(bad.status != 0)
+        #expect(bad.output.contains("BACKPLANE_MAX_CONNECTIONS is not a valid value for --max-connections"))
+        #expect(!FileManager.default.fileExists(atPath: dataDir.path), "a bad option created the data directory")
+
+        let outOfRange = try await ChildProcess.run(binary, ["serve", "--data-dir", dataDir.path], environment: ["BACKPLANE_PORT": "70000"])
+        #expect(outOfRange.output.contains("--port must be 0 to 65535"))
+
+        let server = try ChildProcess(binary, ["serve", "--port", "0", "--data-dir", dataDir.path], environment: ["BACKPLANE_PORT": "1"])
+        defer { server.terminate() }
+        let output = try await server.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        #expect(FirstRunOutput.port(in: output) != 1)
+
+        let version = try await ChildProcess.run(binary, ["--version"])
+        #expect(version.status == 0)
+        #expect(version.output.trimmingCharacters(in: .whitespacesAndNewlines) == BackplaneBuild.version)
+    }
+
     static func value(after label: String, in output: String) -> String? {
         FirstRunOutput.value(after: label, in: output)
     }
 }
 
+
+/// A port some other process holds: a socket bound to 127.0.0.1 and listening.
+private struct HeldPort {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(descriptor, pointer, length) == 0 && listen(descriptor, 1) == 0 && getsockname(descriptor, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        self.descriptor = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
+}

@@ -1,0 +1,168 @@
+import ArgumentParser
+import Backplane
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve the backplane over HTTP.",
+        discussion: """
+            Every option may also come from the environment: --some-option as BACKPLANE_SOME_OPTION. \
+            A flag wins over the environment, the environment over the default.
+            """)
+
+    // Optional so that an unset flag can fall back to the environment; `validate()` fills each in.
+    @Option(help: Environment.help("Address to listen on", option: "host", default: "127.0.0.1")) var host: String?
+    @Option(help: Environment.help("Port to listen on, 0 picks a free one", option: "port", default: 8080)) var port: Int?
+    @OptionGroup var data: StoreOptions
+    @Option(help: Environment.help("trace, debug, info, notice, warning, error or critical", option: "log-level", default: "info"))
+    var logLevel: String?
+    @Option(help: Environment.help("Seconds between server pings on idle device channels; 0 turns them off", option: "channel-ping-seconds", default: 60))
+    var channelPingSeconds: Int?
+    @Option(help: Environment.help(
+        "Days events are kept (by corrected time) before retention deletes them; 0 keeps them forever", option: "event-retention-days", default: 365))
+    var eventRetentionDays: Int?
+    @Option(help: Environment.help(
+        "Largest request head (request line and headers) in bytes; larger ones are answered 431", option: "max-header-bytes",
+        default: TransportLimits().maxHeaderBytes))
+    var maxHeaderBytes: Int?
+    @Option(help: Environment.help(
+        "Seconds a connection may take to send a complete request head (also closes idle kept-alive connections)",
+        option: "request-head-timeout-seconds", default: 30))
+    var requestHeadTimeoutSeconds: Int?
+    @Option(help: Environment.help("Seconds a request body may take to arrive once its head has", option: "request-body-timeout-seconds", default: 60))
+    var requestBodyTimeoutSeconds: Int?
+    @Option(help: Environment.help(
+        "Open connections per process, WebSocket channels included; further ones wait in the listen backlog", option: "max-connections",
+        default: TransportLimits().maxConnections))
+    var maxConnections: Int?
+
+    /// Runs before anything touches the data directory: a bad option creates nothing. Fills every
+    /// option from its flag, its environment variable or its default, then checks its range.
+    mutating func validate() throws {
+        host = try Environment.resolve(host, option: "host", default: "127.0.0.1")
+        port = try Environment.resolve(port, option: "port", default: 8080)
+        logLevel = try Environment.resolve(logLevel, option: "log-level", default: "info")
+        channelPingSeconds = try Environment.resolve(channelPingSeconds, option: "channel-ping-seconds", default: 60)
+        eventRetentionDays = try Environment.resolve(eventRetentionDays, option: "event-retention-days", default: 365)
+        maxHeaderBytes = try Environment.resolve(maxHeaderBytes, option: "max-header-bytes", default: TransportLimits().maxHeaderBytes)
+        requestHeadTimeoutSeconds = try Environment.resolve(requestHeadTimeoutSeconds, option: "request-head-timeout-seconds", default: 30)
+        requestBodyTimeoutSeconds = try Environment.resolve(requestBodyTimeoutSeconds, option: "request-body-timeout-seconds", default: 60)
+        maxConnections = try Environment.resolve(maxConnections, option: "max-connections", default: TransportLimits().maxConnections)
+
+        guard Logger.Level(rawValue: logLevel!) != nil else { throw ValidationError("--log-level: unknown level '\(logLevel!)'.") }
+        guard (0...65_535).contains(port!) else { throw ValidationError("--port must be 0 to 65535.") }
+        // Ranges keep every product below (days × 86400, seconds → Duration) far from overflow.
+        guard (0...86_400).contains(channelPingSeconds!) else { throw ValidationError("--channel-ping-seconds must be 0 to 86400.") }
+        guard (0...36_500).contains(eventRetentionDays!) else { throw ValidationError("--event-retention-days must be 0 to 36500.") }
+        guard (1024...1 << 20).contains(maxHeaderBytes!) else { throw ValidationError("--max-header-bytes must be 1024 to 1048576.") }
+        guard (1...3600).contains(requestHeadTimeoutSeconds!) else { throw ValidationError("--request-head-timeout-seconds must be 1 to 3600.") }
+        guard (1...3600).contains(requestBodyTimeoutSeconds!) else { throw ValidationError("--request-body-timeout-seconds must be 1 to 3600.") }
+        guard (1...1_000_000).contains(maxConnections!) else { throw ValidationError("--max-connections must be 1 to 1000000.") }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel!) ?? .info  // checked in validate()
+        do {
+            try await data.withStore(logLevel: max(level, .notice)) { store in try await serve(store, level: level) }
+        } catch let error as IOError where error.errnoCode == EADDRINUSE || error.errnoCode == EACCES || error.errnoCode == EADDRNOTAVAIL {
+            throw ListenFailure(host: host!, port: port!, errno: error.errnoCode)
+        }
+    }
+
+    private func serve(_ store: any BackplaneStore, level: Logger.Level) async throws {
+        var logger = Logger(label: "backplane")
+        logger.logLevel = level
+        let services = BackplaneServices(store: store)
+        let configuration = BackplaneConfiguration(
+            host: host!, port: port!, dataDirectory: data.url, logLevel: level,
+            channelPingInterval: channelPingSeconds! > 0 ? .seconds(channelPingSeconds!) : nil,
+            eventRetention: eventRetentionDays! > 0 ? .seconds(eventRetentionDays! * 86400) : nil,
+            transport: TransportLimits(
+                maxHeaderBytes: maxHeaderBytes!, requestHeadTimeout: .seconds(requestHeadTimeoutSeconds!),
+                requestBodyTimeout: .seconds(requestBodyTimeoutSeconds!), maxConnections: maxConnections!))
+        let (bound, boundPort) = AsyncStream.makeStream(of: Int.self)
+        let app = buildApplication(configuration, services: services, logger: logger) { port in
+            boundPort.yield(port)
+            boundPort.finish()
+        }
+        let host = host!, place = data.place
+        let firstRun = AfterBind(ports: bound) { port in
+            // Only once the port is ours: a start that cannot listen must not spend the
+            // credentials that are shown once.
+            if let credentials = try await Self.bootstrap(services, store: store) {
+                Self.write(FirstRunBanner(credentials, place: place).text)
+            }
+            // Always printed, whatever the log level: scripts read the port from it (with --port 0).
+            Self.write("backplane: listening on http://\(host):\(port)")
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: app), .init(service: firstRun, successTerminationBehavior: .ignore)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+
+    /// Nodes starting together on an empty database: one creates the application, the others see it.
+    private static func bootstrap(_ services: BackplaneServices, store: any BackplaneStore) async throws -> ApplicationService.FirstRunCredentials? {
+        if let shared = store as? PostgresStore {
+            return try await shared.exclusively { try await services.applications.bootstrapIfEmpty() }
+        }
+        return try await services.applications.bootstrapIfEmpty()
+    }
+
+    /// Straight to the file descriptor: stdout is block-buffered when piped to a log.
+    private static func write(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+}
+
+/// Runs `body` with the port once the server listens, as a service beside the server: if it
+/// throws, the service group stops the server and `serve` exits with the error. If the server
+/// never listens (a failed bind), the group cancels it and `body` never runs.
+private struct AfterBind: Service {
+    let ports: AsyncStream<Int>
+    let body: @Sendable (Int) async throws -> Void
+
+    func run() async throws {
+        for await port in ports {
+            try await body(port)
+            return
+        }
+    }
+}
+
+/// The server could not take its address: one line naming it and what to do.
+struct ListenFailure: Error, CustomStringConvertible {
+    let host: String
+    let port: Int
+    let errno: Int32
+
+    var description: String {
+        let address = "\(host):\(port)"
+        switch errno {
+        case EADDRINUSE: return "cannot listen on \(address): the port is in use by another process. Stop it, or choose another port with --port."
+        case EACCES: return "cannot listen on \(address): permission denied (ports below 1024 need privileges). Choose a port above 1023 with --port."
+        default: return "cannot listen on \(address): no network interface has that address. Check --host."
+        }
+    }
+}
+
+/// The credentials of an application created on an empty database, shown once.
+struct FirstRunBanner {
+    let text: String
+
+    init(_ credentials: ApplicationService.FirstRunCredentials, place: String) {
+        text = """
+            ===================== FIRST RUN: save these, they are shown only once =====================
+            \(place) was empty, so an application was created for you.
+              application id : \(credentials.application.id)
+              app key id     : \(credentials.key.keyId)
+              app key secret : \(credentials.key.secret)
+              admin token    : \(credentials.adminToken)
+            Devices sign requests with the app key; admin requests carry the token as a Bearer token.
+            ============================================================================================
+            """
+    }
+}
