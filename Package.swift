@@ -29,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         // TLS settings of the PostgreSQL connections (already in the graph through postgres-nio).
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        // /metrics: the swift-metrics API in the services, Prometheus text exposition by swift-prometheus.
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // Wire models shared by the server and the SDK: Foundation only. Named for what it holds
@@ -56,6 +59,8 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .executableTarget(

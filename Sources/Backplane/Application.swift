@@ -25,13 +25,15 @@ public struct BackplaneConfiguration: Sendable {
     public var eventRetentionInterval: Duration
     /// Header size, timeouts and connections of the HTTP transport.
     public var transport: TransportLimits
+    /// When set, `GET /metrics` needs `Authorization: Bearer <metricsToken>`.
+    public var metricsToken: String?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, dataDirectory: URL = URL(fileURLWithPath: "data"),
         logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), lastSeenWriteInterval: Duration = .seconds(5),
         channelPingInterval: Duration? = .seconds(60),
         eventRetention: Duration? = .seconds(365 * 86400), eventRetentionInterval: Duration = .seconds(3600),
-        transport: TransportLimits = TransportLimits()
+        transport: TransportLimits = TransportLimits(), metricsToken: String? = nil
     ) {
         self.host = host
         self.port = port
@@ -43,6 +45,7 @@ public struct BackplaneConfiguration: Sendable {
         self.eventRetention = eventRetention
         self.eventRetentionInterval = eventRetentionInterval
         self.transport = transport
+        self.metricsToken = metricsToken
     }
 }
 
@@ -67,10 +70,18 @@ public struct BackplaneServices: Sendable {
     public let events: EventService
     /// Last-seen times not yet written.
     public let lastSeen: LastSeenLog
+    /// What `/metrics` reports.
+    public let metrics: BackplaneMetrics
     let now: @Sendable () -> Date
 
-    public init(store: any BackplaneStore, wakeUpHub: WakeUpHub = WakeUpHub(), now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        store: any BackplaneStore, wakeUpHub: WakeUpHub? = nil, metrics: BackplaneMetrics = BackplaneMetrics(),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.store = store
+        self.metrics = metrics
+        store.transactionTimings.attach(metrics)
+        let wakeUpHub = wakeUpHub ?? WakeUpHub(metrics: metrics)
         self.wakeUpHub = wakeUpHub
         let relay = (store as? PostgresStore).map { PostgresWakeUps(store: $0, hub: wakeUpHub) }
         let wakeUps: any WakeUpPublisher = relay ?? wakeUpHub
@@ -78,28 +89,34 @@ public struct BackplaneServices: Sendable {
         self.wakeUps = wakeUps
         self.applications = ApplicationService(store: store, wakeUps: wakeUps)
         self.lastSeen = LastSeenLog()
-        self.devices = DeviceService(store: store, wakeUps: wakeUps, lastSeen: lastSeen, now: now)
-        self.commands = CommandService(store: store, wakeUps: wakeUps, now: now)
+        self.devices = DeviceService(store: store, wakeUps: wakeUps, lastSeen: lastSeen, metrics: metrics, now: now)
+        self.commands = CommandService(store: store, wakeUps: wakeUps, metrics: metrics, now: now)
         self.entitlements = Entitlements(store: store, now: now)
         self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
         self.assetPolicies = AssetPolicyService(store: store, now: now)
         self.sync = SyncService(devices: devices, commands: commands, grants: grants)
         self.feeds = FeedService(store: store, wakeUps: wakeUps, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)
-        self.events = EventService(store: store, now: now)
+        self.events = EventService(store: store, metrics: metrics, now: now)
         self.now = now
     }
 }
 
 /// Every route of the backplane. Takes dependencies, not configuration, so tests can inject them.
 /// How a request goes through them: docs/architecture.md.
-public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneRequestContext> {
+/// `accessLog` gets a line per request (none when nil); `metricsToken`, when set, is required by
+/// `GET /metrics`.
+public func buildRouter(
+    _ services: BackplaneServices, accessLog: Logger? = nil, metricsToken: String? = nil
+) -> Router<BackplaneRequestContext> {
     let router = Router(context: BackplaneRequestContext.self)
     let allowedMethods = AllowedMethods()
-    // Middleware first: Hummingbird applies to a route the middleware added before it.
+    // Middleware first: Hummingbird applies to a route the middleware added before it, and the
+    // first added is the outermost.
+    router.add(middleware: AccessLogMiddleware(logger: accessLog, metrics: services.metrics))
     router.add(middleware: ErrorMiddleware(allowedMethods: allowedMethods))
-    router.add(middleware: LogRequestsMiddleware(.info))
     HealthController(store: services.store).addRoutes(to: router)
+    MetricsController(services: services, token: metricsToken).addRoutes(to: router)
     // Who may call what is decided here, once: each group proves its caller, and its handlers
     // run in a context where that caller is not optional.
     let callers = CallerGroups(router: router, services: services)
@@ -126,8 +143,9 @@ public func buildRouter(_ services: BackplaneServices) -> Router<BackplaneReques
 /// `Upgrade: websocket` header come here; one it refuses (bad credentials, another device's
 /// channel) is answered with the refusal's status and error body by `ConnectionGuard`. A request
 /// for the channel without the header goes to `buildRouter`'s routes.
-public func buildWebSocketRouter(_ services: BackplaneServices) -> Router<BackplaneRequestContext> {
+public func buildWebSocketRouter(_ services: BackplaneServices, accessLog: Logger? = nil) -> Router<BackplaneRequestContext> {
     let router = Router(context: BackplaneRequestContext.self)
+    router.add(middleware: AccessLogMiddleware(logger: accessLog, metrics: services.metrics))
     router.add(middleware: UpgradeRefusalMiddleware())
     let callers = CallerGroups(router: router, services: services)
     ChannelController().addRoutes(to: router.group("v1/devices").add(middleware: callers.deviceSigning()))
@@ -145,10 +163,12 @@ public func buildApplication(
         logger.logLevel = configuration.logLevel
         return logger
     }()
+    var accessLog = logger
+    accessLog[metadataKey: "log"] = "access"
     var application = Application(
-        router: buildRouter(services),
+        router: buildRouter(services, accessLog: accessLog, metricsToken: configuration.metricsToken),
         server: .guardedHTTP1WithWakeUpChannels(
-            webSocketRouter: buildWebSocketRouter(services), hub: services.wakeUpHub, limits: configuration.transport,
+            webSocketRouter: buildWebSocketRouter(services, accessLog: accessLog), hub: services.wakeUpHub, limits: configuration.transport,
             pingInterval: configuration.channelPingInterval),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "backplane",

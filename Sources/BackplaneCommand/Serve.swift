@@ -19,6 +19,12 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var data: StoreOptions
     @Option(help: Environment.help("trace, debug, info, notice, warning, error or critical", option: "log-level", default: "info"))
     var logLevel: String?
+    @Option(help: Environment.help("text, or json for one JSON object per line (log shippers)", option: "log-format", default: "text"))
+    var logFormat: String?
+    @Option(help: ArgumentHelp(
+        "When set, GET /metrics needs 'Authorization: Bearer <this>' (env BACKPLANE_METRICS_TOKEN).",
+        discussion: "Prefer the environment: a flag shows in the process list."))
+    var metricsToken: String?
     @Option(help: Environment.help("Seconds between server pings on idle device channels; 0 turns them off", option: "channel-ping-seconds", default: 60))
     var channelPingSeconds: Int?
     @Option(help: Environment.help(
@@ -45,6 +51,8 @@ struct Serve: AsyncParsableCommand {
         host = try Environment.resolve(host, option: "host", default: "127.0.0.1")
         port = try Environment.resolve(port, option: "port", default: 8080)
         logLevel = try Environment.resolve(logLevel, option: "log-level", default: "info")
+        logFormat = try Environment.resolve(logFormat, option: "log-format", default: "text")
+        metricsToken = Environment.resolve(metricsToken, option: "metrics-token")
         channelPingSeconds = try Environment.resolve(channelPingSeconds, option: "channel-ping-seconds", default: 60)
         eventRetentionDays = try Environment.resolve(eventRetentionDays, option: "event-retention-days", default: 365)
         maxHeaderBytes = try Environment.resolve(maxHeaderBytes, option: "max-header-bytes", default: TransportLimits().maxHeaderBytes)
@@ -53,6 +61,10 @@ struct Serve: AsyncParsableCommand {
         maxConnections = try Environment.resolve(maxConnections, option: "max-connections", default: TransportLimits().maxConnections)
 
         guard Logger.Level(rawValue: logLevel!) != nil else { throw ValidationError("--log-level: unknown level '\(logLevel!)'.") }
+        guard ["text", "json"].contains(logFormat!) else { throw ValidationError("--log-format must be text or json.") }
+        if let metricsToken, metricsToken.count < 16 || metricsToken.count > 256 {
+            throw ValidationError("--metrics-token must be 16 to 256 characters.")
+        }
         guard (0...65_535).contains(port!) else { throw ValidationError("--port must be 0 to 65535.") }
         // Ranges keep every product below (days × 86400, seconds → Duration) far from overflow.
         guard (0...86_400).contains(channelPingSeconds!) else { throw ValidationError("--channel-ping-seconds must be 0 to 86400.") }
@@ -65,6 +77,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel!) ?? .info  // checked in validate()
+        if logFormat == "json" { LoggingSystem.bootstrap { JSONLogHandler(label: $0) } }
         do {
             try await data.withStore(logLevel: max(level, .notice)) { store in try await serve(store, level: level) }
         } catch let error as IOError where error.errnoCode == EADDRINUSE || error.errnoCode == EACCES || error.errnoCode == EADDRNOTAVAIL {
@@ -82,7 +95,8 @@ struct Serve: AsyncParsableCommand {
             eventRetention: eventRetentionDays! > 0 ? .seconds(eventRetentionDays! * 86400) : nil,
             transport: TransportLimits(
                 maxHeaderBytes: maxHeaderBytes!, requestHeadTimeout: .seconds(requestHeadTimeoutSeconds!),
-                requestBodyTimeout: .seconds(requestBodyTimeoutSeconds!), maxConnections: maxConnections!))
+                requestBodyTimeout: .seconds(requestBodyTimeoutSeconds!), maxConnections: maxConnections!),
+            metricsToken: metricsToken)
         let (bound, boundPort) = AsyncStream.makeStream(of: Int.self)
         let app = buildApplication(configuration, services: services, logger: logger) { port in
             boundPort.yield(port)

@@ -66,7 +66,7 @@ struct CopyDataTests {
 
         let node = try ChildProcess(binary, ["serve", "--port", "0", "--database-url", databaseURL])
         defer { node.terminate() }
-        let output = try await node.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let output = try await node.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
         #expect(!output.contains("FIRST RUN"), "the copied application was not found")
         let port = try #require(FirstRunOutput.port(in: output))
         let served = PostgresNodeTests.Node(process: node, port: port)

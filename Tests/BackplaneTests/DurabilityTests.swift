@@ -55,7 +55,7 @@ extension DurabilityTests {
         defer { try? FileManager.default.removeItem(at: dataDir) }
         let server = try ChildProcess(binary, ["serve", "--port", "0", "--data-dir", dataDir.path, "--log-level", "error"])
         defer { server.terminate() }
-        let banner = try await server.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let banner = try await server.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
         let port = try #require(FirstRunOutput.port(in: banner))
         let signer = Signer(
             keyId: try #require(FirstRunOutput.value(after: "app key id     :", in: banner)),

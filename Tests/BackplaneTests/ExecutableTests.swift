@@ -21,7 +21,7 @@ import FoundationNetworking
 
         let server = try ChildProcess(binary, ["serve", "--port", "0", "--data-dir", dataDir.path])
         defer { server.terminate() }
-        let output = try await server.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let output = try await server.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
         #expect(output.contains("FIRST RUN"))
         let token = try #require(Self.value(after: "admin token    :", in: output))
         let port = try #require(FirstRunOutput.port(in: output))
@@ -40,7 +40,7 @@ import FoundationNetworking
         // A second start on the same directory is not a first run.
         let again = try ChildProcess(binary, ["serve", "--port", "0", "--data-dir", dataDir.path])
         defer { again.terminate() }
-        let secondOutput = try await again.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let secondOutput = try await again.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
         #expect(!secondOutput.contains("FIRST RUN"))
     }
 
@@ -88,7 +88,7 @@ import FoundationNetworking
         // The environment supplies what no flag gives; the next start is the first run.
         let server = try ChildProcess(binary, ["serve"], environment: ["BACKPLANE_PORT": "0", "BACKPLANE_DATA_DIR": dataDir.path])
         defer { server.terminate() }
-        let output = try await server.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let output = try await server.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
         #expect(output.contains("FIRST RUN"))
         #expect(FirstRunOutput.port(in: output) != holder.port)
         #expect(FileManager.default.fileExists(atPath: dataDir.appendingPathComponent("backplane.sqlite").path))
@@ -109,7 +109,7 @@ import FoundationNetworking
 
         let server = try ChildProcess(binary, ["serve", "--port", "0", "--data-dir", dataDir.path], environment: ["BACKPLANE_PORT": "1"])
         defer { server.terminate() }
-        let output = try await server.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let output = try await server.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
         #expect(FirstRunOutput.port(in: output) != 1)
 
         let version = try await ChildProcess.run(binary, ["--version"])

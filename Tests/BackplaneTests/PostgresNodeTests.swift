@@ -29,7 +29,7 @@ struct PostgresNodeTests {
 
     static func start(_ binary: URL, databaseURL: String) async throws -> (Node, output: String) {
         let process = try ChildProcess(binary, ["serve", "--port", "0", "--database-url", databaseURL])
-        let output = try await process.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let output = try await process.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
         return (Node(process: process, port: try #require(FirstRunOutput.port(in: output))), output)
     }
 

@@ -44,7 +44,7 @@ import FoundationNetworking
             self.root = root
             let binary = try #require(BuiltProduct.url(named: "backplane"))
             process = try ChildProcess(binary, ["serve", "--port", "0", "--data-dir", root.appendingPathComponent("server").path])
-            let banner = try await process.waitForOutput(containing: "listening on", timeout: .seconds(60))
+            let banner = try await process.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
             port = try #require(FirstRunOutput.port(in: banner))
             keyId = try #require(FirstRunOutput.value(after: "app key id     :", in: banner))
             secret = try #require(FirstRunOutput.value(after: "app key secret :", in: banner))
@@ -56,7 +56,7 @@ import FoundationNetworking
         func restart() async throws {
             let binary = try #require(BuiltProduct.url(named: "backplane"))
             process = try ChildProcess(binary, ["serve", "--port", "\(port)", "--data-dir", dataDir])
-            _ = try await process.waitForOutput(containing: "listening on", timeout: .seconds(60))
+            _ = try await process.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
         }
 
         /// A harness for `user` whose devices keep their data under `root`.

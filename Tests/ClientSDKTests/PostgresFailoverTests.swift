@@ -18,10 +18,10 @@ struct PostgresFailoverTests {
         let databaseURL = try await PostgresCluster.shared.database()
         let a = try ChildProcess(binary, ["serve", "--port", "0", "--database-url", databaseURL])
         defer { a.terminate() }
-        let output = try await a.waitForOutput(containing: "listening on", timeout: .seconds(60))
+        let output = try await a.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
         let b = try ChildProcess(binary, ["serve", "--port", "0", "--database-url", databaseURL])
         defer { b.terminate() }
-        let portB = try #require(FirstRunOutput.port(in: try await b.waitForOutput(containing: "listening on", timeout: .seconds(60))))
+        let portB = try #require(FirstRunOutput.port(in: try await b.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))))
         let portA = try #require(FirstRunOutput.port(in: output))
         let applicationId = try #require(FirstRunOutput.value(after: "application id :", in: output))
         let keyId = try #require(FirstRunOutput.value(after: "app key id     :", in: output))

@@ -29,7 +29,7 @@ public enum FirstRunOutput {
 
     /// The port from the server's "listening on 127.0.0.1:PORT" log line.
     public static func port(in output: String) -> Int? {
-        output.split(separator: "\n").first { $0.contains("listening on") }
+        output.split(separator: "\n").first { $0.contains("backplane: listening on") }
             .flatMap { $0.split(separator: ":").last }
             .flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
     }

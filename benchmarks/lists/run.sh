@@ -14,7 +14,7 @@ source benchmarks/serve.sh
 .build/release/backplane serve --port 0 --data-dir "$work/large" --log-level warning >"$work/large.log" 2>&1 &
 large_server=$!
 trap 'kill "$server" "$large_server" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 100); do grep -q "listening on" "$work/large.log" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -q "backplane: listening on" "$work/large.log" && break; sleep 0.1; done
 
 # Each server's admin token and a reporting token (the event lists take one).
 tokens() {  # LOG DATA_DIR
@@ -25,4 +25,4 @@ tokens() {  # LOG DATA_DIR
 }
 python3 benchmarks/lists/pages.py --large "$LARGE" \
     --small "http://127.0.0.1:$port,$work/data/backplane.sqlite,$(tokens "$work/server.log" "$work/data")" \
-    --large-server "http://127.0.0.1:$(grep 'listening on' "$work/large.log" | head -1 | sed 's/.*://'),$work/large/backplane.sqlite,$(tokens "$work/large.log" "$work/large")"
+    --large-server "http://127.0.0.1:$(grep 'backplane: listening on' "$work/large.log" | head -1 | sed 's/.*://'),$work/large/backplane.sqlite,$(tokens "$work/large.log" "$work/large")"

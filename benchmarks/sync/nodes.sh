@@ -17,8 +17,8 @@ source benchmarks/serve.sh
     >"$work/server-b.log" 2>&1 &
 server_b=$!
 trap 'kill "$server" "$server_b" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; stop_postgres' EXIT
-for _ in $(seq 100); do grep -q "listening on" "$work/server-b.log" && break; sleep 0.1; done
-port_b=$(grep "listening on" "$work/server-b.log" | head -1 | sed "s/.*://")
+for _ in $(seq 100); do grep -q "backplane: listening on" "$work/server-b.log" && break; sleep 0.1; done
+port_b=$(grep "backplane: listening on" "$work/server-b.log" | head -1 | sed "s/.*://")
 
 python3 benchmarks/sync/nodes.py --url-a "http://127.0.0.1:$port" --url-b "http://127.0.0.1:$port_b" \
     --key "$(value 'app key id')" --secret="$(value 'app key secret')" --out "$work" \

@@ -30,6 +30,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             } else {
                 context.logger.debug("Request refused", metadata: ["error": "\(mapped)"])
             }
+            (context as? BackplaneRequestContext)?.access.record(mapped.code)
             response = try mapped.response(from: request, context: context)
         }
         response.headers[Self.requestIdHeader] = context.id

@@ -39,7 +39,11 @@ final class ChannelUpgrade: Sendable {
 public struct BackplaneRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// Set by the authentication middleware of the route's group.
-    var identity: Identity?
+    var identity: Identity? {
+        didSet { access.record(identity) }
+    }
+    /// What the access line reports of this request (`AccessLogMiddleware`).
+    let access = AccessRecord()
     /// Only on the upgrade requests `GuardedHTTPChannel` runs: other requests allocate none.
     let channelUpgrade: ChannelUpgrade?
     /// The connection, for what concerns it rather than the request (a refused channel upgrade).

@@ -7,11 +7,16 @@ import BackplaneWire
 public struct CommandService: Sendable {
     public let store: any BackplaneStore
     let wakeUps: any WakeUpPublisher
+    let metrics: BackplaneMetrics
     let now: @Sendable () -> Date
 
-    public init(store: any BackplaneStore, wakeUps: any WakeUpPublisher, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        store: any BackplaneStore, wakeUps: any WakeUpPublisher, metrics: BackplaneMetrics = .none,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.store = store
         self.wakeUps = wakeUps
+        self.metrics = metrics
         self.now = now
     }
 
@@ -39,6 +44,7 @@ public struct CommandService: Sendable {
                 expiresAt: request.expiresAt, deferrals: 0)
         }
         let stored = try await store.insertCommands(records)
+        metrics.count(.enqueued, stored.count)
         wakeUps.publish(.devices(applicationId: applicationId, deviceIds: devices.map(\.deviceId)))
         return CommandList(commands: stored.map(\.wire))
     }
@@ -74,6 +80,7 @@ public struct CommandService: Sendable {
             return command
         }
         guard let updated else { throw BackplaneError.notFound("No command '\(commandId)'.") }
+        metrics.count(.cancelled)
         return updated.wire
     }
 
@@ -101,7 +108,21 @@ public struct CommandService: Sendable {
             detach: { device in DeviceService.detached(device, at: now) },
             now: now)
         let (results, open) = try await store.syncCommands(applicationId: applicationId, deviceId: deviceId, acks: acks, rules: rules)
+        countTransitions(acks: acks, results: results, open: open, now: now)
         return (open.map(\.wire), results)
+    }
+
+    /// Counted once the store has applied them: a transaction retried or rolled back counts nothing.
+    private func countTransitions(acks: [CommandAck], results: [CommandAckResult], open: [CommandRecord], now: Date) {
+        let accepted = Set(results.filter { $0.status == .accepted }.map(\.commandId))
+        for ack in acks where accepted.contains(ack.commandId) {
+            switch ack.outcome {
+            case .succeeded: metrics.count(.succeeded)
+            case .failed: metrics.count(.failed)
+            case .deferred: metrics.count(.deferred)
+            }
+        }
+        metrics.count(.delivered, open.filter { $0.state == .delivered && $0.deliveredAt == now }.count)
     }
 
     /// The acknowledgement state machine. A repeated ack of a finished command changes nothing.

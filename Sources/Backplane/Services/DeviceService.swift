@@ -27,6 +27,7 @@ public struct DeviceService: Sendable {
     let wakeUps: any WakeUpPublisher
     /// Answers show a device's last-seen time as noted, before it is written.
     let lastSeen: LastSeenLog
+    let metrics: BackplaneMetrics
     let now: @Sendable () -> Date
 
     /// Who asked for a change: a change the device did not make itself wakes it up.
@@ -35,12 +36,13 @@ public struct DeviceService: Sendable {
     }
 
     public init(
-        store: any BackplaneStore, wakeUps: any WakeUpPublisher, lastSeen: LastSeenLog,
+        store: any BackplaneStore, wakeUps: any WakeUpPublisher, lastSeen: LastSeenLog, metrics: BackplaneMetrics = .none,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
         self.wakeUps = wakeUps
         self.lastSeen = lastSeen
+        self.metrics = metrics
         self.now = now
     }
 
@@ -142,6 +144,8 @@ public struct DeviceService: Sendable {
             let limitReached = !device.downloadEnabled && !hasRoom
             return (device, RegistrationDecision(outcome: outcome, deviceLimitReached: limitReached))
         }
+        metrics.registrations.increment()
+        if decision.deviceLimitReached { metrics.deviceLimitRefusals.increment() }
         return RegisterDeviceResponse(
             device: device.wire(includePushToken: true), outcome: decision.outcome,
             alreadyRegistered: decision.outcome == .existing, deviceLimitReached: decision.deviceLimitReached,
@@ -196,7 +200,7 @@ public struct DeviceService: Sendable {
         applicationId: String, deviceId: String, enabled: Bool, origin: Origin
     ) async throws -> DeviceResponse {
         let now = now()
-        let device = try await mutate(applicationId, deviceId) { device, limit in
+        let change = { @Sendable (device: DeviceRecord, limit: DeviceLimitState) throws -> DeviceRecord in
             guard device.isRegistered else {
                 throw BackplaneError.conflict("Device '\(deviceId)' is unregistered; it must register again first.")
             }
@@ -208,6 +212,13 @@ public struct DeviceService: Sendable {
             device.downloadEnabled = enabled
             device.updatedAt = now
             return device
+        }
+        let device: DeviceRecord
+        do {
+            device = try await mutate(applicationId, deviceId, change)
+        } catch let refusal as BackplaneError where refusal.code == .deviceLimitReached {
+            metrics.deviceLimitRefusals.increment()
+            throw refusal
         }
         if origin == .admin { wakeUps.publish(.devices(applicationId: applicationId, deviceIds: [deviceId])) }
         return try await response(applicationId, device, includePushToken: true)

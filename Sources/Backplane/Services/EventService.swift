@@ -5,6 +5,7 @@ import BackplaneWire
 /// with the device clock corrected) and the reporting queries.
 public struct EventService: Sendable {
     let store: any BackplaneStore
+    var metrics: BackplaneMetrics = .none
     let now: @Sendable () -> Date
 
     /// Stores what is valid in a batch and answers one result per event, in order. Only a batch
@@ -77,7 +78,11 @@ public struct EventService: Sendable {
                 }
             }
         }
-        return EventBatchResponse(serverTime: receivedAt, clockSkewSeconds: skew, results: results.compactMap { $0 })
+        let answered = results.compactMap { $0 }
+        metrics.count(.accepted, answered.count { $0.status == .accepted })
+        metrics.count(.duplicate, answered.count { $0.status == .duplicate })
+        metrics.count(.rejected, answered.count { $0.status == .rejected })
+        return EventBatchResponse(serverTime: receivedAt, clockSkewSeconds: skew, results: answered)
     }
 
     public func list(applicationId: String, filter: EventFilter, cursor: String?, limit: Int?) async throws -> EventPage {

@@ -47,8 +47,11 @@ public final class WakeUpHub: WakeUpPublisher {
     }
 
     private let state = Mutex(State())
+    private let metrics: BackplaneMetrics
 
-    public init() {}
+    public init(metrics: BackplaneMetrics = .none) {
+        self.metrics = metrics
+    }
 
     public func register(_ channel: any WakeUpChannel, applicationId: String, deviceId: String) -> Registration {
         let key = Key(applicationId: applicationId, deviceId: deviceId)
@@ -91,7 +94,9 @@ public final class WakeUpHub: WakeUpPublisher {
 
     /// Wakes every channel of this node: after a gap in which wake-ups may have been lost.
     public func wakeAll() {
-        for channel in state.withLock({ $0.channels.values.flatMap(\.values) }) { channel.wake() }
+        let all = state.withLock { $0.channels.values.flatMap(\.values) }
+        for channel in all { channel.wake() }
+        metrics.wakeUpsSent.increment(by: all.count)
     }
 
     /// Wakes the matching channels of this node; the frames are written in the background.
@@ -107,5 +112,6 @@ public final class WakeUpHub: WakeUpPublisher {
             }
         }
         for target in targets { target.wake() }
+        metrics.wakeUpsSent.increment(by: targets.count)
     }
 }

@@ -21,4 +21,8 @@ extension SQLiteStore {
             return db.changesCount
         }
     }
+
+    public func nonceCount() async throws -> Int {
+        try await read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM nonces") ?? 0 }
+    }
 }

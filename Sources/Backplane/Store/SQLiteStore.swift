@@ -19,6 +19,7 @@ public final class SQLiteStore: BackplaneStore {
     /// Applications and app keys as recently read (`RecentReads`); cleared by this store's changes to them.
     let recentApplications = RecentReads<ApplicationRecord>()
     let recentAppKeys = RecentReads<AppKeyRecord>()
+    public let transactionTimings = TransactionTimings()
 
     /// Opens (creating if needed) `backplane.sqlite` in `directory` and migrates it. The directory
     /// is made owner-only (0700) whatever the umask: the database holds app key secrets.
@@ -97,7 +98,7 @@ public final class SQLiteStore: BackplaneStore {
 
     /// A read transaction: one snapshot for everything `body` reads.
     func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
-        try await writer.read(body)
+        try await transactionTimings.measure(.read) { try await writer.read(body) }
     }
 
     /// A write: all of `body` commits, or none of it, and the caller hears back after the commit.
@@ -105,6 +106,6 @@ public final class SQLiteStore: BackplaneStore {
     /// other requests' writes (`GroupCommit`): it must not wait on anything but the database, must
     /// do bounded work, and must leave the transaction alone (no COMMIT or ROLLBACK of its own).
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await groupCommit.write(body)
+        try await transactionTimings.measure(.write) { try await groupCommit.write(body) }
     }
 }

@@ -11,6 +11,8 @@ import BackplaneWire
 public protocol BackplaneStore: ApplicationStore, NonceStore, DeviceStore, CommandStore, FeedStore, EventStore, DownloadGrantStore {
     /// True when the database answers a trivial query.
     func isReachable() async -> Bool
+    /// Where the store reports its transactions' durations (`/metrics`).
+    var transactionTimings: TransactionTimings { get }
 }
 
 /// Applications, their settings, app keys and bearer tokens.
@@ -36,6 +38,8 @@ public protocol NonceStore: Sendable {
     func recordSignedRequest(_ request: SignedRequestRecord) async throws -> Bool
     /// Forgets nonces that expired before `date`; returns how many.
     func pruneNonces(expiredBefore date: Date) async throws -> Int
+    /// Nonces kept (replay protection's table), for `/metrics`.
+    func nonceCount() async throws -> Int
 }
 
 /// Devices. Registration and every change that can enable download read the user's

@@ -118,4 +118,8 @@ extension PostgresStore {
         try await rows("WITH gone AS (DELETE FROM nonces WHERE expires_at < \(date) RETURNING 1) SELECT COUNT(*) FROM gone")
             .first?.decode(Int.self) ?? 0
     }
+
+    public func nonceCount() async throws -> Int {
+        try await rows("SELECT COUNT(*) FROM nonces").first?.decode(Int.self) ?? 0
+    }
 }

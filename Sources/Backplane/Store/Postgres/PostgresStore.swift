@@ -26,6 +26,7 @@ public final class PostgresStore: BackplaneStore {
     /// Applications and app keys as recently read (`RecentReads`); cleared by this store's changes to them.
     let recentApplications = RecentReads<ApplicationRecord>()
     let recentAppKeys = RecentReads<AppKeyRecord>()
+    public let transactionTimings = TransactionTimings()
 
     public init(_ configuration: PostgresClient.Configuration, logger: Logger) {
         // The pool's own log keeps to errors: what it warns of (a lost connection) reaches the
@@ -90,7 +91,13 @@ public final class PostgresStore: BackplaneStore {
     /// A pooled connection for `body`'s statements, each its own transaction unless `body`
     /// begins one. Only the wait for the connection is bounded (`leaseTimeout`): a statement
     /// under way is never abandoned halfway.
-    func connection<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    func connection<T: Sendable>(
+        kind: TransactionTimings.Kind = .read, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await transactionTimings.measure(kind) { try await leased(body) }
+    }
+
+    private func leased<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         // waiting → leased (the body runs) or waiting → timedOut (it never does): one wins.
         let lease = NIOLockedValueBox(Lease.waiting)
         do {
@@ -136,7 +143,7 @@ public final class PostgresStore: BackplaneStore {
         var attempt = 1
         while true {
             do {
-                return try await connection { [logger] connection in
+                return try await connection(kind: .write) { [logger] connection in
                     try await connection.query("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger)
                     do {
                         let result = try await body(connection)

@@ -1,0 +1,75 @@
+import Backplane
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import BackplaneWire
+import Synchronization
+import Testing
+import TestSupport
+
+/// The access log: a line per answered request, refusals included, never a secret.
+@Suite struct AccessLogTests {
+    @Test func everyAnswerLeavesALineWithStatusDurationAndCallerButNoSecret() async throws {
+        let fixture = try await Fixture.make()
+        defer { try? FileManager.default.removeItem(at: fixture.directory) }
+        let lines = Lines()
+        let logger = Logger(label: "access") { label in JSONLogHandler(label: label, write: lines.append) }
+        let app = Application(router: buildRouter(fixture.services, accessLog: logger))
+        try await app.test(.router) { raw in
+            let client = Client(raw: raw, fixture: fixture)
+            let (phone, _) = try await client.register(user: "alice", device: "phone")
+            #expect(try await client.device(.post, "/v1/sync", json: SyncRequest(), as: phone).status == .ok)
+            #expect(try await client.admin(.get, "/v1/admin/settings").status == .ok)
+            #expect(try await client.admin(.get, "/v1/admin/settings", token: "bpt_not-a-token").status == .unauthorized)
+            #expect(try await client.raw(.delete, "/healthz").status == .methodNotAllowed)
+
+            let logged = try lines.objects()
+            #expect(logged.count == 5)
+            #expect(logged.allSatisfy { $0["message"] == "request" && $0["level"] == "info" && $0["request_id"]?.isEmpty == false })
+            #expect(logged.allSatisfy { Double($0["duration_ms"] ?? "") != nil })
+
+            let registration = try #require(logged.first { $0["route"] == "/v1/devices/register" })
+            #expect(registration["status"] == "201" || registration["status"] == "200")
+            #expect(registration["app"] == fixture.applicationId)
+            let sync = try #require(logged.first { $0["route"] == "/v1/sync" })
+            #expect(sync["method"] == "POST" && sync["status"] == "200")
+            #expect(sync["app"] == fixture.applicationId && sync["device"] == "phone")
+            let refused = try #require(logged.first { $0["status"] == "401" })
+            #expect(refused["route"] == "/v1/admin/settings" && refused["code"] == "invalid_credentials")
+            #expect(refused["app"] == nil)
+            #expect(logged.contains { $0["status"] == "405" && $0["code"] == "method_not_allowed" })
+
+            let everything = lines.text
+            for secret in [fixture.adminToken, phone.credential, fixture.signer.secret, "bpt_not-a-token"] {
+                #expect(!everything.contains(secret), "a credential reached the access log")
+            }
+        }
+    }
+
+    @Test func jsonLinesEscapeWhatWouldBreakThem() throws {
+        let lines = Lines()
+        let logger = Logger(label: "backplane") { label in JSONLogHandler(label: label, write: lines.append) }
+        logger.warning("two\nlines \"quoted\"", metadata: ["nickname": "a\u{0}b\r\nc"])
+        #expect(lines.text.filter { $0 == "\n" }.count == 1)
+        let object = try #require(try lines.objects().first)
+        #expect(object["message"] == "two\nlines \"quoted\"")
+        #expect(object["nickname"] == "a\u{0}b\r\nc")
+        #expect(object["level"] == "warning" && object["label"] == "backplane")
+        #expect(object["time"].map { $0.hasSuffix("Z") && $0.contains(".") } == true)
+    }
+}
+
+/// What a `JSONLogHandler` wrote.
+private final class Lines: Sendable {
+    private let data = Mutex(Data())
+
+    var append: @Sendable (Data) -> Void { { line in self.data.withLock { $0.append(line) } } }
+    var text: String { data.withLock { String(decoding: $0, as: UTF8.self) } }
+
+    func objects() throws -> [[String: String]] {
+        try text.split(separator: "\n").map { line in
+            try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
+        }
+    }
+}
