@@ -70,6 +70,8 @@ public struct BackplaneServices: Sendable {
     public let events: EventService
     /// Last-seen times not yet written.
     public let lastSeen: LastSeenLog
+    /// Last uses of app keys and tokens not yet written.
+    public let credentialUse = CredentialUseLog()
     /// What `/metrics` reports.
     public let metrics: BackplaneMetrics
     let now: @Sendable () -> Date
@@ -87,7 +89,7 @@ public struct BackplaneServices: Sendable {
         let wakeUps: any WakeUpPublisher = relay ?? wakeUpHub
         self.wakeUpRelay = relay
         self.wakeUps = wakeUps
-        self.applications = ApplicationService(store: store, wakeUps: wakeUps)
+        self.applications = ApplicationService(store: store, wakeUps: wakeUps, credentialUse: credentialUse)
         self.lastSeen = LastSeenLog()
         self.devices = DeviceService(store: store, wakeUps: wakeUps, lastSeen: lastSeen, metrics: metrics, now: now)
         self.commands = CommandService(store: store, wakeUps: wakeUps, metrics: metrics, now: now)
@@ -179,7 +181,7 @@ public func buildApplication(
     application.addServices(WakeUpChannelCloser(hub: services.wakeUpHub))
     if let relay = services.wakeUpRelay { application.addServices(relay) }
     application.addServices(LastSeenWriter(
-        log: services.lastSeen, store: services.store, interval: configuration.lastSeenWriteInterval, logger: logger))
+        log: services.lastSeen, credentialUse: services.credentialUse, store: services.store, interval: configuration.lastSeenWriteInterval, logger: logger))
     if let retention = configuration.eventRetention {
         application.addServices(EventRetention(
             store: services.store, maxAge: retention, interval: configuration.eventRetentionInterval, logger: logger, now: services.now))

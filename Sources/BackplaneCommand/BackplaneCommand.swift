@@ -69,7 +69,7 @@ struct Migrate: AsyncParsableCommand {
 
 struct AppCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "app", abstract: "Manage applications.", subcommands: [Create.self, List.self])
+        commandName: "app", abstract: "Manage applications.", subcommands: [Create.self, List.self, Keys.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create an application and print its first app key (shown once).")
@@ -99,23 +99,20 @@ struct AppCommand: AsyncParsableCommand {
     }
 }
 
-extension TokenScope: ExpressibleByArgument {}
-
-struct TokenCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "token", abstract: "Manage bearer tokens.", subcommands: [Create.self])
-
-    struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create a bearer token and print it (shown once).")
+extension AppCommand {
+    struct Keys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List an application's app keys (never their secrets).",
+            discussion: "Columns: key id, created, revoked, last used (as written by a running server, every few seconds).")
         @Option(help: "The application id.") var app: String
-        @Option(help: "admin, cms or reporting.") var scope: TokenScope
-        @Option(help: "What the token is for.") var name = "cli"
         @OptionGroup var data: StoreOptions
 
         func run() async throws {
-            print(try await data.withStore { store in
-                try await ApplicationService(store: store).createToken(applicationId: app, scope: scope, name: name)
-            })
+            let keys = try await data.withStore { store in try await ApplicationService(store: store).appKeys(applicationId: app) }
+            for key in keys {
+                print([key.keyId, TokenCommand.List.time(key.createdAt), TokenCommand.List.time(key.revokedAt),
+                       TokenCommand.List.time(key.lastUsedAt)].joined(separator: "\t"))
+            }
         }
     }
 }

@@ -60,6 +60,29 @@ import FoundationNetworking
         let token = try await ChildProcess.run(binary, ["token", "create", "--app", appId, "--scope", "reporting", "--data-dir", dataDir.path])
         #expect(token.status == 0)
         #expect(token.output.hasPrefix("bpt_"))
+        #expect(Self.value(after: "token id:", in: token.output)?.hasPrefix("tok_") == true)
+
+        let expiring = try await ChildProcess.run(
+            binary, ["token", "create", "--app", appId, "--scope", "cms", "--name", "importer", "--expires-in-days", "30", "--data-dir", dataDir.path])
+        #expect(expiring.status == 0)
+        let expiringId = try #require(Self.value(after: "token id:", in: expiring.output))
+        let revoked = try await ChildProcess.run(binary, ["token", "revoke", expiringId, "--app", appId, "--data-dir", dataDir.path])
+        #expect(revoked.status == 0)
+        #expect(revoked.output.contains("\(expiringId) revoked at"))
+        let tokens = try await ChildProcess.run(binary, ["token", "list", "--app", appId, "--data-dir", dataDir.path])
+        let rows = tokens.output.split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }
+        #expect(rows.count == 2)
+        let importer = try #require(rows.first { $0.first == expiringId })
+        #expect(importer[1] == "cms" && importer[2] == "importer" && importer[4] != "-" && importer[5] == "revoked")
+        #expect(rows.contains { $0[1] == "reporting" && $0[4] == "-" && $0[5] == "active" })
+        #expect(!tokens.output.contains("bpt_"), "a listing showed a token")
+        let badExpiry = try await ChildProcess.run(
+            binary, ["token", "create", "--app", appId, "--scope", "cms", "--expires-in-days", "0", "--data-dir", dataDir.path])
+        #expect(badExpiry.status != 0)
+
+        let keys = try await ChildProcess.run(binary, ["app", "keys", "--app", appId, "--data-dir", dataDir.path])
+        #expect(keys.output.hasPrefix("ak_"))
+        #expect(!keys.output.contains("aks_"), "a listing showed a key secret")
 
         let unknownApp = try await ChildProcess.run(binary, ["token", "create", "--app", "app_missing", "--scope", "admin", "--data-dir", dataDir.path])
         #expect(unknownApp.status != 0)

@@ -20,6 +20,9 @@ struct AdminController {
             .get("keys", use: keys)
             .post("keys", use: addKey)
             .post("keys/:keyId/revoke", use: revokeKey)
+            .get("tokens", use: tokens)
+            .post("tokens", use: createToken)
+            .post("tokens/:tokenId/revoke", use: revokeToken)
             .post("commands", use: enqueueCommand)
             .get("commands/:commandId", use: command)
             .post("commands/:commandId/cancel", use: cancelCommand)
@@ -96,6 +99,27 @@ struct AdminController {
     @Sendable func revokeKey(_ request: Request, context: TokenRequestContext) async throws -> AppKey {
         try await applications.revokeAppKey(
             applicationId: context.applicationId, keyId: try context.parameters.require("keyId"))
+    }
+
+    @Sendable func tokens(_ request: Request, context: TokenRequestContext) async throws -> TokenList {
+        TokenList(tokens: try await applications.tokens(applicationId: context.applicationId))
+    }
+
+    /// Narrower tokens only: an admin token made here would outlive the revocation of a leaked
+    /// admin token that made it. Admin tokens come from `backplane token create` on the host.
+    @Sendable func createToken(_ request: Request, context: TokenRequestContext) async throws -> EditedResponse<CreatedToken> {
+        let body = try await request.decode(as: CreateTokenRequest.self, context: context)
+        guard body.scope != .admin else {
+            throw BackplaneError(.forbidden, .forbidden,
+                "Admin tokens are created with 'backplane token create' on the server; this route makes cms and reporting tokens.",
+                details: ["field": .string("scope")])
+        }
+        return EditedResponse(status: .created, response: try await applications.issueToken(
+            applicationId: context.applicationId, scope: body.scope, name: body.name, expiresAt: body.expiresAt))
+    }
+
+    @Sendable func revokeToken(_ request: Request, context: TokenRequestContext) async throws -> TokenInfo {
+        try await applications.revokeToken(applicationId: context.applicationId, tokenId: try context.pathValue("tokenId"))
     }
 
     private static func deviceId(_ context: TokenRequestContext) throws -> String {

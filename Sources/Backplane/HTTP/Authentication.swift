@@ -29,6 +29,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
         let body = try await request.collectBody(upTo: WireLimits.maxBodyBytes)
         let named = context.parameters.get("deviceId").map { $0.removingPercentEncoding ?? $0 }
         let (identity, signed) = try await verify(request, body: body, pathDeviceId: named)
+        services.credentialUse.usedKey(signed.keyId, at: services.now())
         if handlerRecordsNonce, case .device(let device, _) = identity {
             context.identity = .device(device, nonceToRecord: signed)
             let response = try await next(request, context)
@@ -111,7 +112,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
 struct BearerTokenMiddleware: RouterMiddleware {
     typealias Context = BackplaneRequestContext
 
-    let store: any BackplaneStore
+    let services: BackplaneServices
     let scope: TokenScope
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -121,9 +122,15 @@ struct BearerTokenMiddleware: RouterMiddleware {
             throw BackplaneError.invalidCredentials("Send 'Authorization: Bearer <token>' with a token of scope '\(scope.rawValue)'.")
         }
         let token = authorization.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-        guard let record = try await store.token(hash: Secrets.hash(token)), record.revokedAt == nil else {
+        // Read on every request, not cached: a revocation takes effect at once, on every node.
+        guard let record = try await services.store.token(hash: Secrets.hash(token)), record.revokedAt == nil else {
             throw BackplaneError.invalidCredentials("Unknown or revoked bearer token.")
         }
+        let now = services.now()
+        if let expiresAt = record.expiresAt, expiresAt <= now {
+            throw BackplaneError.invalidCredentials("This bearer token expired at \(expiresAt.formatted(.iso8601)).")
+        }
+        services.credentialUse.usedToken(record.id, at: now)
         guard record.scope == scope else {
             throw BackplaneError(.forbidden, .forbidden,
                 "This route needs a token of scope '\(scope.rawValue)'; this token has scope '\(record.scope.rawValue)'.",

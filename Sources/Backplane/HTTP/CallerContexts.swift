@@ -85,7 +85,7 @@ struct CallerGroups {
     /// Requests with a bearer token of one scope.
     func bearer(_ path: RouterPath, scope: TokenScope) -> RouterGroup<TokenRequestContext> {
         router.group(path)
-            .add(middleware: BearerTokenMiddleware(store: services.store, scope: scope))
+            .add(middleware: BearerTokenMiddleware(services: services, scope: scope))
             .group(context: TokenRequestContext.self)
     }
 

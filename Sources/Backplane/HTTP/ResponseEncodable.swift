@@ -8,6 +8,7 @@ extension AppKeyList: ResponseEncodable {}
 extension Command: ResponseEncodable {}
 extension CommandList: ResponseEncodable {}
 extension CreatedAppKey: ResponseEncodable {}
+extension CreatedToken: ResponseEncodable {}
 extension DevicePage: ResponseEncodable {}
 extension DownloadGrantPage: ResponseEncodable {}
 extension DownloadPermissionResponse: ResponseEncodable {}
@@ -29,4 +30,6 @@ extension SettingsResponse: ResponseEncodable {}
 extension SubscribeResponse: ResponseEncodable {}
 extension SubscriptionList: ResponseEncodable {}
 extension SyncResponse: ResponseEncodable {}
+extension TokenInfo: ResponseEncodable {}
+extension TokenList: ResponseEncodable {}
 extension UserDevicesResponse: ResponseEncodable {}

@@ -5,11 +5,14 @@ import BackplaneWire
 public struct ApplicationService: Sendable {
     public let store: any BackplaneStore
     let wakeUps: (any WakeUpPublisher)?
+    /// Uses noted by this server and not yet written; nil for offline administration.
+    let credentialUse: CredentialUseLog?
 
     /// `wakeUps` is nil for offline administration (the CLI): no device channel lives there.
-    public init(store: any BackplaneStore, wakeUps: (any WakeUpPublisher)? = nil) {
+    public init(store: any BackplaneStore, wakeUps: (any WakeUpPublisher)? = nil, credentialUse: CredentialUseLog? = nil) {
         self.store = store
         self.wakeUps = wakeUps
+        self.credentialUse = credentialUse
     }
 
     /// A new application with default settings and one app key. The secret is returned once.
@@ -23,19 +26,6 @@ public struct ApplicationService: Sendable {
 
     public func applications() async throws -> [ApplicationRecord] {
         try await store.applications()
-    }
-
-    /// A bearer token with one scope. Only its hash is stored; the token is returned once.
-    public func createToken(applicationId: String, scope: TokenScope, name: String, now: Date = Date()) async throws -> String {
-        try Validate.text(name, field: "name", maxLength: WireLimits.maxApplicationNameLength)
-        guard try await store.application(id: applicationId) != nil else {
-            throw BackplaneError.notFound("No application with id '\(applicationId)'.")
-        }
-        let token = Secrets.bearerToken()
-        try await store.createToken(TokenRecord(
-            id: Secrets.tokenId(), applicationId: applicationId, scope: scope,
-            tokenHash: Secrets.hash(token), name: name, createdAt: now))
-        return token
     }
 
     public func exists(applicationId: String) async throws -> Bool {
@@ -64,7 +54,7 @@ public struct ApplicationService: Sendable {
     // MARK: app keys (rotation: add a key, ship it, then revoke the old one)
 
     public func appKeys(applicationId: String) async throws -> [AppKey] {
-        try await store.appKeys(applicationId: applicationId).map(\.wire)
+        try await store.appKeys(applicationId: applicationId).map { (credentialUse?.latest($0) ?? $0).wire }
     }
 
     public func addAppKey(applicationId: String, now: Date = Date()) async throws -> CreatedAppKey {
@@ -104,5 +94,5 @@ public struct ApplicationService: Sendable {
 }
 
 extension AppKeyRecord {
-    var wire: AppKey { AppKey(keyId: keyId, createdAt: createdAt, revokedAt: revokedAt) }
+    var wire: AppKey { AppKey(keyId: keyId, createdAt: createdAt, revokedAt: revokedAt, lastUsedAt: lastUsedAt) }
 }

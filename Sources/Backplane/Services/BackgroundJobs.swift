@@ -27,9 +27,11 @@ struct NonceJanitor: Service {
     }
 }
 
-/// Writes the last-seen times `LastSeenLog` noted, every `interval` and once more at shutdown.
+/// Writes the last-seen times `LastSeenLog` noted and the credential uses `CredentialUseLog`
+/// noted, every `interval` and once more at shutdown.
 struct LastSeenWriter: Service {
     let log: LastSeenLog
+    let credentialUse: CredentialUseLog
     let store: any BackplaneStore
     let interval: Duration
     let logger: Logger
@@ -49,6 +51,7 @@ struct LastSeenWriter: Service {
     private func write() async {
         do {
             try await log.flush(to: store)
+            try await credentialUse.flush(to: store)
         } catch {
             logger.warning("Could not write last-seen times; keeping them for the next batch", metadata: ["error": "\(error)"])
         }

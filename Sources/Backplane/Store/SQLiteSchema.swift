@@ -179,6 +179,9 @@ extension SQLiteStore {
         migrator.registerMigration("v9: an index in page order for every list filter") { db in
             try db.execute(sql: ListIndexes.sql)
         }
+        migrator.registerMigration("v10: token expiry, last use of keys and tokens") { db in
+            try db.execute(sql: CredentialLifetimes.sql)
+        }
         return migrator
     }
 }
@@ -299,4 +302,21 @@ enum ListIndexes {
         CREATE INDEX events_by_device_time ON events (application_id, device_id, corrected_time);
         CREATE INDEX commands_by_device_row ON commands (application_id, device_id);
         """
+}
+
+/// Migration v10 (and PostgreSQL's 2, the same statements): tokens may expire; app keys and
+/// tokens show when they were last used; a token list reads an application's tokens in order.
+/// Never edit once shipped.
+enum CredentialLifetimes {
+    /// `time` is the store's column type for a point in time.
+    static func statements(time: String) -> [String] {
+        [
+            "ALTER TABLE tokens ADD COLUMN expires_at \(time)",
+            "ALTER TABLE tokens ADD COLUMN last_used_at \(time)",
+            "ALTER TABLE app_keys ADD COLUMN last_used_at \(time)",
+            "CREATE INDEX tokens_by_application ON tokens (application_id, created_at, id)",
+        ]
+    }
+
+    static var sql: String { statements(time: "DATETIME").map { $0 + ";" }.joined(separator: "\n") }
 }

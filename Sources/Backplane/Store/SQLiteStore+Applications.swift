@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import BackplaneWire
 
-/// Applications with their settings, app keys and bearer tokens.
+/// Applications with their settings and app keys. Tokens: `SQLiteStore+Tokens.swift`.
 extension SQLiteStore {
     public func createApplication(_ application: ApplicationRecord, key: AppKeyRecord) async throws {
         try await write { db in
@@ -68,16 +68,5 @@ extension SQLiteStore {
             try key.update(db)
             return key
         }
-    }
-
-    public func createToken(_ token: TokenRecord) async throws {
-        try await write { db in
-            var token = token
-            try token.insert(db)
-        }
-    }
-
-    public func token(hash: String) async throws -> TokenRecord? {
-        try await read { db in try TokenRecord.filter { $0.tokenHash == hash }.fetchOne(db) }
     }
 }

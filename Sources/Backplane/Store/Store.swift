@@ -30,6 +30,12 @@ public protocol ApplicationStore: Sendable {
 
     func createToken(_ token: TokenRecord) async throws
     func token(hash: String) async throws -> TokenRecord?
+    /// The application's tokens, revoked and expired ones included, oldest first.
+    func tokens(applicationId: String) async throws -> [TokenRecord]
+    /// Sets `revokedAt` unless it is set already. Nil when the application has no such token.
+    func revokeToken(applicationId: String, tokenId: String, at: Date) async throws -> TokenRecord?
+    /// Writes when app keys and tokens were last used; a time older than the stored one changes nothing.
+    func recordCredentialUse(keys: [String: Date], tokens: [String: Date]) async throws
 }
 
 /// Nonces of signed requests: each (key, nonce) is accepted once.

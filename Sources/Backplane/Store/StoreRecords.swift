@@ -19,6 +19,8 @@ public struct AppKeyRecord: Sendable, Equatable, Codable {
     public var secret: String
     public var createdAt: Date
     public var revokedAt: Date?
+    /// As last written (`CredentialUseLog` keeps the newer times in memory for a few seconds).
+    public var lastUsedAt: Date? = nil
 }
 
 public struct TokenRecord: Sendable, Equatable, Codable {
@@ -30,6 +32,9 @@ public struct TokenRecord: Sendable, Equatable, Codable {
     public var name: String
     public var createdAt: Date
     public var revokedAt: Date?
+    /// Nil: valid until revoked.
+    public var expiresAt: Date? = nil
+    public var lastUsedAt: Date? = nil
 }
 
 public struct DeviceRecord: Sendable, Equatable, Codable {

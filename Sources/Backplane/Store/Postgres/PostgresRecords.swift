@@ -44,8 +44,8 @@ struct StoredValueError: Error, CustomStringConvertible {
 
 enum PostgresColumns {
     static let application = "id, name, settings::text AS settings, created_at"
-    static let appKey = "key_id, application_id, secret, created_at, revoked_at"
-    static let token = "id, application_id, scope, token_hash, name, created_at, revoked_at"
+    static let appKey = "key_id, application_id, secret, created_at, revoked_at, last_used_at"
+    static let token = "id, application_id, scope, token_hash, name, created_at, revoked_at, expires_at, last_used_at"
     static let device = """
         row_id, application_id, device_id, user_id, external_device_id, nickname, platform, model, os_version, sdk_version,
         app_version, push_token, download_enabled, credential_hash, public_key, registered_at, updated_at, last_seen_at, unregistered_at
@@ -77,7 +77,7 @@ extension AppKeyRecord {
     init(_ row: StoredRow) throws {
         self.init(
             keyId: try row("key_id"), applicationId: try row("application_id"), secret: try row("secret"),
-            createdAt: try row("created_at"), revokedAt: try row("revoked_at"))
+            createdAt: try row("created_at"), revokedAt: try row("revoked_at"), lastUsedAt: try row("last_used_at"))
     }
 }
 
@@ -85,7 +85,8 @@ extension TokenRecord {
     init(_ row: StoredRow) throws {
         self.init(
             id: try row("id"), applicationId: try row("application_id"), scope: try row.value("scope"), tokenHash: try row("token_hash"),
-            name: try row("name"), createdAt: try row("created_at"), revokedAt: try row("revoked_at"))
+            name: try row("name"), createdAt: try row("created_at"), revokedAt: try row("revoked_at"), expiresAt: try row("expires_at"),
+            lastUsedAt: try row("last_used_at"))
     }
 }
 

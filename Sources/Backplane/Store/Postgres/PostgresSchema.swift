@@ -14,6 +14,7 @@ extension PostgresStore {
     /// transaction with the row that records it.
     static let migrations: [(version: Int, name: String, statements: [String])] = [
         (1, "the schema of SQLite migration v9", PostgresSchemaV1.statements),
+        (2, "SQLite migration v10: token expiry, last use of keys and tokens", CredentialLifetimes.statements(time: "timestamptz(3)")),
     ]
 
     /// Brings the database to the newest schema. Nodes starting together take turns on the

@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 import BackplaneWire
 
-/// Applications with their settings, app keys and bearer tokens; signed requests' nonces.
+/// Applications with their settings and app keys; signed requests' nonces. Tokens: `PostgresStore+Tokens.swift`.
 extension PostgresStore {
     public func createApplication(_ application: ApplicationRecord, key: AppKeyRecord) async throws {
         let settings = try StoredJSON.encode(application.settings)
@@ -85,18 +85,6 @@ extension PostgresStore {
             try await connection.run("UPDATE app_keys SET revoked_at = \(date) WHERE key_id = \(keyId)", logger: logger)
             return key
         }
-    }
-
-    public func createToken(_ token: TokenRecord) async throws {
-        try await rows("""
-            INSERT INTO tokens (id, application_id, scope, token_hash, name, created_at, revoked_at)
-            VALUES (\(token.id), \(token.applicationId), \(token.scope.rawValue), \(token.tokenHash), \(token.name), \(token.createdAt),
-                    \(token.revokedAt))
-            """)
-    }
-
-    public func token(hash: String) async throws -> TokenRecord? {
-        try await rows("SELECT \(unescaped: PostgresColumns.token) FROM tokens WHERE token_hash = \(hash)").records(TokenRecord.init).first
     }
 
     // MARK: Nonces

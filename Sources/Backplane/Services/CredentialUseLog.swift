@@ -1,0 +1,61 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// When each app key and bearer token was last used, kept in memory and written with the
+/// last-seen batches (`LastSeenWriter`): a request writes nothing for it. Lists show the newer of
+/// the stored time and the one noted here. A crash loses the times of the last few seconds.
+public final class CredentialUseLog: Sendable {
+    private struct Uses {
+        var keys: [String: Date] = [:]
+        var tokens: [String: Date] = [:]
+    }
+
+    private let noted = NIOLockedValueBox(Uses())
+
+    public init() {}
+
+    func usedKey(_ keyId: String, at time: Date) {
+        noted.withLockedValue { uses in
+            if let earlier = uses.keys[keyId], earlier >= time { return }
+            uses.keys[keyId] = time
+        }
+    }
+
+    func usedToken(_ tokenId: String, at time: Date) {
+        noted.withLockedValue { uses in
+            if let earlier = uses.tokens[tokenId], earlier >= time { return }
+            uses.tokens[tokenId] = time
+        }
+    }
+
+    func latest(_ key: AppKeyRecord) -> AppKeyRecord {
+        var key = key
+        key.lastUsedAt = Self.newer(key.lastUsedAt, noted.withLockedValue { $0.keys[key.keyId] })
+        return key
+    }
+
+    func latest(_ token: TokenRecord) -> TokenRecord {
+        var token = token
+        token.lastUsedAt = Self.newer(token.lastUsedAt, noted.withLockedValue { $0.tokens[token.id] })
+        return token
+    }
+
+    /// Writes what was noted; on failure the times go back for the next batch (unless newer ones
+    /// came meanwhile). A time stays visible to `latest` until the store has it.
+    public func flush(to store: any ApplicationStore) async throws {
+        let batch = noted.withLockedValue { $0 }
+        guard !batch.keys.isEmpty || !batch.tokens.isEmpty else { return }
+        try await store.recordCredentialUse(keys: batch.keys, tokens: batch.tokens)
+        noted.withLockedValue { uses in
+            // Only what was written goes; a newer time noted meanwhile stays for the next batch.
+            uses.keys = uses.keys.filter { batch.keys[$0.key] != $0.value }
+            uses.tokens = uses.tokens.filter { batch.tokens[$0.key] != $0.value }
+        }
+    }
+
+    private static func newer(_ a: Date?, _ b: Date?) -> Date? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return max(a, b)
+    }
+}
