@@ -10,7 +10,7 @@ struct BackplaneCommand: AsyncParsableCommand {
         commandName: "backplane",
         abstract: "The Backplane sync server for offline video downloads.",
         version: BackplaneBuild.version,
-        subcommands: [Serve.self, Migrate.self, AppCommand.self, TokenCommand.self, CopyData.self],
+        subcommands: [Serve.self, Migrate.self, AppCommand.self, TokenCommand.self, Backup.self, Restore.self, CopyData.self],
         defaultSubcommand: Serve.self)
 }
 

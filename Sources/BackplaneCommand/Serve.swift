@@ -78,6 +78,9 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel!) ?? .info  // checked in validate()
         if logFormat == "json" { LoggingSystem.bootstrap { JSONLogHandler(label: $0) } }
+        // One server per data directory; `restore` waits for none. Held until the process ends.
+        let lock = data.databaseURL == nil ? try DataDirectoryLock(directory: data.url) : nil
+        defer { lock?.release() }
         do {
             try await data.withStore(logLevel: max(level, .notice)) { store in try await serve(store, level: level) }
         } catch let error as IOError where error.errnoCode == EADDRINUSE || error.errnoCode == EACCES || error.errnoCode == EADDRNOTAVAIL {

@@ -28,7 +28,13 @@ public final class PostgresStore: BackplaneStore {
     let recentAppKeys = RecentReads<AppKeyRecord>()
     public let transactionTimings = TransactionTimings()
 
-    public init(_ configuration: PostgresClient.Configuration, logger: Logger) {
+    /// How long a request waits for a pooled connection before it is answered 503. The pool
+    /// waits without end while the database is down; a request must not. Long enough for a
+    /// burst to queue behind a busy pool.
+    let leaseTimeout: Duration
+
+    public init(_ configuration: PostgresClient.Configuration, logger: Logger, leaseTimeout: Duration = .seconds(5)) {
+        self.leaseTimeout = leaseTimeout
         // The pool's own log keeps to errors: what it warns of (a lost connection) reaches the
         // store's callers as errors, and it warns of a query asked for in the instant before
         // `run()` starts, which every start does.
@@ -83,10 +89,6 @@ public final class PostgresStore: BackplaneStore {
 
     private enum Lease { case waiting, leased, timedOut }
 
-    /// How long a request waits for a pooled connection before it is answered 503. The pool
-    /// waits without end while the database is down; a request must not. Long enough for a
-    /// burst to queue behind a busy pool.
-    static let leaseTimeout: Duration = .seconds(5)
 
     /// A pooled connection for `body`'s statements, each its own transaction unless `body`
     /// begins one. Only the wait for the connection is bounded (`leaseTimeout`): a statement
@@ -100,6 +102,7 @@ public final class PostgresStore: BackplaneStore {
     private func leased<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         // waiting → leased (the body runs) or waiting → timedOut (it never does): one wins.
         let lease = NIOLockedValueBox(Lease.waiting)
+        let timeout = leaseTimeout
         do {
             return try await withThrowingTaskGroup(of: T?.self) { group in
                 group.addTask { [client] in
@@ -114,14 +117,14 @@ public final class PostgresStore: BackplaneStore {
                     }
                 }
                 group.addTask {
-                    try await Task.sleep(for: Self.leaseTimeout)
+                    try await Task.sleep(for: timeout)
                     let timedOut = lease.withLockedValue { state in
                         guard state == .waiting else { return false }
                         state = .timedOut
                         return true
                     }
                     if !timedOut { return nil }
-                    throw StoreUnavailableError("no database connection within \(Self.leaseTimeout)")
+                    throw StoreUnavailableError("no database connection within \(timeout)")
                 }
                 while let result = try await group.next() {
                     if let result {
