@@ -15,6 +15,12 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Nickname to register with.") var nickname: String?
     @Flag(help: "Move the device when it is registered to another user.") var move = false
     @Option(help: "Request timeout in seconds.") var timeout = 10
+    @Option(help: "PEM file of certificate authorities to trust besides the system's (or BACKPLANE_CA_FILE).") var caFile: String?
+
+    /// The private CA's certificates, when the backplane's certificate comes from one.
+    var trustedAuthorities: URL? {
+        (caFile ?? ProcessInfo.processInfo.environment["BACKPLANE_CA_FILE"]).flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
+    }
 
     func configuration(dataDirectory: URL? = nil) throws -> BackplaneClientConfiguration {
         let environment = ProcessInfo.processInfo.environment
@@ -38,6 +44,7 @@ struct ConnectionOptions: ParsableArguments {
             sync: SyncOptions(
                 retry: RetryPolicy(initial: .seconds(1), maximum: .seconds(30)), requestTimeout: .seconds(timeout),
                 // One-shot commands sync once; only `watch` keeps the wake-up channel open.
-                useWakeUpChannel: false))
+                useWakeUpChannel: false),
+            trustedCertificateAuthorities: trustedAuthorities)
     }
 }

@@ -57,6 +57,7 @@ struct CMSPublish: AsyncParsableCommand {
     @Option(help: "The feed title (when it is created).") var title: String?
     @Option(parsing: .upToNextOption, help: "Asset ids to publish.") var asset: [String]
     @Flag(help: "Publish asset ids only, without download metadata.") var assetIdOnly = false
+    @Option(help: "PEM file of certificate authorities to trust besides the system's (or BACKPLANE_CA_FILE).") var caFile: String?
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
@@ -66,7 +67,8 @@ struct CMSPublish: AsyncParsableCommand {
         guard let token = token ?? environment["BACKPLANE_CMS_TOKEN"] else {
             throw ValidationError("Missing --token (or BACKPLANE_CMS_TOKEN).")
         }
-        let transport = HTTPClientTransport()
+        let authorities = (caFile ?? environment["BACKPLANE_CA_FILE"]).flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
+        let transport = try authorities.map(HTTPClientTransport.init(trusting:)) ?? HTTPClientTransport()
         func call(_ method: String, _ path: String, _ body: some Encodable) async throws -> Data {
             let response = try await transport.send(TransportRequest(
                 method: method, url: base.appendingPathComponent(path),

@@ -1,4 +1,5 @@
 import Crypto
+import NIOSSL
 import Foundation
 import BackplaneWire
 
@@ -18,16 +19,24 @@ struct BackplaneAPI: Sendable {
     let keyId: String
     let secret: SymmetricKey
     let transport: any Transport
+    /// TLS of the wake-up channel: nil trusts the system's authorities.
+    let channelTLS: TLSConfiguration?
     let timeout: Duration
     /// Server time now, as the engine best knows it; signing timestamps use it so that a device
     /// with a wrong clock is not refused as stale.
     let serverNow: @Sendable () -> Date
 
-    init(configuration: BackplaneClientConfiguration, serverNow: @escaping @Sendable () -> Date) {
+    init(configuration: BackplaneClientConfiguration, serverNow: @escaping @Sendable () -> Date) throws {
         self.baseURL = configuration.backplaneURL
         self.keyId = configuration.appKeyId
         self.secret = SymmetricKey(data: Data(configuration.appKeySecret.utf8))
-        self.transport = configuration.transport ?? HTTPClientTransport()
+        if let authorities = configuration.trustedCertificateAuthorities {
+            self.channelTLS = try TrustedAuthorities.tlsConfiguration(trusting: authorities)
+            self.transport = try configuration.transport ?? HTTPClientTransport(trusting: authorities)
+        } else {
+            self.channelTLS = nil
+            self.transport = configuration.transport ?? HTTPClientTransport()
+        }
         self.timeout = configuration.sync.requestTimeout
         self.serverNow = serverNow
     }

@@ -30,6 +30,11 @@ public struct BackplaneClientConfiguration: Sendable {
 
     /// HTTP; defaults to async-http-client's shared client. Swap it in tests or to add a proxy.
     public var transport: (any Transport)?
+    /// A PEM file of certificate authorities trusted for the backplane's TLS certificate (its
+    /// requests and its wake-up channel) in addition to the system's: for a backplane whose
+    /// certificate a private CA issued. Nil trusts the system's authorities alone. Not used by a
+    /// `transport` of the app's own, which decides its own trust.
+    public var trustedCertificateAuthorities: URL?
     /// Where the device id and key live; defaults to files in `dataDirectory`.
     public var identityStore: (any DeviceIdentityStore)?
 
@@ -38,7 +43,7 @@ public struct BackplaneClientConfiguration: Sendable {
         device: DeviceDescription = DeviceDescription(), sync: SyncOptions = SyncOptions(),
         eventLog: EventLogOptions = EventLogOptions(), subscriptions: SubscriptionOptions = SubscriptionOptions(),
         downloads: DownloadOptions = DownloadOptions(), rights: RightsOptions = RightsOptions(), transport: (any Transport)? = nil,
-        identityStore: (any DeviceIdentityStore)? = nil
+        identityStore: (any DeviceIdentityStore)? = nil, trustedCertificateAuthorities: URL? = nil
     ) {
         self.backplaneURL = backplaneURL
         self.appKeyId = appKeyId
@@ -53,6 +58,7 @@ public struct BackplaneClientConfiguration: Sendable {
         self.rights = rights
         self.transport = transport
         self.identityStore = identityStore
+        self.trustedCertificateAuthorities = trustedCertificateAuthorities
     }
 }
 

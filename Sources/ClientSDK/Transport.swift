@@ -44,6 +44,11 @@ public struct HTTPClientTransport: Transport {
         self.client = client
     }
 
+    /// Trusting the certificate authorities in `authorities` (a PEM file) besides the system's.
+    public init(trusting authorities: URL) throws {
+        self.client = try TrustedAuthorities.httpClient(trusting: authorities)
+    }
+
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         var outgoing = HTTPClientRequest(url: request.url.absoluteString)
         outgoing.method = .init(rawValue: request.method)

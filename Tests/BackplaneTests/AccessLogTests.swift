@@ -47,6 +47,28 @@ import TestSupport
         }
     }
 
+    @Test func aProxysRequestIdIsKeptAndAHostileOneReplaced() async throws {
+        let fixture = try await Fixture.make()
+        defer { try? FileManager.default.removeItem(at: fixture.directory) }
+        let lines = Lines()
+        let logger = Logger(label: "access") { label in JSONLogHandler(label: label, write: lines.append) }
+        let app = Application(router: buildRouter(fixture.services, accessLog: logger))
+        try await app.test(.router) { client in
+            let kept = try await client.execute(uri: "/healthz", method: .get, headers: [.init("X-Request-Id")!: "nginx-0f3a.9_Z"])
+            #expect(kept.headers[.init("X-Request-Id")!] == "nginx-0f3a.9_Z")
+            let refused = try await client.execute(uri: "/nope", method: .get, headers: [.init("X-Request-Id")!: "proxy-1"])
+            #expect(refused.headers[.init("X-Request-Id")!] == "proxy-1")
+            #expect(String(buffer: refused.body).contains("proxy-1") || refused.status == .notFound)
+            for hostile in ["a b", "x\"y", String(repeating: "a", count: 65), "ü"] {
+                let answer = try await client.execute(uri: "/healthz", method: .get, headers: [.init("X-Request-Id")!: hostile])
+                #expect(answer.headers[.init("X-Request-Id")!] != hostile)
+            }
+        }
+        let logged = try lines.objects()
+        #expect(logged.first?["request_id"] == "nginx-0f3a.9_Z")
+        #expect(logged.dropFirst().first?["request_id"] == "proxy-1")
+    }
+
     @Test func jsonLinesEscapeWhatWouldBreakThem() throws {
         let lines = Lines()
         let logger = Logger(label: "backplane") { label in JSONLogHandler(label: label, write: lines.append) }

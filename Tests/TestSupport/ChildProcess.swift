@@ -85,8 +85,16 @@ public final class ChildProcess: @unchecked Sendable {
             var attributes = posix_spawnattr_t()
             posix_spawnattr_init(&attributes)
             defer { posix_spawnattr_destroy(&attributes) }
-            // Its own process group: a terminal's Ctrl-C reaches the test runner only.
-            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+            // Its own process group: a terminal's Ctrl-C reaches the test runner only. And a fresh
+            // signal state: the spawning thread (a pool thread) blocks signals, and a blocked mask
+            // is inherited, so a child such as nginx would never see the SIGTERM that stops it.
+            var noSignals = sigset_t()
+            sigemptyset(&noSignals)
+            posix_spawnattr_setsigmask(&attributes, &noSignals)
+            var allSignals = sigset_t()
+            sigfillset(&allSignals)
+            posix_spawnattr_setsigdefault(&attributes, &allSignals)
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
             var child = pid_t()
             let spawned = envp.map { posix_spawn(&child, executable.path, &actions, &attributes, argv, $0) }
                 ?? posix_spawn(&child, executable.path, &actions, &attributes, argv, environ)

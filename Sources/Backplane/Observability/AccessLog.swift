@@ -46,6 +46,12 @@ struct AccessLogMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let start = ContinuousClock.now
+        var context = context
+        // A proxy's id for the request (nginx's $request_id) becomes the backplane's: one id in
+        // the proxy's log, this access line, the X-Request-Id answer and any error body.
+        if let given = request.headers[ErrorMiddleware<Context>.requestIdHeader], Self.isUsableRequestId(given) {
+            context.logger[metadataKey: "hb.request.id"] = .string(given)
+        }
         do {
             let response = try await next(request, context)
             // A channel the WebSocket router accepts is upgraded next: 101, as the device sees it.
@@ -79,6 +85,16 @@ struct AccessLogMiddleware: RouterMiddleware {
         if let deviceId = fields.deviceId { metadata["device"] = "\(deviceId)" }
         if let code = fields.errorCode { metadata["code"] = "\(code.rawValue)" }
         logger.info("request", metadata: metadata)
+    }
+
+    /// Up to 64 letters, digits, '-', '_' and '.': an id that cannot forge a log line or a header.
+    static func isUsableRequestId(_ id: String) -> Bool {
+        (1...64).contains(id.utf8.count)
+            && id.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+                    || byte == UInt8(ascii: ".")
+            }
     }
 
     /// Milliseconds with two decimals.

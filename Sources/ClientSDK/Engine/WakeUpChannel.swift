@@ -34,7 +34,8 @@ struct DeviceChannel: Sendable {
         let configuration = WebSocketClientConfiguration(
             additionalHeaders: headers, autoPing: .enabled(timePeriod: .seconds(60)))
         let logger = Logger(label: "backplane.sdk.channel", factory: { _ in SwiftLogNoOpLogHandler() })
-        try await WebSocketClient.connect(url: webSocketURL, configuration: configuration, logger: logger) { inbound, _, _ in
+        try await WebSocketClient.connect(url: webSocketURL, configuration: configuration, tlsConfiguration: api.channelTLS, logger: logger) {
+            inbound, _, _ in
             await onOpen()
             for try await message in inbound.messages(maxSize: 1024) {
                 if case .text(Self.wakeUpMessage) = message { await onWakeUp() }

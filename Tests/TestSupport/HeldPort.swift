@@ -1,0 +1,36 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A port held by a socket bound to 127.0.0.1 and listening: taken, as by another process.
+/// Closed, it is a port that was free a moment ago (`freePort()`).
+public struct HeldPort {
+    let descriptor: Int32
+    public let port: Int
+
+    public init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(descriptor, pointer, length) == 0 && listen(descriptor, 1) == 0 && getsockname(descriptor, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        self.descriptor = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    public func close() { _ = Glibc.close(descriptor) }
+}
+
+/// A port nothing listens on now, for a server a test starts itself (nginx).
+public func freePort() throws -> Int {
+    let held = try HeldPort()
+    defer { held.close() }
+    return held.port
+}
