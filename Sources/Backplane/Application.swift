@@ -27,13 +27,15 @@ public struct BackplaneConfiguration: Sendable {
     public var transport: TransportLimits
     /// When set, `GET /metrics` needs `Authorization: Bearer <metricsToken>`.
     public var metricsToken: String?
+    /// Requests per device and per client address (429 past them).
+    public var rateLimits: RateLimits
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, dataDirectory: URL = URL(fileURLWithPath: "data"),
         logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), lastSeenWriteInterval: Duration = .seconds(5),
         channelPingInterval: Duration? = .seconds(60),
         eventRetention: Duration? = .seconds(365 * 86400), eventRetentionInterval: Duration = .seconds(3600),
-        transport: TransportLimits = TransportLimits(), metricsToken: String? = nil
+        transport: TransportLimits = TransportLimits(), metricsToken: String? = nil, rateLimits: RateLimits = RateLimits()
     ) {
         self.host = host
         self.port = port
@@ -46,6 +48,7 @@ public struct BackplaneConfiguration: Sendable {
         self.eventRetentionInterval = eventRetentionInterval
         self.transport = transport
         self.metricsToken = metricsToken
+        self.rateLimits = rateLimits
     }
 }
 
@@ -109,19 +112,22 @@ public struct BackplaneServices: Sendable {
 /// `accessLog` gets a line per request (none when nil); `metricsToken`, when set, is required by
 /// `GET /metrics`.
 public func buildRouter(
-    _ services: BackplaneServices, accessLog: Logger? = nil, metricsToken: String? = nil
+    _ services: BackplaneServices, accessLog: Logger? = nil, metricsToken: String? = nil, rateLimits: RateLimits = .off
 ) -> Router<BackplaneRequestContext> {
     let router = Router(context: BackplaneRequestContext.self)
     let allowedMethods = AllowedMethods()
+    let limiters = RequestLimiters(rateLimits)
     // Middleware first: Hummingbird applies to a route the middleware added before it, and the
     // first added is the outermost.
     router.add(middleware: AccessLogMiddleware(logger: accessLog, metrics: services.metrics))
     router.add(middleware: ErrorMiddleware(allowedMethods: allowedMethods))
+    router.add(middleware: AddressRateLimitMiddleware(
+        limiter: limiters.address, fromForwardedFor: limiters.addressFromForwardedFor, metrics: services.metrics))
     HealthController(store: services.store).addRoutes(to: router)
     MetricsController(services: services, token: metricsToken).addRoutes(to: router)
     // Who may call what is decided here, once: each group proves its caller, and its handlers
     // run in a context where that caller is not optional.
-    let callers = CallerGroups(router: router, services: services)
+    let callers = CallerGroups(router: router, services: services, deviceLimiter: limiters.device)
     let devices = DevicesController(devices: services.devices, sync: services.sync)
     devices.addRegistration(to: callers.signedByAppKey("v1/devices/register"))
     let signedByDevice = callers.signedByDevice("v1")
@@ -145,11 +151,19 @@ public func buildRouter(
 /// `Upgrade: websocket` header come here; one it refuses (bad credentials, another device's
 /// channel) is answered with the refusal's status and error body by `ConnectionGuard`. A request
 /// for the channel without the header goes to `buildRouter`'s routes.
-public func buildWebSocketRouter(_ services: BackplaneServices, accessLog: Logger? = nil) -> Router<BackplaneRequestContext> {
+///
+/// Channel upgrades have limiters of their own (a device reconnecting in a loop is limited like
+/// one syncing in a loop), apart from those of `buildRouter`.
+public func buildWebSocketRouter(
+    _ services: BackplaneServices, accessLog: Logger? = nil, rateLimits: RateLimits = .off
+) -> Router<BackplaneRequestContext> {
     let router = Router(context: BackplaneRequestContext.self)
+    let limiters = RequestLimiters(rateLimits)
     router.add(middleware: AccessLogMiddleware(logger: accessLog, metrics: services.metrics))
     router.add(middleware: UpgradeRefusalMiddleware())
-    let callers = CallerGroups(router: router, services: services)
+    router.add(middleware: AddressRateLimitMiddleware(
+        limiter: limiters.address, fromForwardedFor: limiters.addressFromForwardedFor, metrics: services.metrics))
+    let callers = CallerGroups(router: router, services: services, deviceLimiter: limiters.device)
     ChannelController().addRoutes(to: router.group("v1/devices").add(middleware: callers.deviceSigning()))
     return router
 }
@@ -168,9 +182,9 @@ public func buildApplication(
     var accessLog = logger
     accessLog[metadataKey: "log"] = "access"
     var application = Application(
-        router: buildRouter(services, accessLog: accessLog, metricsToken: configuration.metricsToken),
+        router: buildRouter(services, accessLog: accessLog, metricsToken: configuration.metricsToken, rateLimits: configuration.rateLimits),
         server: .guardedHTTP1WithWakeUpChannels(
-            webSocketRouter: buildWebSocketRouter(services, accessLog: accessLog), hub: services.wakeUpHub, limits: configuration.transport,
+            webSocketRouter: buildWebSocketRouter(services, accessLog: accessLog, rateLimits: configuration.rateLimits), hub: services.wakeUpHub, limits: configuration.transport,
             pingInterval: configuration.channelPingInterval),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port), serverName: "backplane",

@@ -45,6 +45,20 @@ struct Serve: AsyncParsableCommand {
         default: TransportLimits().maxConnections))
     var maxConnections: Int?
 
+    @Option(help: Environment.help("Requests per second per device, past which it gets 429; 0 turns it off", option: "device-rate-limit", default: 20))
+    var deviceRateLimit: Double?
+    @Option(help: Environment.help("Requests a device may make at once before its rate applies", option: "device-rate-burst", default: 200))
+    var deviceRateBurst: Double?
+    @Option(help: Environment.help(
+        "Requests per second per client address (health checks and /metrics aside); 0 turns it off", option: "address-rate-limit", default: 500))
+    var addressRateLimit: Double?
+    @Option(help: Environment.help("Requests an address may make at once before its rate applies", option: "address-rate-burst", default: 5000))
+    var addressRateBurst: Double?
+    @Option(help: Environment.help(
+        "true: the client address is the last X-Forwarded-For entry (only behind a proxy that sets it)", option: "trust-forwarded-for",
+        default: false))
+    var trustForwardedFor: Bool?
+
     /// Runs before anything touches the data directory: a bad option creates nothing. Fills every
     /// option from its flag, its environment variable or its default, then checks its range.
     mutating func validate() throws {
@@ -59,6 +73,12 @@ struct Serve: AsyncParsableCommand {
         requestHeadTimeoutSeconds = try Environment.resolve(requestHeadTimeoutSeconds, option: "request-head-timeout-seconds", default: 30)
         requestBodyTimeoutSeconds = try Environment.resolve(requestBodyTimeoutSeconds, option: "request-body-timeout-seconds", default: 60)
         maxConnections = try Environment.resolve(maxConnections, option: "max-connections", default: TransportLimits().maxConnections)
+        let limits = RateLimits()
+        deviceRateLimit = try Environment.resolve(deviceRateLimit, option: "device-rate-limit", default: limits.deviceRate)
+        deviceRateBurst = try Environment.resolve(deviceRateBurst, option: "device-rate-burst", default: limits.deviceBurst)
+        addressRateLimit = try Environment.resolve(addressRateLimit, option: "address-rate-limit", default: limits.addressRate)
+        addressRateBurst = try Environment.resolve(addressRateBurst, option: "address-rate-burst", default: limits.addressBurst)
+        trustForwardedFor = try Environment.resolve(trustForwardedFor, option: "trust-forwarded-for", default: false)
 
         guard Logger.Level(rawValue: logLevel!) != nil else { throw ValidationError("--log-level: unknown level '\(logLevel!)'.") }
         guard ["text", "json"].contains(logFormat!) else { throw ValidationError("--log-format must be text or json.") }
@@ -73,6 +93,12 @@ struct Serve: AsyncParsableCommand {
         guard (1...3600).contains(requestHeadTimeoutSeconds!) else { throw ValidationError("--request-head-timeout-seconds must be 1 to 3600.") }
         guard (1...3600).contains(requestBodyTimeoutSeconds!) else { throw ValidationError("--request-body-timeout-seconds must be 1 to 3600.") }
         guard (1...1_000_000).contains(maxConnections!) else { throw ValidationError("--max-connections must be 1 to 1000000.") }
+        for (value, name) in [(deviceRateLimit!, "device-rate-limit"), (addressRateLimit!, "address-rate-limit")] {
+            guard value.isFinite, (0...1_000_000).contains(value) else { throw ValidationError("--\(name) must be 0 to 1000000.") }
+        }
+        for (value, name) in [(deviceRateBurst!, "device-rate-burst"), (addressRateBurst!, "address-rate-burst")] {
+            guard value.isFinite, (1...10_000_000).contains(value) else { throw ValidationError("--\(name) must be 1 to 10000000.") }
+        }
     }
 
     func run() async throws {
@@ -99,7 +125,10 @@ struct Serve: AsyncParsableCommand {
             transport: TransportLimits(
                 maxHeaderBytes: maxHeaderBytes!, requestHeadTimeout: .seconds(requestHeadTimeoutSeconds!),
                 requestBodyTimeout: .seconds(requestBodyTimeoutSeconds!), maxConnections: maxConnections!),
-            metricsToken: metricsToken)
+            metricsToken: metricsToken,
+            rateLimits: RateLimits(
+                deviceRate: deviceRateLimit!, deviceBurst: deviceRateBurst!, addressRate: addressRateLimit!, addressBurst: addressRateBurst!,
+                addressFromForwardedFor: trustForwardedFor!))
         let (bound, boundPort) = AsyncStream.makeStream(of: Int.self)
         let app = buildApplication(configuration, services: services, logger: logger) { port in
             boundPort.yield(port)

@@ -57,7 +57,8 @@ public struct BackplaneClientError: Error, Sendable, CustomStringConvertible {
     public var isTransient: Bool {
         switch kind {
         case .communicationsFailure, .invalidResponse: true
-        case .server: (status ?? 0) >= 500
+        // 429: the backplane limits this device's or this address's requests for a while.
+        case .server: (status ?? 0) >= 500 || status == 429
         case .localStorage, .notRunning, .invalidInput: false
         case .download: downloadFailure.map { !$0.isFatal } ?? false
         }

@@ -39,6 +39,8 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case conflict = "conflict"
     /// The route exists but not with this HTTP method.
     case methodNotAllowed = "method_not_allowed"
+    /// Too many requests from this device or this address; retry after `Retry-After` seconds.
+    case rateLimited = "rate_limited"
     /// The server cannot answer now (e.g. its database is unreachable); retry later.
     case serviceUnavailable = "service_unavailable"
     /// A server bug. The message carries the request id to quote in a report.

@@ -84,7 +84,7 @@ struct AdminController {
 
     @Sendable func updateSettings(_ request: Request, context: TokenRequestContext) async throws -> SettingsResponse {
         let applicationId = context.applicationId
-        let update = try await request.decode(as: ApplicationSettingsUpdate.self, context: context)
+        let update = try await request.decode(partialUpdate: ApplicationSettingsUpdate.self, context: context)
         return SettingsResponse(applicationId: applicationId, settings: try await applications.updateSettings(applicationId: applicationId, update))
     }
 

@@ -14,6 +14,8 @@ struct SignedRequestMiddleware: RouterMiddleware {
 
     let services: BackplaneServices
     let requireDevice: Bool
+    /// Checked once the device is proven: a forged device id cannot spend another's requests.
+    let deviceLimiter: RateLimiter
     /// Leave the nonce to the handler (`DeviceRequestContext.nonceToRecord`), which records it in
     /// the same transaction as its own write: one commit per request instead of two. Only for
     /// routes whose replay is harmless before that write (a request refused earlier keeps its
@@ -29,6 +31,11 @@ struct SignedRequestMiddleware: RouterMiddleware {
         let body = try await request.collectBody(upTo: WireLimits.maxBodyBytes)
         let named = context.parameters.get("deviceId").map { $0.removingPercentEncoding ?? $0 }
         let (identity, signed) = try await verify(request, body: body, pathDeviceId: named)
+        if case .device(let device, _) = identity, let wait = deviceLimiter.take("\(device.applicationId)/\(device.deviceId)") {
+            // Before the nonce is spent: the device may send the same request again later.
+            services.metrics.rateLimited(scope: "device")
+            throw BackplaneError.rateLimited("device", retryAfter: wait)
+        }
         services.credentialUse.usedKey(signed.keyId, at: services.now())
         if handlerRecordsNonce, case .device(let device, _) = identity {
             context.identity = .device(device, nonceToRecord: signed)

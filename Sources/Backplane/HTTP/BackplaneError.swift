@@ -53,6 +53,15 @@ public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringCo
         error.headers[.allow] = allowed.joined(separator: ", ")
         return error
     }
+    /// 429 with `Retry-After`, whole seconds rounded up.
+    public static func rateLimited(_ scope: String, retryAfter: Duration) -> Self {
+        let seconds = max(1, Int((Double(retryAfter.nanoseconds) / 1e9).rounded(.up)))
+        var error = Self(.tooManyRequests, .rateLimited, "Too many requests from this \(scope); retry in \(seconds) s.",
+                         details: ["scope": .string(scope), "retryAfterSeconds": .int(Int64(seconds))])
+        error.headers[.retryAfter] = "\(seconds)"
+        return error
+    }
+
     public static func internalError(requestId: String) -> Self {
         .init(.internalServerError, .internalError, "Internal error; quote request id \(requestId) when reporting it.",
               details: ["requestId": .string(requestId)])

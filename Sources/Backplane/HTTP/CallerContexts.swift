@@ -66,11 +66,13 @@ struct TokenRequestContext: ChildRequestContext, WireCodingContext {
 struct CallerGroups {
     let router: Router<BackplaneRequestContext>
     let services: BackplaneServices
+    /// Requests per authenticated device (`RateLimits`).
+    let deviceLimiter: RateLimiter
 
     /// Requests signed with an app key only: registration.
     func signedByAppKey(_ path: RouterPath) -> RouterGroup<RegistrationRequestContext> {
         router.group(path)
-            .add(middleware: SignedRequestMiddleware(services: services, requireDevice: false))
+            .add(middleware: SignedRequestMiddleware(services: services, requireDevice: false, deviceLimiter: deviceLimiter))
             .group(context: RegistrationRequestContext.self)
     }
 
@@ -92,6 +94,6 @@ struct CallerGroups {
     /// The device-signing middleware alone, for the WebSocket router, whose routes stay in the
     /// root context.
     func deviceSigning(handlerRecordsNonce: Bool = false) -> SignedRequestMiddleware {
-        SignedRequestMiddleware(services: services, requireDevice: true, handlerRecordsNonce: handlerRecordsNonce)
+        SignedRequestMiddleware(services: services, requireDevice: true, deviceLimiter: deviceLimiter, handlerRecordsNonce: handlerRecordsNonce)
     }
 }

@@ -19,6 +19,8 @@ public final class BackplaneMetrics: Sendable {
     let registrations: CoreMetrics.Counter
     let deviceLimitRefusals: CoreMetrics.Counter
     let nonces: CoreMetrics.Meter
+    private let rateLimitedDevices: CoreMetrics.Counter
+    private let rateLimitedAddresses: CoreMetrics.Counter
     let readTransactions: CoreMetrics.Timer
     let writeTransactions: CoreMetrics.Timer
     private let commandTransitions: [CommandTransition: CoreMetrics.Counter]
@@ -59,6 +61,8 @@ public final class BackplaneMetrics: Sendable {
         registrations = CoreMetrics.Counter(label: "backplane_registrations_total", factory: factory)
         deviceLimitRefusals = CoreMetrics.Counter(label: "backplane_device_limit_refusals_total", factory: factory)
         nonces = CoreMetrics.Meter(label: "backplane_nonces", factory: factory)
+        rateLimitedDevices = CoreMetrics.Counter(label: "backplane_rate_limited_total", dimensions: [("scope", "device")], factory: factory)
+        rateLimitedAddresses = CoreMetrics.Counter(label: "backplane_rate_limited_total", dimensions: [("scope", "address")], factory: factory)
         readTransactions = CoreMetrics.Timer(label: "backplane_db_transaction_duration_seconds", dimensions: [("kind", "read")], factory: factory)
         writeTransactions = CoreMetrics.Timer(label: "backplane_db_transaction_duration_seconds", dimensions: [("kind", "write")], factory: factory)
         commandTransitions = Dictionary(uniqueKeysWithValues: CommandTransition.allCases.map {
@@ -72,6 +76,11 @@ public final class BackplaneMetrics: Sendable {
 
     func count(_ transition: CommandTransition, _ amount: Int = 1) {
         if amount > 0 { commandTransitions[transition]?.increment(by: amount) }
+    }
+
+    /// A request answered 429; `scope` is "device" or "address".
+    func rateLimited(scope: String) {
+        (scope == "device" ? rateLimitedDevices : rateLimitedAddresses).increment()
     }
 
     func count(_ outcome: EventOutcome, _ amount: Int = 1) {

@@ -1,0 +1,129 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import Synchronization
+
+/// How many requests one device, or one client address, may make: a token bucket each, refilled
+/// at `rate` per second up to `burst`. Past it a request is answered 429 with `Retry-After`, so
+/// one misbehaving app (a sync loop gone wrong) cannot starve the others. Per node: with several
+/// nodes behind a balancer each counts its own share.
+public struct RateLimits: Sendable, Equatable {
+    /// Requests per second per authenticated device; 0 turns the limit off.
+    public var deviceRate: Double
+    public var deviceBurst: Double
+    /// Requests per second per client address (every route but the health checks and metrics);
+    /// 0 turns it off. Generous by default: a carrier's NAT puts many devices behind one address.
+    public var addressRate: Double
+    public var addressBurst: Double
+    /// Take the client address from the last entry of `X-Forwarded-For` (the one the proxy in
+    /// front appended) rather than the connection's peer. Only behind a proxy that sets it.
+    public var addressFromForwardedFor: Bool
+
+    public init(
+        deviceRate: Double = 20, deviceBurst: Double = 200, addressRate: Double = 500, addressBurst: Double = 5000,
+        addressFromForwardedFor: Bool = false
+    ) {
+        self.deviceRate = deviceRate
+        self.deviceBurst = deviceBurst
+        self.addressRate = addressRate
+        self.addressBurst = addressBurst
+        self.addressFromForwardedFor = addressFromForwardedFor
+    }
+
+    /// No limits: for tests that make requests as fast as they can.
+    public static let off = RateLimits(deviceRate: 0, deviceBurst: 0, addressRate: 0, addressBurst: 0)
+}
+
+/// Token buckets by key. Memory stays bounded: buckets that have refilled are forgotten when the
+/// table grows, since a full bucket and no bucket answer alike.
+final class RateLimiter: Sendable {
+    private struct Bucket {
+        var tokens: Double
+        var updated: ContinuousClock.Instant
+    }
+
+    private let rate: Double
+    private let burst: Double
+    private let buckets = Mutex<[String: Bucket]>([:])
+    private let maxBuckets: Int
+
+    init(rate: Double, burst: Double, maxBuckets: Int = 100_000) {
+        self.rate = rate
+        self.burst = max(burst, 1)
+        self.maxBuckets = maxBuckets
+    }
+
+    var isOn: Bool { rate > 0 }
+
+    /// Nil when the request may go ahead (a token is taken), else how long until one is there.
+    func take(_ key: String, now: ContinuousClock.Instant = .now) -> Duration? {
+        guard isOn else { return nil }
+        return buckets.withLock { buckets in
+            var bucket = buckets[key] ?? Bucket(tokens: burst, updated: now)
+            let elapsed = Double((now - bucket.updated).nanoseconds) / 1e9
+            bucket.tokens = min(burst, bucket.tokens + max(0, elapsed) * rate)
+            bucket.updated = now
+            guard bucket.tokens >= 1 else {
+                buckets[key] = bucket
+                return .nanoseconds(Int64((1 - bucket.tokens) / rate * 1e9))
+            }
+            bucket.tokens -= 1
+            if buckets.count >= maxBuckets, buckets[key] == nil { forgetRefilled(&buckets, now: now) }
+            buckets[key] = bucket
+            return nil
+        }
+    }
+
+    private func forgetRefilled(_ buckets: inout [String: Bucket], now: ContinuousClock.Instant) {
+        let refill = Duration.nanoseconds(Int64(burst / rate * 1e9))
+        buckets = buckets.filter { now - $0.value.updated < refill }
+        // Still full of active keys: drop the stalest half rather than grow without bound.
+        if buckets.count >= maxBuckets {
+            let kept = buckets.sorted { $0.value.updated > $1.value.updated }.prefix(maxBuckets / 2)
+            buckets = Dictionary(uniqueKeysWithValues: kept.map { ($0.key, $0.value) })
+        }
+    }
+}
+
+/// The per-address limit, before anything else is done for a request.
+struct AddressRateLimitMiddleware: RouterMiddleware {
+    typealias Context = BackplaneRequestContext
+    let limiter: RateLimiter
+    let fromForwardedFor: Bool
+    let metrics: BackplaneMetrics
+
+    /// Health checks and scrapes are never limited: a balancer or Prometheus must see the truth.
+    static let exempt: Set<String> = ["/healthz", "/readyz", "/metrics"]
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard limiter.isOn, !Self.exempt.contains(request.uri.path), let address = clientAddress(request, context) else {
+            return try await next(request, context)
+        }
+        if let wait = limiter.take(address) {
+            metrics.rateLimited(scope: "address")
+            throw BackplaneError.rateLimited("address", retryAfter: wait)
+        }
+        return try await next(request, context)
+    }
+
+    private func clientAddress(_ request: Request, _ context: Context) -> String? {
+        if fromForwardedFor, let forwarded = request.headers[values: .init("X-Forwarded-For")!].last {
+            let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces)
+            if let last, !last.isEmpty { return last }
+        }
+        return context.channel?.remoteAddress?.ipAddress
+    }
+}
+
+/// The limiters of one router, made from `RateLimits`.
+struct RequestLimiters: Sendable {
+    let device: RateLimiter
+    let address: RateLimiter
+    let addressFromForwardedFor: Bool
+
+    init(_ limits: RateLimits) {
+        device = RateLimiter(rate: limits.deviceRate, burst: limits.deviceBurst)
+        address = RateLimiter(rate: limits.addressRate, burst: limits.addressBurst)
+        addressFromForwardedFor = limits.addressFromForwardedFor
+    }
+}
