@@ -93,3 +93,8 @@ case .expired, .noRights: showBanner("This download has expired")
 }
 // when playback stops
 try await engine.rights.recordPlayStop(assetId: "episode-7", watchedSeconds: 1_260)
+
+var corporate = BackplaneClientConfiguration(
+    backplaneURL: URL(string: "https://backplane.corp.example")!, appKeyId: appKeyId, appKeySecret: appKeySecret,
+    userId: currentUser.id, dataDirectory: dataDirectory)
+corporate.trustedCertificateAuthorities = Bundle.main.url(forResource: "corp-ca", withExtension: "pem")
