@@ -17,8 +17,7 @@ struct Backup: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = try SQLiteStore(directory: data.url)
-        let summary = try SQLiteBackup.backup(store, to: URL(fileURLWithPath: to))
+        let summary = try SQLiteBackup.backup(directory: data.url, to: URL(fileURLWithPath: to))
         print("Backed up \(data.dataDir) to \(to): \(summary).")
     }
 }

@@ -17,7 +17,8 @@ enum Environment {
     static func resolve<T: ExpressibleByArgument>(_ flag: T?, option: String, default fallback: T) throws -> T {
         if let flag { return flag }
         let name = variable(for: option)
-        guard let text = ProcessInfo.processInfo.environment[name] else { return fallback }
+        // Empty counts as unset, as shells and compose files write "unset" that way.
+        guard let text = ProcessInfo.processInfo.environment[name], !text.isEmpty else { return fallback }
         guard let value = T(argument: text) else {
             throw ValidationError("\(name) is not a valid value for --\(option).")
         }

@@ -50,7 +50,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: Environment.help("Requests a device may make at once before its rate applies", option: "device-rate-burst", default: 200))
     var deviceRateBurst: Double?
     @Option(help: Environment.help(
-        "Requests per second per client address (health checks and /metrics aside); 0 turns it off", option: "address-rate-limit", default: 500))
+        "Requests per second per client address (health checks and /metrics aside); 0 turns it off", option: "address-rate-limit", default: 0))
     var addressRateLimit: Double?
     @Option(help: Environment.help("Requests an address may make at once before its rate applies", option: "address-rate-burst", default: 5000))
     var addressRateBurst: Double?
@@ -94,7 +94,9 @@ struct Serve: AsyncParsableCommand {
         guard (1...3600).contains(requestBodyTimeoutSeconds!) else { throw ValidationError("--request-body-timeout-seconds must be 1 to 3600.") }
         guard (1...1_000_000).contains(maxConnections!) else { throw ValidationError("--max-connections must be 1 to 1000000.") }
         for (value, name) in [(deviceRateLimit!, "device-rate-limit"), (addressRateLimit!, "address-rate-limit")] {
-            guard value.isFinite, (0...1_000_000).contains(value) else { throw ValidationError("--\(name) must be 0 to 1000000.") }
+            guard value.isFinite, value == 0 || (0.001...1_000_000).contains(value) else {
+                throw ValidationError("--\(name) must be 0 (off) or 0.001 to 1000000.")
+            }
         }
         for (value, name) in [(deviceRateBurst!, "device-rate-burst"), (addressRateBurst!, "address-rate-burst")] {
             guard value.isFinite, (1...10_000_000).contains(value) else { throw ValidationError("--\(name) must be 1 to 10000000.") }
@@ -158,9 +160,10 @@ struct Serve: AsyncParsableCommand {
         return try await services.applications.bootstrapIfEmpty()
     }
 
-    /// Straight to the file descriptor: stdout is block-buffered when piped to a log.
+    /// Straight to the file descriptor: stdout is block-buffered when piped to a log. A failed
+    /// write (a closed pipe) must not end the server.
     private static func write(_ line: String) {
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        try? FileHandle.standardOutput.write(contentsOf: Data((line + "\n").utf8))
     }
 }
 

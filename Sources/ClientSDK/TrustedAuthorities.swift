@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOConcurrencyHelpers
+import NIOPosix
 import NIOSSL
 
 /// TLS to a backplane whose certificate comes from a private certificate authority (a
@@ -30,8 +31,11 @@ enum TrustedAuthorities {
     static func httpClient(trusting file: URL) throws -> HTTPClient {
         try clients.withLockedValue { clients in
             if let client = clients[file.path] { return client }
+            // NIO's own event loops, on every platform: on Apple platforms the default group is
+            // Network.framework's, whose TLS would ignore `additionalTrustRoots`.
             let client = HTTPClient(
-                eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(tlsConfiguration: try tlsConfiguration(trusting: file)))
+                eventLoopGroup: MultiThreadedEventLoopGroup.singleton,
+                configuration: HTTPClient.Configuration(tlsConfiguration: try tlsConfiguration(trusting: file)))
             clients[file.path] = client
             return client
         }

@@ -58,7 +58,7 @@ import TestSupport
             #expect(kept.headers[.init("X-Request-Id")!] == "nginx-0f3a.9_Z")
             let refused = try await client.execute(uri: "/nope", method: .get, headers: [.init("X-Request-Id")!: "proxy-1"])
             #expect(refused.headers[.init("X-Request-Id")!] == "proxy-1")
-            #expect(String(buffer: refused.body).contains("proxy-1") || refused.status == .notFound)
+            #expect(refused.status == .notFound)
             for hostile in ["a b", "x\"y", String(repeating: "a", count: 65), "ü"] {
                 let answer = try await client.execute(uri: "/healthz", method: .get, headers: [.init("X-Request-Id")!: hostile])
                 #expect(answer.headers[.init("X-Request-Id")!] != hostile)

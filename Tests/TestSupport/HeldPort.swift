@@ -10,7 +10,9 @@ public struct HeldPort {
     public let port: Int
 
     public init() throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Close-on-exec: a child the test starts must not inherit the port.
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -20,7 +22,11 @@ public struct HeldPort {
                 bind(descriptor, pointer, length) == 0 && listen(descriptor, 1) == 0 && getsockname(descriptor, pointer, &length) == 0
             }
         }
-        guard bound else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        guard bound else {
+            let reason = errno
+            _ = Glibc.close(descriptor)
+            throw POSIXError(.init(rawValue: reason) ?? .EIO)
+        }
         self.descriptor = descriptor
         port = Int(UInt16(bigEndian: address.sin_port))
     }

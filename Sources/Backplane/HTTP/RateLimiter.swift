@@ -12,7 +12,9 @@ public struct RateLimits: Sendable, Equatable {
     public var deviceRate: Double
     public var deviceBurst: Double
     /// Requests per second per client address (every route but the health checks and metrics);
-    /// 0 turns it off. Generous by default: a carrier's NAT puts many devices behind one address.
+    /// 0 turns it off. Off by default: behind a proxy every request has the proxy's address until
+    /// `addressFromForwardedFor` is set; when on, keep it generous, since a carrier's NAT puts many
+    /// devices behind one address.
     public var addressRate: Double
     public var addressBurst: Double
     /// Take the client address from the last entry of `X-Forwarded-For` (the one the proxy in
@@ -20,7 +22,7 @@ public struct RateLimits: Sendable, Equatable {
     public var addressFromForwardedFor: Bool
 
     public init(
-        deviceRate: Double = 20, deviceBurst: Double = 200, addressRate: Double = 500, addressBurst: Double = 5000,
+        deviceRate: Double = 20, deviceBurst: Double = 200, addressRate: Double = 0, addressBurst: Double = 5000,
         addressFromForwardedFor: Bool = false
     ) {
         self.deviceRate = deviceRate
@@ -65,7 +67,8 @@ final class RateLimiter: Sendable {
             bucket.updated = now
             guard bucket.tokens >= 1 else {
                 buckets[key] = bucket
-                return .nanoseconds(Int64((1 - bucket.tokens) / rate * 1e9))
+                // Clamped before the conversion: a tiny rate must not overflow Int64.
+                return .nanoseconds(Int64(min((1 - bucket.tokens) / rate, Self.longestWait) * 1e9))
             }
             bucket.tokens -= 1
             if buckets.count >= maxBuckets, buckets[key] == nil { forgetRefilled(&buckets, now: now) }
@@ -74,11 +77,15 @@ final class RateLimiter: Sendable {
         }
     }
 
+    /// A day: the longest `Retry-After`, and the longest a bucket is kept refilling.
+    static let longestWait: Double = 86_400
+
     private func forgetRefilled(_ buckets: inout [String: Bucket], now: ContinuousClock.Instant) {
-        let refill = Duration.nanoseconds(Int64(burst / rate * 1e9))
+        let refill = Duration.nanoseconds(Int64(min(burst / rate, Self.longestWait) * 1e9))
         buckets = buckets.filter { now - $0.value.updated < refill }
-        // Still full of active keys: drop the stalest half rather than grow without bound.
-        if buckets.count >= maxBuckets {
+        // Still mostly active keys (many addresses at once): keep the freshest half, so that the
+        // next scan is thousands of inserts away rather than the next one.
+        if buckets.count >= maxBuckets * 3 / 4 {
             let kept = buckets.sorted { $0.value.updated > $1.value.updated }.prefix(maxBuckets / 2)
             buckets = Dictionary(uniqueKeysWithValues: kept.map { ($0.key, $0.value) })
         }

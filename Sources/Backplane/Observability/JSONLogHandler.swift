@@ -16,7 +16,8 @@ public struct JSONLogHandler: LogHandler {
 
     /// Log lines go to standard error, as the text format's do; standard output keeps the lines
     /// scripts read (the port, first-run credentials).
-    public static let standardError: @Sendable (Data) -> Void = { FileHandle.standardError.write($0) }
+    /// A failed write (a closed pipe, a full disk) loses the line rather than the process.
+    public static let standardError: @Sendable (Data) -> Void = { try? FileHandle.standardError.write(contentsOf: $0) }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }

@@ -114,8 +114,8 @@ public struct CommandService: Sendable {
 
     /// Counted once the store has applied them: a transaction retried or rolled back counts nothing.
     private func countTransitions(acks: [CommandAck], results: [CommandAckResult], open: [CommandRecord], now: Date) {
-        let accepted = Set(results.filter { $0.status == .accepted }.map(\.commandId))
-        for ack in acks where accepted.contains(ack.commandId) {
+        // One result per ack, in order: a command acknowledged twice in one sync counts once.
+        for (ack, result) in zip(acks, results) where result.status == .accepted {
             switch ack.outcome {
             case .succeeded: metrics.count(.succeeded)
             case .failed: metrics.count(.failed)

@@ -23,14 +23,27 @@ public enum SQLiteBackup {
 
     static let summarized = ["applications", "devices", "commands", "events", "episodes", "download_grants"]
 
-    /// Writes a copy of `store` to `file`, which must not exist. The copy is written beside it
-    /// first, made owner-only (it holds the app key secrets), checked, flushed to disk, then
-    /// renamed into place: `file` is whole or absent.
-    public static func backup(_ store: SQLiteStore, to file: URL) throws -> Summary {
+    /// Writes a copy of the database in `directory` to `file`, which must not exist. The database
+    /// is opened as it is (never created or migrated: a mistyped directory is an error, not an
+    /// empty backup). The copy is written beside `file` first, made owner-only (it holds the app
+    /// key secrets), checked, flushed to disk, then renamed into place: `file` is whole or absent.
+    public static func backup(directory: URL, to file: URL) throws -> Summary {
         let files = FileManager.default
+        let database = directory.appendingPathComponent("backplane.sqlite").path
+        guard files.fileExists(atPath: database) else { throw BackupError("No backplane.sqlite in \(directory.path).") }
         guard !files.fileExists(atPath: file.path) else {
             throw BackupError("\(file.path) exists; a backup never replaces a file. Choose a new name.")
         }
+        var configuration = Configuration()
+        // The server may be writing: wait for its lock rather than fail.
+        configuration.busyMode = .timeout(10)
+        let source: DatabaseQueue
+        do {
+            source = try DatabaseQueue(path: database, configuration: configuration)
+        } catch let error as DatabaseError {
+            throw BackupError("\(database) is not a backplane database: \(error.message ?? "\(error)").")
+        }
+        _ = try check(source, named: database, integrity: false)
         let partial = file.path + ".partial"
         try? files.removeItem(atPath: partial)
         guard files.createFile(atPath: partial, contents: nil, attributes: [.posixPermissions: 0o600]) else {
@@ -38,7 +51,9 @@ public enum SQLiteBackup {
         }
         do {
             let destination = try DatabaseQueue(path: partial)
-            try store.copy(into: destination)
+            // One read transaction of the source: the database as of one commit.
+            try source.backup(to: destination)
+            try source.close()
             let summary = try check(destination, named: file.path)
             try destination.close()
             try flush(partial)
@@ -80,40 +95,69 @@ public enum SQLiteBackup {
         guard files.createFile(atPath: incoming, contents: nil, attributes: [.posixPermissions: 0o600]) else {
             throw BackupError("Cannot create \(incoming).")
         }
-        let destination = try DatabaseQueue(path: incoming)
-        try source.backup(to: destination)
-        let summary = try check(destination, named: incoming)
-        try destination.close()
-        try source.close()
-        try flush(incoming)
+        let summary: Summary
+        do {
+            let destination = try DatabaseQueue(path: incoming)
+            try source.backup(to: destination)
+            summary = try check(destination, named: incoming)
+            try destination.close()
+            try source.close()
+            try flush(incoming)
+            try giveToDirectoryOwner(incoming, directory: directory)
+        } catch {
+            try? files.removeItem(atPath: incoming)
+            throw error
+        }
 
         var keptAside: String?
-        if files.fileExists(atPath: database) {
-            let stamp = ISO8601DateFormatter.string(from: now, timeZone: .gmt, formatOptions: [.withYear, .withMonth, .withDay, .withTime, .withTimeZone])
-            let aside = database + ".before-restore-" + stamp
-            // The WAL and shared-memory files keep SQLite's naming, so the old database opens as it was.
-            for suffix in ["", "-wal", "-shm"] where files.fileExists(atPath: database + suffix) {
-                try files.moveItem(atPath: database + suffix, toPath: aside + suffix)
+        var movedAside: [(from: String, to: String)] = []
+        do {
+            if files.fileExists(atPath: database) {
+                let stamp = ISO8601DateFormatter.string(
+                    from: now, timeZone: .gmt, formatOptions: [.withYear, .withMonth, .withDay, .withTime, .withTimeZone])
+                let aside = database + ".before-restore-" + stamp
+                // The WAL and shared-memory files keep SQLite's naming, so the old database opens as it was.
+                for suffix in ["", "-wal", "-shm"] where files.fileExists(atPath: database + suffix) {
+                    try files.moveItem(atPath: database + suffix, toPath: aside + suffix)
+                    movedAside.append((database + suffix, aside + suffix))
+                }
+                keptAside = aside
             }
-            keptAside = aside
+            try files.moveItem(atPath: incoming, toPath: database)
+        } catch {
+            // Put back what was there: a directory left without its database would start empty.
+            for (original, aside) in movedAside.reversed() { try? files.moveItem(atPath: aside, toPath: original) }
+            try? files.removeItem(atPath: incoming)
+            throw error
         }
-        try files.moveItem(atPath: incoming, toPath: database)
         try flush(directory.path)
         return (summary, keptAside)
     }
 
+    /// Run as root for a service that runs as its own user (the systemd unit's `backplane`), a
+    /// restored file owned by root would be unreadable to the server: it is given to whoever owns
+    /// the directory.
+    private static func giveToDirectoryOwner(_ path: String, directory: URL) throws {
+        guard getuid() == 0 else { return }
+        let owner = try FileManager.default.attributesOfItem(atPath: directory.path)
+        guard let uid = (owner[.ownerAccountID] as? NSNumber)?.uint32Value, let gid = (owner[.groupOwnerAccountID] as? NSNumber)?.uint32Value,
+              uid != 0
+        else { return }
+        guard chown(path, uid, gid) == 0 else { throw BackupError("Cannot give \(path) to the directory's owner (errno \(errno)).") }
+    }
+
     /// Integrity and row counts; refuses a file that is not a backplane database.
-    private static func check(_ database: DatabaseQueue, named name: String) throws -> Summary {
+    private static func check(_ database: DatabaseQueue, named name: String, integrity: Bool = true) throws -> Summary {
         do {
-            return try counts(database, named: name)
+            return try counts(database, named: name, integrity: integrity)
         } catch let error as DatabaseError {
             throw BackupError("\(name) is not a backplane database: \(error.message ?? "\(error)").")
         }
     }
 
-    private static func counts(_ database: DatabaseQueue, named name: String) throws -> Summary {
+    private static func counts(_ database: DatabaseQueue, named name: String, integrity: Bool) throws -> Summary {
         try database.read { db in
-            guard try String.fetchOne(db, sql: "PRAGMA integrity_check") == "ok" else {
+            guard try !integrity || String.fetchOne(db, sql: "PRAGMA integrity_check") == "ok" else {
                 throw BackupError("\(name) is damaged: SQLite's integrity check failed.")
             }
             guard try db.tableExists("grdb_migrations"), try db.tableExists("applications") else {
@@ -155,6 +199,11 @@ public final class DataDirectoryLock: Sendable {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw BackupError("Cannot open \(path) (errno \(errno)).") }
         guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let reason = errno
+            guard reason == EWOULDBLOCK else {
+                close(descriptor)
+                throw BackupError("Cannot lock \(path) (errno \(reason)); a file system without locks (NFS, CIFS) cannot hold the data.")
+            }
             let holder = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
             close(descriptor)
             throw BackupError(
@@ -166,6 +215,8 @@ public final class DataDirectoryLock: Sendable {
         _ = pid.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
         self.descriptor = Mutex(descriptor)
     }
+
+    deinit { release() }
 
     public func release() {
         descriptor.withLock { descriptor in

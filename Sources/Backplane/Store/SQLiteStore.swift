@@ -82,12 +82,6 @@ public final class SQLiteStore: BackplaneStore {
         }
     }
 
-    /// Copies the whole database into `destination` from one read transaction: a consistent
-    /// snapshot, taken while writes go on (`SQLiteBackup`).
-    func copy(into destination: DatabaseQueue) throws {
-        try writer.backup(to: destination)
-    }
-
     public func isReachable() async -> Bool {
         (try? await read { db in try Int.fetchOne(db, sql: "SELECT 1") }) == 1
     }

@@ -84,7 +84,16 @@ public final class PostgresStore: BackplaneStore {
     /// One query outside a transaction (a single statement is atomic by itself).
     @discardableResult
     func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await connection { [logger] connection in try await connection.rows(query, logger: logger) }
+        try await connection(kind: Self.kind(of: query)) { [logger] connection in try await connection.rows(query, logger: logger) }
+    }
+
+    /// A statement that only reads (SELECT, or WITH … SELECT without a data-modifying part) is timed
+    /// as a read, any other as a write.
+    static func kind(of query: PostgresQuery) -> TransactionTimings.Kind {
+        let sql = query.sql.drop { $0.isWhitespace }.prefix(6).uppercased()
+        guard sql == "SELECT" || (sql.hasPrefix("WITH") && !["INSERT", "UPDATE", "DELETE"].contains { query.sql.uppercased().contains($0) })
+        else { return .write }
+        return .read
     }
 
     private enum Lease { case waiting, leased, timedOut }
