@@ -127,6 +127,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // Triggers a graceful shutdown, as SIGTERM would, without a signal.
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                // Makes a backup look as if a newer version wrote it.
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
     ],

@@ -1,5 +1,6 @@
 import Backplane
 import Foundation
+import GRDB
 import BackplaneWire
 import Synchronization
 import Testing
@@ -92,6 +93,39 @@ import FoundationNetworking
         let refused = try await ChildProcess.run(binary, ["restore", "--from", backup.path, "--data-dir", restored.path])
         #expect(refused.status != 0)
         #expect(refused.output.contains("in use by a running backplane"))
+    }
+
+    @Test func restoreKeepsTheDatabaseItReplacesAndRefusesABackupFromANewerVersion() async throws {
+        let binary = try #require(BuiltProduct.url(named: "backplane"), "build the backplane product first")
+        let fixture = try await Fixture.make()
+        let work = temporaryDirectory("backplane-restore")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer {
+            try? FileManager.default.removeItem(at: work)
+            try? FileManager.default.removeItem(at: fixture.directory)
+        }
+        let backup = work.appendingPathComponent("backup.sqlite"), target = work.appendingPathComponent("data")
+        #expect(try await ChildProcess.run(binary, ["backup", "--to", backup.path, "--data-dir", fixture.directory.path]).status == 0)
+        #expect(try await ChildProcess.run(binary, ["restore", "--from", backup.path, "--data-dir", target.path]).status == 0)
+
+        // Restoring over a database keeps it, renamed, where it was.
+        let again = try await ChildProcess.run(binary, ["restore", "--from", backup.path, "--data-dir", target.path])
+        #expect(again.status == 0, "\(again.output)")
+        let kept = try FileManager.default.contentsOfDirectory(atPath: target.path).filter { $0.hasPrefix("backplane.sqlite.before-restore-") }
+        #expect(kept.count == 1, "\(kept)")
+        #expect(again.output.contains("kept as"))
+
+        // A backup that a newer version wrote (a migration this one does not know) is refused and
+        // nothing is replaced.
+        try await DatabaseQueue(path: backup.path).write { db in
+            try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99: from a later version')")
+        }
+        let before = try Data(contentsOf: target.appendingPathComponent("backplane.sqlite"))
+        let newer = try await ChildProcess.run(binary, ["restore", "--from", backup.path, "--data-dir", target.path])
+        #expect(newer.status != 0)
+        #expect(newer.output.contains("newer backplane"))
+        #expect(try Data(contentsOf: target.appendingPathComponent("backplane.sqlite")) == before)
+        #expect(!FileManager.default.fileExists(atPath: target.appendingPathComponent("backplane.sqlite.restoring").path))
     }
 
     static func get<T: Decodable>(_ port: Int, _ path: String, token: String) async throws -> T {

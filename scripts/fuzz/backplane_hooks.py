@@ -40,6 +40,12 @@ _device = {"credential": STATE["credential"], "stale": False}
 _app = {"key": AppKey(STATE["keyId"], STATE["secret"]), "revoked": False}
 _rng = random.Random(int(os.environ.get("BACKPLANE_FUZZ_SEED", "0")) or None)
 
+# The hooks' own bearer tokens (named "fuzz-hooks" by scripts/fuzz-api). The fuzzer learns token
+# ids from `GET /v1/admin/tokens` and feeds them to `POST /v1/admin/tokens/{tokenId}/revoke`; the
+# API makes no admin token, so a revoked hook token could not be replaced. A revocation aimed at
+# one is sent to a throwaway token instead (still a real revocation).
+_PROTECTED_TOKEN_IDS: set[str] = set()
+
 # How often a generated id is replaced by one that exists.
 KNOWN_ID_RATE = {"devices": 0.9, "subscriptions": 0.7, "events": 0.9, "admin": 0.4, "cms": 0.5}
 
@@ -102,6 +108,18 @@ def _admin(method: str, path: str, body: object | None = None) -> object:
     return answer
 
 
+def _protect_hook_tokens() -> None:
+    listed = _admin("GET", "/v1/admin/tokens")
+    for token in listed.get("tokens", []) if isinstance(listed, dict) else []:
+        if token.get("name") == "fuzz-hooks":
+            _PROTECTED_TOKEN_IDS.add(token["tokenId"])
+
+
+def _throwaway_token_id() -> str:
+    answer = _admin("POST", "/v1/admin/tokens", {"scope": "cms", "name": "fuzz-throwaway"})
+    return answer["info"]["tokenId"]
+
+
 def _save_state() -> None:
     """Writes the current credential and app key back, so `backplane_signing.py send --state` can
     replay a finding after the run (called with the lock held)."""
@@ -156,6 +174,13 @@ def before_call(context, case, kwargs):
                 case.path_parameters[name] = value
         if "assetId" in case.path_parameters and case.path_parameters.get("feedId") == STATE["feedId"] and _rng.random() < 0.5:
             case.path_parameters["assetId"] = STATE["assetId"]
+
+    if operation == "adminRevokeToken" and isinstance(case.path_parameters, dict):
+        with _lock:
+            if not _PROTECTED_TOKEN_IDS:
+                _protect_hook_tokens()
+        if case.path_parameters.get("tokenId") in _PROTECTED_TOKEN_IDS or _rng.random() < 0.3:
+            case.path_parameters["tokenId"] = _throwaway_token_id()
 
     # Commands for the fuzz device (a generated target almost never exists), and an episode to retract.
     if operation == "adminEnqueueCommand" and isinstance(case.body, dict) and _rng.random() < 0.5:
