@@ -35,7 +35,11 @@ enum Environment {
 
     /// What the help of an option says about where its value may come from.
     static func help(_ text: String, option: String, default fallback: CustomStringConvertible? = nil) -> ArgumentHelp {
-        let defaultText = fallback.map { "default \($0); " } ?? ""
+        // 20, not 20.0, for a whole-number rate.
+        let shown = fallback.map { value in
+            (value as? Double).flatMap { $0 == $0.rounded() && abs($0) < 1e15 ? String(Int($0)) : nil } ?? "\(value)"
+        }
+        let defaultText = shown.map { "default \($0); " } ?? ""
         return ArgumentHelp("\(text) (\(defaultText)env \(variable(for: option)))")
     }
 }

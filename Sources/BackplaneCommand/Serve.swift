@@ -14,71 +14,70 @@ struct Serve: AsyncParsableCommand {
             """)
 
     // Optional so that an unset flag can fall back to the environment; `validate()` fills each in.
-    @Option(help: Environment.help("Address to listen on", option: "host", default: "127.0.0.1")) var host: String?
-    @Option(help: Environment.help("Port to listen on, 0 picks a free one", option: "port", default: 8080)) var port: Int?
+    @Option(help: Environment.help("Address to listen on", option: "host", default: Defaults.host)) var host: String?
+    @Option(help: Environment.help("Port to listen on, 0 picks a free one", option: "port", default: Defaults.port)) var port: Int?
     @OptionGroup var data: StoreOptions
-    @Option(help: Environment.help("trace, debug, info, notice, warning, error or critical", option: "log-level", default: "info"))
+    @Option(help: Environment.help("trace, debug, info, notice, warning, error or critical", option: "log-level", default: Defaults.logLevel))
     var logLevel: String?
-    @Option(help: Environment.help("text, or json for one JSON object per line (log shippers)", option: "log-format", default: "text"))
+    @Option(help: Environment.help("text, or json for one JSON object per line (log shippers)", option: "log-format", default: Defaults.logFormat))
     var logFormat: String?
     @Option(help: ArgumentHelp(
         "When set, GET /metrics needs 'Authorization: Bearer <this>' (env BACKPLANE_METRICS_TOKEN).",
         discussion: "Prefer the environment: a flag shows in the process list."))
     var metricsToken: String?
-    @Option(help: Environment.help("Seconds between server pings on idle device channels; 0 turns them off", option: "channel-ping-seconds", default: 60))
+    @Option(help: Environment.help("Seconds between server pings on idle device channels; 0 turns them off", option: "channel-ping-seconds", default: Defaults.channelPingSeconds))
     var channelPingSeconds: Int?
     @Option(help: Environment.help(
-        "Days events are kept (by corrected time) before retention deletes them; 0 keeps them forever", option: "event-retention-days", default: 365))
+        "Days events are kept (by corrected time) before retention deletes them; 0 keeps them forever", option: "event-retention-days", default: Defaults.eventRetentionDays))
     var eventRetentionDays: Int?
     @Option(help: Environment.help(
         "Largest request head (request line and headers) in bytes; larger ones are answered 431", option: "max-header-bytes",
-        default: TransportLimits().maxHeaderBytes))
+        default: Defaults.transport.maxHeaderBytes))
     var maxHeaderBytes: Int?
     @Option(help: Environment.help(
         "Seconds a connection may take to send a complete request head (also closes idle kept-alive connections)",
-        option: "request-head-timeout-seconds", default: 30))
+        option: "request-head-timeout-seconds", default: Defaults.requestHeadTimeoutSeconds))
     var requestHeadTimeoutSeconds: Int?
-    @Option(help: Environment.help("Seconds a request body may take to arrive once its head has", option: "request-body-timeout-seconds", default: 60))
+    @Option(help: Environment.help("Seconds a request body may take to arrive once its head has", option: "request-body-timeout-seconds", default: Defaults.requestBodyTimeoutSeconds))
     var requestBodyTimeoutSeconds: Int?
     @Option(help: Environment.help(
         "Open connections per process, WebSocket channels included; further ones wait in the listen backlog", option: "max-connections",
-        default: TransportLimits().maxConnections))
+        default: Defaults.transport.maxConnections))
     var maxConnections: Int?
 
-    @Option(help: Environment.help("Requests per second per device, past which it gets 429; 0 turns it off", option: "device-rate-limit", default: 20))
+    @Option(help: Environment.help("Requests per second per device, past which it gets 429; 0 turns it off", option: "device-rate-limit", default: Defaults.rateLimits.deviceRate))
     var deviceRateLimit: Double?
-    @Option(help: Environment.help("Requests a device may make at once before its rate applies", option: "device-rate-burst", default: 200))
+    @Option(help: Environment.help("Requests a device may make at once before its rate applies", option: "device-rate-burst", default: Defaults.rateLimits.deviceBurst))
     var deviceRateBurst: Double?
     @Option(help: Environment.help(
-        "Requests per second per client address (health checks and /metrics aside); 0 turns it off", option: "address-rate-limit", default: 0))
+        "Requests per second per client address (health checks and /metrics aside); 0 turns it off", option: "address-rate-limit", default: Defaults.rateLimits.addressRate))
     var addressRateLimit: Double?
-    @Option(help: Environment.help("Requests an address may make at once before its rate applies", option: "address-rate-burst", default: 5000))
+    @Option(help: Environment.help("Requests an address may make at once before its rate applies", option: "address-rate-burst", default: Defaults.rateLimits.addressBurst))
     var addressRateBurst: Double?
     @Option(help: Environment.help(
         "true: the client address is the last X-Forwarded-For entry (only behind a proxy that sets it)", option: "trust-forwarded-for",
-        default: false))
+        default: Defaults.rateLimits.addressFromForwardedFor))
     var trustForwardedFor: Bool?
 
     /// Runs before anything touches the data directory: a bad option creates nothing. Fills every
     /// option from its flag, its environment variable or its default, then checks its range.
     mutating func validate() throws {
-        host = try Environment.resolve(host, option: "host", default: "127.0.0.1")
-        port = try Environment.resolve(port, option: "port", default: 8080)
-        logLevel = try Environment.resolve(logLevel, option: "log-level", default: "info")
-        logFormat = try Environment.resolve(logFormat, option: "log-format", default: "text")
+        host = try Environment.resolve(host, option: "host", default: Defaults.host)
+        port = try Environment.resolve(port, option: "port", default: Defaults.port)
+        logLevel = try Environment.resolve(logLevel, option: "log-level", default: Defaults.logLevel)
+        logFormat = try Environment.resolve(logFormat, option: "log-format", default: Defaults.logFormat)
         metricsToken = Environment.resolve(metricsToken, option: "metrics-token")
-        channelPingSeconds = try Environment.resolve(channelPingSeconds, option: "channel-ping-seconds", default: 60)
-        eventRetentionDays = try Environment.resolve(eventRetentionDays, option: "event-retention-days", default: 365)
-        maxHeaderBytes = try Environment.resolve(maxHeaderBytes, option: "max-header-bytes", default: TransportLimits().maxHeaderBytes)
-        requestHeadTimeoutSeconds = try Environment.resolve(requestHeadTimeoutSeconds, option: "request-head-timeout-seconds", default: 30)
-        requestBodyTimeoutSeconds = try Environment.resolve(requestBodyTimeoutSeconds, option: "request-body-timeout-seconds", default: 60)
-        maxConnections = try Environment.resolve(maxConnections, option: "max-connections", default: TransportLimits().maxConnections)
-        let limits = RateLimits()
-        deviceRateLimit = try Environment.resolve(deviceRateLimit, option: "device-rate-limit", default: limits.deviceRate)
-        deviceRateBurst = try Environment.resolve(deviceRateBurst, option: "device-rate-burst", default: limits.deviceBurst)
-        addressRateLimit = try Environment.resolve(addressRateLimit, option: "address-rate-limit", default: limits.addressRate)
-        addressRateBurst = try Environment.resolve(addressRateBurst, option: "address-rate-burst", default: limits.addressBurst)
-        trustForwardedFor = try Environment.resolve(trustForwardedFor, option: "trust-forwarded-for", default: false)
+        channelPingSeconds = try Environment.resolve(channelPingSeconds, option: "channel-ping-seconds", default: Defaults.channelPingSeconds)
+        eventRetentionDays = try Environment.resolve(eventRetentionDays, option: "event-retention-days", default: Defaults.eventRetentionDays)
+        maxHeaderBytes = try Environment.resolve(maxHeaderBytes, option: "max-header-bytes", default: Defaults.transport.maxHeaderBytes)
+        requestHeadTimeoutSeconds = try Environment.resolve(requestHeadTimeoutSeconds, option: "request-head-timeout-seconds", default: Defaults.requestHeadTimeoutSeconds)
+        requestBodyTimeoutSeconds = try Environment.resolve(requestBodyTimeoutSeconds, option: "request-body-timeout-seconds", default: Defaults.requestBodyTimeoutSeconds)
+        maxConnections = try Environment.resolve(maxConnections, option: "max-connections", default: Defaults.transport.maxConnections)
+        deviceRateLimit = try Environment.resolve(deviceRateLimit, option: "device-rate-limit", default: Defaults.rateLimits.deviceRate)
+        deviceRateBurst = try Environment.resolve(deviceRateBurst, option: "device-rate-burst", default: Defaults.rateLimits.deviceBurst)
+        addressRateLimit = try Environment.resolve(addressRateLimit, option: "address-rate-limit", default: Defaults.rateLimits.addressRate)
+        addressRateBurst = try Environment.resolve(addressRateBurst, option: "address-rate-burst", default: Defaults.rateLimits.addressBurst)
+        trustForwardedFor = try Environment.resolve(trustForwardedFor, option: "trust-forwarded-for", default: Defaults.rateLimits.addressFromForwardedFor)
 
         guard Logger.Level(rawValue: logLevel!) != nil else { throw ValidationError("--log-level: unknown level '\(logLevel!)'.") }
         guard ["text", "json"].contains(logFormat!) else { throw ValidationError("--log-format must be text or json.") }
@@ -180,6 +179,21 @@ private struct AfterBind: Service {
             return
         }
     }
+}
+
+/// Each option's default, written once for its help and its resolution; read from the library's
+/// own defaults where it has them.
+private enum Defaults {
+    static let host = "127.0.0.1"
+    static let port = 8080
+    static let logLevel = "info"
+    static let logFormat = "text"
+    static let channelPingSeconds = 60
+    static let eventRetentionDays = 365
+    static let transport = TransportLimits()
+    static let requestHeadTimeoutSeconds = Int(transport.requestHeadTimeout.components.seconds)
+    static let requestBodyTimeoutSeconds = Int(transport.requestBodyTimeout.components.seconds)
+    static let rateLimits = RateLimits()
 }
 
 /// The server could not take its address: one line naming it and what to do.

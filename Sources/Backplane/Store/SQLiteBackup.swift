@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -43,7 +42,8 @@ public enum SQLiteBackup {
         } catch let error as DatabaseError {
             throw BackupError("\(database) is not a backplane database: \(error.message ?? "\(error)").")
         }
-        _ = try check(source, named: database, integrity: false)
+        // Only that it is a backplane database: the copy is checked and counted, not the live file.
+        try reading(source, named: database) { db in try requireBackplaneTables(db, named: database) }
         let partial = file.path + ".partial"
         try? files.removeItem(atPath: partial)
         guard files.createFile(atPath: partial, contents: nil, attributes: [.posixPermissions: 0o600]) else {
@@ -147,25 +147,32 @@ public enum SQLiteBackup {
     }
 
     /// Integrity and row counts; refuses a file that is not a backplane database.
-    private static func check(_ database: DatabaseQueue, named name: String, integrity: Bool = true) throws -> Summary {
-        do {
-            return try counts(database, named: name, integrity: integrity)
-        } catch let error as DatabaseError {
-            throw BackupError("\(name) is not a backplane database: \(error.message ?? "\(error)").")
-        }
-    }
-
-    private static func counts(_ database: DatabaseQueue, named name: String, integrity: Bool) throws -> Summary {
-        try database.read { db in
-            guard try !integrity || String.fetchOne(db, sql: "PRAGMA integrity_check") == "ok" else {
+    /// Integrity, the backplane's tables, and row counts (what `backup` and `restore` print).
+    private static func check(_ database: DatabaseQueue, named name: String) throws -> Summary {
+        try reading(database, named: name) { db in
+            guard try String.fetchOne(db, sql: "PRAGMA integrity_check") == "ok" else {
                 throw BackupError("\(name) is damaged: SQLite's integrity check failed.")
             }
-            guard try db.tableExists("grdb_migrations"), try db.tableExists("applications") else {
-                throw BackupError("\(name) is not a backplane database.")
-            }
+            try requireBackplaneTables(db, named: name)
             return Summary(rows: try summarized.filter { try db.tableExists($0) }.map { table in
                 (table, try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0)
             })
+        }
+    }
+
+    /// Refuses a file that is not a backplane database; reads no rows.
+    private static func requireBackplaneTables(_ db: Database, named name: String) throws {
+        guard try db.tableExists("grdb_migrations"), try db.tableExists("applications") else {
+            throw BackupError("\(name) is not a backplane database.")
+        }
+    }
+
+    /// A read of `database`; an SQLite error (not a database at all) says so in one line.
+    private static func reading<T>(_ database: DatabaseQueue, named name: String, _ body: (Database) throws -> T) throws -> T {
+        do {
+            return try database.read(body)
+        } catch let error as DatabaseError {
+            throw BackupError("\(name) is not a backplane database: \(error.message ?? "\(error)").")
         }
     }
 
@@ -182,46 +189,4 @@ public struct BackupError: Error, CustomStringConvertible {
     public let description: String
 
     init(_ description: String) { self.description = description }
-}
-
-/// Marks a data directory as served: `serve` holds it for its whole run, `restore` while it
-/// replaces the database. An advisory lock (`flock`) on `backplane.lock` in the directory,
-/// released by the kernel when the process ends, however it ends.
-public final class DataDirectoryLock: Sendable {
-    /// -1 once released.
-    private let descriptor: Mutex<Int32>
-
-    /// Creates the directory (owner-only) if needed and takes the lock, or throws at once when
-    /// another process holds it.
-    public init(directory: URL) throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let path = directory.appendingPathComponent("backplane.lock").path
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw BackupError("Cannot open \(path) (errno \(errno)).") }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            let reason = errno
-            guard reason == EWOULDBLOCK else {
-                close(descriptor)
-                throw BackupError("Cannot lock \(path) (errno \(reason)); a file system without locks (NFS, CIFS) cannot hold the data.")
-            }
-            let holder = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
-            close(descriptor)
-            throw BackupError(
-                "The data directory \(directory.path) is in use by a running backplane\(holder.map { " (pid \($0))" } ?? ""). Stop it first.")
-        }
-        // Who holds it, for the message above; the lock itself is what counts.
-        let pid = Array("\(getpid())\n".utf8)
-        _ = ftruncate(descriptor, 0)
-        _ = pid.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
-        self.descriptor = Mutex(descriptor)
-    }
-
-    deinit { release() }
-
-    public func release() {
-        descriptor.withLock { descriptor in
-            if descriptor >= 0 { close(descriptor) }
-            descriptor = -1
-        }
-    }
 }
