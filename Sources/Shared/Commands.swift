@@ -106,6 +106,18 @@ public struct CommandList: Codable, Sendable, Equatable {
     }
 }
 
+/// `GET /v1/admin/commands`: one page of the application's commands, newest first.
+public struct CommandPage: Codable, Sendable, Equatable {
+    public var commands: [Command]
+    /// Pass as `cursor` to get the next (older) page; absent on the last page.
+    public var nextCursor: String?
+
+    public init(commands: [Command], nextCursor: String?) {
+        self.commands = commands
+        self.nextCursor = nextCursor
+    }
+}
+
 /// A device's answer to a command, sent in the next sync.
 public struct CommandAck: Codable, Sendable, Equatable {
     public enum Outcome: String, Codable, Sendable {

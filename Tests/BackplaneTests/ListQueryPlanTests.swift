@@ -29,7 +29,7 @@ import TestSupport
         statements.withLock { $0.removeAll() }
 
         // Each call is one page the routes serve; the name says which.
-        let pages: [Page] = Self.devicePages(store, app) + Self.grantPages(store, app) + Self.eventPages(store, app) + Self.episodePages(store, app)
+        let pages: [Page] = Self.devicePages(store, app) + Self.commandPages(store, app) + Self.grantPages(store, app) + Self.eventPages(store, app) + Self.episodePages(store, app)
         for page in pages {
             statements.withLock { $0.removeAll() }
             let count = try await page.run()
@@ -66,6 +66,7 @@ import TestSupport
             ("devices with unregistered", DeviceFilter(includeUnregistered: true), 50_000, ["application_id=?", "rowid>?"]),
             ("devices of a user", DeviceFilter(userId: "u7"), 1, ["user_id=?"]),
             ("devices by external id", DeviceFilter(externalDeviceId: "x7"), 1, ["external_device_id=?"]),
+            ("devices by nickname", DeviceFilter(nickname: "n7", includeUnregistered: true), nil, ["nickname=?"]),
         ]
         let lists = filters.map { name, filter, after, searched in
             Page(name: name, searched: searched) { try await store.devices(applicationId: app, filter: filter, afterRowId: after, limit: 100).count }
@@ -81,6 +82,22 @@ import TestSupport
                 return try await store.syncCommands(applicationId: app, deviceId: "d7", acks: [], rules: rules).open.count
             },
         ]
+    }
+
+    /// The application's command list (`GET /v1/admin/commands`, the console), newest first.
+    private static func commandPages(_ store: SQLiteStore, _ app: String) -> [Page] {
+        let filters: [(String, CommandFilter, [String])] = [
+            ("commands", CommandFilter(), ["application_id=?", "row_id<?"]),
+            ("commands in a state", CommandFilter(state: .pending), ["state=?", "row_id<?"]),
+            ("commands of a type", CommandFilter(type: .syncNow), ["type=?", "row_id<?"]),
+            ("commands in a state of a type", CommandFilter(state: .pending, type: .syncNow), ["state=?", "type=?"]),
+            ("commands of a device, newest first", CommandFilter(deviceId: "d7"), ["device_id=?"]),
+        ]
+        return filters.map { name, filter, searched in
+            Page(name: name, searched: searched) {
+                try await store.commands(applicationId: app, filter: filter, beforeRowId: 99_000, limit: 100).count
+            }
+        }
     }
 
     private static func grantPages(_ store: SQLiteStore, _ app: String) -> [Page] {
@@ -147,9 +164,9 @@ import TestSupport
         try await store.write { db in
             try db.execute(sql: """
                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(rows))
-                INSERT INTO devices (application_id, device_id, user_id, external_device_id, platform, download_enabled,
+                INSERT INTO devices (application_id, device_id, user_id, external_device_id, nickname, platform, download_enabled,
                     credential_hash, registered_at, updated_at, last_seen_at, unregistered_at)
-                SELECT ?, 'd' || i, 'u' || (i % 1000), 'x' || (i % 1000), 'linux', i % 2, 'hash', \(time), \(time), \(time),
+                SELECT ?, 'd' || i, 'u' || (i % 1000), 'x' || (i % 1000), 'n' || (i % 1000), 'linux', i % 2, 'hash', \(time), \(time), \(time),
                     CASE WHEN i % 10 = 0 THEN \(time) END FROM n;
                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(rows))
                 INSERT INTO events (application_id, device_id, sequence, event_id, type, device_time, received_at, corrected_time,
@@ -163,7 +180,7 @@ import TestSupport
                     1, '\(window)', \(time), \(time) FROM n;
                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(rows))
                 INSERT INTO commands (command_id, application_id, device_id, type, state, created_at, updated_at, deferrals)
-                SELECT 'c' || i, ?, 'd' || (i % 1000), 'wipe', CASE WHEN i % 7 = 0 THEN 'pending' ELSE 'succeeded' END,
+                SELECT 'c' || i, ?, 'd' || (i % 1000), CASE WHEN i % 5 = 0 THEN 'syncNow' ELSE 'wipe' END, CASE WHEN i % 7 = 0 THEN 'pending' ELSE 'succeeded' END,
                     \(time), \(time), 0 FROM n;
                 """, arguments: [applicationId, applicationId, applicationId, applicationId])
         }

@@ -24,6 +24,7 @@ struct AdminController {
             .post("tokens", use: createToken)
             .post("tokens/:tokenId/revoke", use: revokeToken)
             .post("commands", use: enqueueCommand)
+            .get("commands", use: listCommands)
             .get("commands/:commandId", use: command)
             .post("commands/:commandId/cancel", use: cancelCommand)
             .get("devices/:deviceId/commands", use: deviceCommands)
@@ -32,6 +33,17 @@ struct AdminController {
     @Sendable func enqueueCommand(_ request: Request, context: TokenRequestContext) async throws -> EditedResponse<CommandList> {
         let body = try await request.decode(as: EnqueueCommandRequest.self, context: context)
         return EditedResponse(status: .created, response: try await commands.enqueue(applicationId: context.applicationId, body))
+    }
+
+    @Sendable func listCommands(_ request: Request, context: TokenRequestContext) async throws -> CommandPage {
+        let query = request.uri.queryParameters
+        func text(_ name: String) -> String? { query[Substring(name)].map(String.init) }
+        let filter = CommandFilter(
+            deviceId: text("deviceId"),
+            state: try QueryValue.option(text("state"), name: "state", as: CommandState.self),
+            type: try QueryValue.option(text("type"), name: "type", as: CommandType.self))
+        return try await commands.list(
+            applicationId: context.applicationId, filter: filter, cursor: text("cursor"), limit: try QueryValue.int(text("limit"), name: "limit"))
     }
 
     @Sendable func command(_ request: Request, context: TokenRequestContext) async throws -> Command {

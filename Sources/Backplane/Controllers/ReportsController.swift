@@ -27,12 +27,14 @@ struct ReportsController {
 
     /// Streamed a page at a time; everything that can be refused is checked before the first byte.
     @Sendable func export(_ request: Request, context: TokenRequestContext) async throws -> Response {
-        let query = request.uri.queryParameters
-        let format = try ExportFormat(query["format"].map(String.init))
+        let format = try ExportFormat(request.uri.queryParameters["format"].map(String.init))
         let filter = try Self.filter(request)
         try EventService.validate(filter)
-        let applicationId = context.applicationId
-        let events = events
+        return Self.exportResponse(events: events, applicationId: context.applicationId, filter: filter, format: format)
+    }
+
+    /// The export's answer, for the API and the console: the filter is checked already.
+    static func exportResponse(events: EventService, applicationId: String, filter: EventFilter, format: ExportFormat) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = format.contentType
         headers[.contentDisposition] = "attachment; filename=\"events.\(format.rawValue)\""
@@ -74,23 +76,22 @@ struct ReportsController {
         }
     }
 
-    static func filter(_ request: Request) throws -> EventFilter {
+    /// The event filter of the query. `emptyMeansAbsent`: a field sent empty filters nothing (a
+    /// console form sends every field); the API reads it as the empty value.
+    static func filter(_ request: Request, emptyMeansAbsent: Bool = false) throws -> EventFilter {
         let query = request.uri.queryParameters
-        func text(_ name: String) -> String? { query[Substring(name)].map(String.init) }
-        var type: EventType?
-        if let text = query["type"].map(String.init) {
-            guard let known = EventType(rawValue: text) else {
-                throw BackplaneError.validation(
-                    "Unknown event type '\(text)'; known types: \(EventType.allCases.map(\.rawValue).joined(separator: ", ")).", field: "type")
-            }
-            type = known
+        func text(_ name: String) -> String? {
+            query[Substring(name)].map(String.init).flatMap { emptyMeansAbsent && $0.isEmpty ? nil : $0 }
         }
+        let type = try QueryValue.option(text("type"), name: "type", as: EventType.self)
         let from = try QueryValue.date(text("from"), name: "from"), to = try QueryValue.date(text("to"), name: "to")
         return EventFilter(type: type, userId: text("userId"), deviceId: text("deviceId"), assetId: text("assetId"), from: from, to: to)
     }
 }
 
 /// The export's CSV (RFC 4180): one header line, one line per event, fields quoted when needed.
+/// Text that came from a device is neutralised (`CSVCell.text`); numbers, times and event types
+/// the backplane formatted itself are written as they are.
 enum EventCSV {
     static let columns = [
         "deviceId", "sequence", "eventId", "type", "deviceTime", "receivedAt", "correctedTime", "userId", "externalDeviceId",
@@ -101,24 +102,43 @@ enum EventCSV {
 
     static func row(_ stored: StoredEvent) -> String {
         let event = stored.event, content = event.content
-        func time(_ date: Date) -> String { date.formatted(timeFormat) }
-        let fields: [String?] = [
-            stored.deviceId, String(event.sequence), event.eventId, content.type.rawValue, time(event.deviceTime), time(stored.receivedAt),
-            time(stored.correctedTime), event.userId, event.externalDeviceId, event.appState?.rawValue, event.platform, event.sdkVersion,
-            event.appVersion, content.assetId, content.deletionReason?.rawValue, content.resetType?.rawValue, content.limitType?.rawValue,
-            content.bitrate.map(String.init), content.durationSeconds.map { String($0) }, content.errorCode, content.errorMessage,
-            content.customName, content.customString, content.customNumber.map { String($0) },
+        func time(_ date: Date) -> String { CSVCell.value(date.formatted(timeFormat)) }
+        func text(_ value: String?) -> String { CSVCell.text(value ?? "") }
+        func value(_ value: String?) -> String { CSVCell.value(value ?? "") }
+        let fields: [String] = [
+            text(stored.deviceId), value(String(event.sequence)), text(event.eventId), value(content.type.rawValue), time(event.deviceTime),
+            time(stored.receivedAt), time(stored.correctedTime), text(event.userId), text(event.externalDeviceId), value(event.appState?.rawValue),
+            text(event.platform), text(event.sdkVersion), text(event.appVersion), text(content.assetId), value(content.deletionReason?.rawValue),
+            value(content.resetType?.rawValue), value(content.limitType?.rawValue), value(content.bitrate.map(String.init)),
+            value(content.durationSeconds.map { String($0) }), text(content.errorCode), text(content.errorMessage), text(content.customName),
+            text(content.customString), value(content.customNumber.map { String($0) }),
         ]
-        return fields.map { quote($0 ?? "") }.joined(separator: ",") + "\r\n"
+        return fields.joined(separator: ",") + "\r\n"
     }
 
     /// RFC 3339 in UTC with milliseconds and the `Z`: a spreadsheet or script reading the file
     /// must not guess the zone.
     static let timeFormat = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+}
 
-    static func quote(_ field: String) -> String {
+/// One CSV cell (RFC 4180), for every CSV the backplane writes.
+enum CSVCell {
+    /// Text from outside (device ids, user ids, event strings, nicknames). A spreadsheet runs a
+    /// cell that starts with `=`, `+`, `-` or `@` as a formula (and one starting with a tab or a
+    /// carriage return may reach one), so such a cell gets a leading `'`, as OWASP's "CSV
+    /// Injection" advice says: shown as text, the value is kept whole after the quote mark.
+    static func text(_ field: String) -> String {
+        guard let first = field.unicodeScalars.first, formulaStarts.contains(first) else { return value(field) }
+        return value("'" + field)
+    }
+
+    /// A value the backplane formatted (a number, a time, a name from a fixed list): quoted when
+    /// needed, never prefixed, so a negative number stays a number.
+    static func value(_ field: String) -> String {
         // Scalars, not Characters: "\r\n" is one Character and would match neither.
         guard field.unicodeScalars.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return field }
         return "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
+
+    private static let formulaStarts: Set<Unicode.Scalar> = ["=", "+", "-", "@", "\t", "\r"]
 }

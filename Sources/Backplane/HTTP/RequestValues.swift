@@ -19,6 +19,17 @@ enum QueryValue {
         return date
     }
 
+    /// One of an enumeration's raw values; an unknown one is refused with the list of known ones.
+    static func option<Value: RawRepresentable & CaseIterable>(_ text: String?, name: String, as: Value.Type) throws -> Value?
+    where Value.RawValue == String {
+        guard let text else { return nil }
+        guard let value = Value(rawValue: text) else {
+            throw BackplaneError.validation(
+                "Unknown \(name) '\(text)'; known: \(Value.allCases.map(\.rawValue).joined(separator: ", ")).", field: name)
+        }
+        return value
+    }
+
     static func bool(_ text: String?, name: String) throws -> Bool? {
         switch text {
         case nil: return nil

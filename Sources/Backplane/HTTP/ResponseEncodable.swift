@@ -10,6 +10,7 @@ extension CommandList: ResponseEncodable {}
 extension CreatedAppKey: ResponseEncodable {}
 extension CreatedToken: ResponseEncodable {}
 extension DevicePage: ResponseEncodable {}
+extension CommandPage: ResponseEncodable {}
 extension DownloadGrantPage: ResponseEncodable {}
 extension DownloadPermissionResponse: ResponseEncodable {}
 extension EntitlementKeySet: ResponseEncodable {}

@@ -66,6 +66,23 @@ public struct CommandService: Sendable {
         return CommandList(commands: commands.map { Self.expiring($0, now: now).wire })
     }
 
+    /// A page of the application's commands, newest first. The state filter is served by an
+    /// index of stored states; an open command past its expiry is shown as expired (the store
+    /// marks it so at the device's next sync), and so is left out of a `pending` or `delivered`
+    /// page, which can then be shorter than `limit` with a `nextCursor` all the same.
+    public func list(applicationId: String, filter: CommandFilter, cursor: String?, limit: Int?) async throws -> CommandPage {
+        let limit = try Validate.pageLimit(limit, default: WireLimits.defaultPageSize, max: WireLimits.maxPageSize)
+        if let deviceId = filter.deviceId { try Validate.identifier(deviceId, field: "deviceId") }
+        let before = try cursor.map(RowIdCursor.command.decode)
+        // One extra row tells whether another page exists.
+        let rows = try await store.commands(applicationId: applicationId, filter: filter, beforeRowId: before, limit: limit + 1)
+        let page = rows.prefix(limit)
+        let now = now()
+        let shown = page.map { Self.expiring($0, now: now) }.filter { filter.state == nil || $0.state == filter.state }
+        let next = rows.count > limit ? page.last?.rowId.map(RowIdCursor.command.encode) : nil
+        return CommandPage(commands: shown.map(\.wire), nextCursor: next)
+    }
+
     /// Cancels a command that was not delivered yet; a delivered or finished one is a 409.
     public func cancel(applicationId: String, commandId: String) async throws -> Command {
         let now = now()

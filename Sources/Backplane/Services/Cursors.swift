@@ -102,6 +102,8 @@ extension RowIdCursor {
     static let device = RowIdCursor(prefix: "d1:")
     /// The download grant list's cursor: the last grant's row id (the list goes newest first).
     static let grant = RowIdCursor(prefix: "g1:")
+    /// The application's command list: the last command's row id (the list goes newest first).
+    static let command = RowIdCursor(prefix: "k1:")
 }
 
 /// The reporting API's opaque cursor: the last event's corrected time (ms) and row id.

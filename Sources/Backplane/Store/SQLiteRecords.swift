@@ -49,6 +49,7 @@ extension DeviceRecord: SnakeCaseRecord {
         public static let deviceId = Column("device_id")
         public static let userId = Column("user_id")
         public static let externalDeviceId = Column("external_device_id")
+        public static let nickname = Column("nickname")
         public static let unregisteredAt = Column("unregistered_at")
     }
 
@@ -83,6 +84,7 @@ extension CommandRecord: SnakeCaseRecord {
         public static let deviceId = Column("device_id")
         public static let commandId = Column("command_id")
         public static let state = Column("state")
+        public static let type = Column("type")
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {

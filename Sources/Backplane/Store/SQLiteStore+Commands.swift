@@ -27,6 +27,30 @@ extension SQLiteStore {
         }
     }
 
+    public func commands(applicationId: String, filter: CommandFilter, beforeRowId: Int64?, limit: Int) async throws -> [CommandRecord] {
+        try await read { db in
+            var request = CommandRecord.filter { $0.applicationId == applicationId }
+            if let deviceId = filter.deviceId { request = request.filter { $0.deviceId == deviceId } }
+            if let state = filter.state { request = request.filter { $0.state == state.rawValue } }
+            if let type = filter.type { request = request.filter { $0.type == type.rawValue } }
+            if let beforeRowId { request = request.filter { $0.rowId < beforeRowId } }
+            return try request.order(\.rowId.desc).limit(limit).fetchAll(db)
+        }
+    }
+
+    public func commandCounts(applicationId: String) async throws -> [CommandState: Int] {
+        try await read { db in
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT state, COUNT(*) AS n FROM commands WHERE application_id = ? GROUP BY state", arguments: [applicationId])
+            return Self.commandCounts(rows.map { ($0["state"] as String, $0["n"] as Int) })
+        }
+    }
+
+    /// Stored state names to counts; a name this version does not know is left out.
+    static func commandCounts(_ rows: [(String, Int)]) -> [CommandState: Int] {
+        Dictionary(rows.compactMap { name, count in CommandState(rawValue: name).map { ($0, count) } }, uniquingKeysWith: +)
+    }
+
     public func updateCommand(
         applicationId: String, commandId: String, _ change: @escaping @Sendable (CommandRecord) throws -> CommandRecord
     ) async throws -> CommandRecord? {

@@ -22,9 +22,22 @@ extension SQLiteStore {
             var request = DeviceRecord.filter { $0.applicationId == applicationId }
             if let userId = filter.userId { request = request.filter { $0.userId == userId } }
             if let external = filter.externalDeviceId { request = request.filter { $0.externalDeviceId == external } }
+            if let nickname = filter.nickname { request = request.filter { $0.nickname == nickname } }
             if !filter.includeUnregistered { request = request.filter { $0.unregisteredAt == nil } }
             if let afterRowId { request = request.filter { $0.rowId > afterRowId } }
             return try request.order(\.rowId).limit(limit).fetchAll(db)
+        }
+    }
+
+    public func fleetSummary(applicationId: String, seenSince: Date) async throws -> FleetSummary {
+        try await read { db in
+            let row = try Row.fetchOne(db, sql: """
+                SELECT COUNT(*) AS registered, COALESCE(SUM(download_enabled), 0) AS enabled,
+                       COALESCE(SUM(last_seen_at >= ?), 0) AS seen
+                FROM devices WHERE application_id = ? AND unregistered_at IS NULL
+                """, arguments: [seenSince, applicationId])
+            return FleetSummary(
+                registeredDevices: row?["registered"] ?? 0, downloadEnabledDevices: row?["enabled"] ?? 0, devicesSeenSince: row?["seen"] ?? 0)
         }
     }
 

@@ -123,6 +123,12 @@ extension SQLiteStore {
         }
     }
 
+    public func subscriberCount(applicationId: String, feedId: String) async throws -> Int {
+        try await read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM subscriptions WHERE application_id = ? AND feed_id = ?", arguments: [applicationId, feedId]) ?? 0
+        }
+    }
+
     public func changes(applicationId: String, deviceId: String, afterSeq: Int64, limit: Int) async throws -> [EpisodeChangeRecord] {
         try await read { db in
             // One index seek per subscribed feed, each bounded by the page size, merged by sequence

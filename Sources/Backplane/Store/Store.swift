@@ -56,6 +56,9 @@ public protocol DeviceStore: Sendable {
     func devices(applicationId: String, userId: String) async throws -> [DeviceRecord]
     /// A page of devices with `rowId` greater than `afterRowId`, in `rowId` order.
     func devices(applicationId: String, filter: DeviceFilter, afterRowId: Int64?, limit: Int) async throws -> [DeviceRecord]
+    /// The application's registered devices, those enabled for download and those seen since
+    /// `seenSince`, counted in one statement (a walk of the application's devices).
+    func fleetSummary(applicationId: String, seenSince: Date) async throws -> FleetSummary
 
     /// Inserts or replaces the device row decided by `decide`, in one transaction with the read of
     /// `RegistrationState`. A device that moves to another user releases its download grants in it.
@@ -83,6 +86,11 @@ public protocol CommandStore: Sendable {
     func command(applicationId: String, commandId: String) async throws -> CommandRecord?
     /// A device's commands in delivery order.
     func commands(applicationId: String, deviceId: String) async throws -> [CommandRecord]
+    /// A page of the application's commands matching `filter`, newest first, with `rowId` below
+    /// `beforeRowId`. Each combination of filters is served by an index in page order.
+    func commands(applicationId: String, filter: CommandFilter, beforeRowId: Int64?, limit: Int) async throws -> [CommandRecord]
+    /// How many of the application's commands are in each stored state (absent: none).
+    func commandCounts(applicationId: String) async throws -> [CommandState: Int]
     /// Replaces a command with what `change` returns, in one transaction. Nil when there is none.
     func updateCommand(
         applicationId: String, commandId: String, _ change: @escaping @Sendable (CommandRecord) throws -> CommandRecord
@@ -129,6 +137,8 @@ public protocol FeedStore: Sendable {
     func subscriptions(applicationId: String, deviceId: String) async throws -> [SubscriptionRecord]
     /// Devices subscribed to a feed.
     func subscriberIds(applicationId: String, feedId: String) async throws -> [String]
+    /// How many devices are subscribed to a feed, counted in its index.
+    func subscriberCount(applicationId: String, feedId: String) async throws -> Int
     /// Changes after `afterSeq` in the device's subscribed feeds (each after its subscription's
     /// `sinceSeq`), in sequence order. Sequence numbers count each application's changes from 1.
     func changes(applicationId: String, deviceId: String, afterSeq: Int64, limit: Int) async throws -> [EpisodeChangeRecord]

@@ -309,11 +309,41 @@ public struct EventKey: Sendable, Equatable {
 public struct DeviceFilter: Sendable, Equatable {
     public var userId: String?
     public var externalDeviceId: String?
+    /// Exact match: the console's find.
+    public var nickname: String?
     public var includeUnregistered: Bool
 
-    public init(userId: String? = nil, externalDeviceId: String? = nil, includeUnregistered: Bool = false) {
+    public init(userId: String? = nil, externalDeviceId: String? = nil, nickname: String? = nil, includeUnregistered: Bool = false) {
         self.userId = userId
         self.externalDeviceId = externalDeviceId
+        self.nickname = nickname
         self.includeUnregistered = includeUnregistered
+    }
+}
+
+/// Which commands a command list shows; nil fields match everything.
+public struct CommandFilter: Sendable, Equatable {
+    public var deviceId: String?
+    public var state: CommandState?
+    public var type: CommandType?
+
+    public init(deviceId: String? = nil, state: CommandState? = nil, type: CommandType? = nil) {
+        self.deviceId = deviceId
+        self.state = state
+        self.type = type
+    }
+}
+
+/// The console overview's device figures, counted in one read.
+public struct FleetSummary: Sendable, Equatable {
+    public var registeredDevices: Int
+    public var downloadEnabledDevices: Int
+    /// Registered devices whose last accepted request is at or after the summary's `seenSince`.
+    public var devicesSeenSince: Int
+
+    public init(registeredDevices: Int, downloadEnabledDevices: Int, devicesSeenSince: Int) {
+        self.registeredDevices = registeredDevices
+        self.downloadEnabledDevices = downloadEnabledDevices
+        self.devicesSeenSince = devicesSeenSince
     }
 }

@@ -15,6 +15,7 @@ extension PostgresStore {
     static let migrations: [(version: Int, name: String, statements: [String])] = [
         (1, "the schema of SQLite migration v9", PostgresSchemaV1.statements),
         (2, "SQLite migration v10: token expiry, last use of keys and tokens", CredentialLifetimes.statements(time: "timestamptz(3)")),
+        (3, "SQLite migration v11: console indexes", ConsoleIndexes.statements),
     ]
 
     /// Brings the database to the newest schema. Nodes starting together take turns on the

@@ -38,6 +38,27 @@ extension PostgresStore {
             """).records(CommandRecord.init)
     }
 
+    public func commands(applicationId: String, filter: CommandFilter, beforeRowId: Int64?, limit: Int) async throws -> [CommandRecord] {
+        // Each optional condition is written so that a NULL parameter switches it off.
+        try await rows("""
+            SELECT \(unescaped: PostgresColumns.command) FROM commands
+            WHERE application_id = \(applicationId)
+              AND (\(filter.deviceId)::text IS NULL OR device_id = \(filter.deviceId))
+              AND (\(filter.state?.rawValue)::text IS NULL OR state = \(filter.state?.rawValue))
+              AND (\(filter.type?.rawValue)::text IS NULL OR type = \(filter.type?.rawValue))
+              AND row_id < \(beforeRowId ?? Int64.max)
+            ORDER BY row_id DESC LIMIT \(limit)
+            """).records(CommandRecord.init)
+    }
+
+    public func commandCounts(applicationId: String) async throws -> [CommandState: Int] {
+        let rows = try await rows("SELECT state, COUNT(*) FROM commands WHERE application_id = \(applicationId) GROUP BY state")
+        return SQLiteStore.commandCounts(try rows.map { row in
+            let (state, count) = try row.decode((String, Int64).self)
+            return (state, Int(count))
+        })
+    }
+
     public func updateCommand(
         applicationId: String, commandId: String, _ change: @escaping @Sendable (CommandRecord) throws -> CommandRecord
     ) async throws -> CommandRecord? {

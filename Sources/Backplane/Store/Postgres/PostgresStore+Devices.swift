@@ -24,10 +24,22 @@ extension PostgresStore {
             WHERE application_id = \(applicationId)
               AND (\(filter.userId)::text IS NULL OR user_id = \(filter.userId))
               AND (\(filter.externalDeviceId)::text IS NULL OR external_device_id = \(filter.externalDeviceId))
+              AND (\(filter.nickname)::text IS NULL OR nickname = \(filter.nickname))
               AND (\(filter.includeUnregistered) OR unregistered_at IS NULL)
               AND row_id > \(afterRowId ?? 0)
             ORDER BY row_id LIMIT \(limit)
             """).records(DeviceRecord.init)
+    }
+
+    public func fleetSummary(applicationId: String, seenSince: Date) async throws -> FleetSummary {
+        let row = try await rows("""
+            SELECT COUNT(*), COUNT(*) FILTER (WHERE download_enabled), COUNT(*) FILTER (WHERE last_seen_at >= \(seenSince))
+            FROM devices WHERE application_id = \(applicationId) AND unregistered_at IS NULL
+            """).first
+        guard let (registered, enabled, seen) = try row?.decode((Int64, Int64, Int64).self) else {
+            return FleetSummary(registeredDevices: 0, downloadEnabledDevices: 0, devicesSeenSince: 0)
+        }
+        return FleetSummary(registeredDevices: Int(registered), downloadEnabledDevices: Int(enabled), devicesSeenSince: Int(seen))
     }
 
     public func registerDevice<Decision: Sendable>(

@@ -172,6 +172,11 @@ extension PostgresStore {
             .map { try $0.decode(String.self) }
     }
 
+    public func subscriberCount(applicationId: String, feedId: String) async throws -> Int {
+        let row = try await rows("SELECT COUNT(*) FROM subscriptions WHERE application_id = \(applicationId) AND feed_id = \(feedId)").first
+        return Int(try row?.decode(Int64.self) ?? 0)
+    }
+
     public func changes(applicationId: String, deviceId: String, afterSeq: Int64, limit: Int) async throws -> [EpisodeChangeRecord] {
         // One statement, so one snapshot for every feed: read feed by feed in separate statements, a
         // later feed could show a change committed after an earlier feed was read, and the cursor
