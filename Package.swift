@@ -32,6 +32,8 @@ let package = Package(
         // /metrics: the swift-metrics API in the services, Prometheus text exposition by swift-prometheus.
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // The admin console's pages: logic-less templates that HTML-escape every value by default.
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         // Wire models shared by the server and the SDK: Foundation only. Named for what it holds
@@ -61,6 +63,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Mustache", package: "swift-mustache"),
             ]
         ),
         .executableTarget(

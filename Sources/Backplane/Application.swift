@@ -143,6 +143,7 @@ public func buildRouter(
     grants.addPublicRoutes(to: router)
     CMSController(feeds: services.feeds).addRoutes(to: callers.bearer("v1/cms/feeds", scope: .cms))
     ReportsController(events: services.events).addRoutes(to: callers.bearer("v1/reports/events", scope: .reporting))
+    ConsoleController(services: services).addRoutes(to: router)
     allowedMethods.learn(from: router)
     return router
 }

@@ -129,15 +129,7 @@ struct BearerTokenMiddleware: RouterMiddleware {
             throw BackplaneError.invalidCredentials("Send 'Authorization: Bearer <token>' with a token of scope '\(scope.rawValue)'.")
         }
         let token = authorization.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-        // Read on every request, not cached: a revocation takes effect at once, on every node.
-        guard let record = try await services.store.token(hash: Secrets.hash(token)), record.revokedAt == nil else {
-            throw BackplaneError.invalidCredentials("Unknown or revoked bearer token.")
-        }
-        let now = services.now()
-        if let expiresAt = record.expiresAt, expiresAt <= now {
-            throw BackplaneError.invalidCredentials("This bearer token expired at \(expiresAt.formatted(.iso8601)).")
-        }
-        services.credentialUse.usedToken(record.id, at: now)
+        let record = try await services.applications.authenticate(bearer: token, now: services.now())
         guard record.scope == scope else {
             throw BackplaneError(.forbidden, .forbidden,
                 "This route needs a token of scope '\(scope.rawValue)'; this token has scope '\(record.scope.rawValue)'.",

@@ -15,6 +15,8 @@ enum Identity: Sendable {
     case device(AuthenticatedDevice, nonceToRecord: SignedRequestRecord?)
     /// A bearer token of the scope the route's group requires.
     case token(applicationId: String)
+    /// A console session: the token in its cookie, of any scope (pages check theirs).
+    case console(ConsoleSession)
 }
 
 /// The device that signed a request with its credential; it may act only on itself.

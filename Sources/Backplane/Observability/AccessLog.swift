@@ -26,6 +26,8 @@ final class AccessRecord: Sendable {
             case .device(let device, _)?:
                 fields.applicationId = device.applicationId
                 fields.deviceId = device.deviceId
+            case .console(let session)?:
+                fields.applicationId = session.applicationId
             case nil:
                 break
             }

@@ -40,6 +40,20 @@ extension ApplicationService {
         try await store.tokens(applicationId: applicationId).map { (credentialUse?.latest($0) ?? $0).wire }
     }
 
+    /// The live token record of a presented bearer token, its use noted: the check behind every
+    /// token-authenticated request, API and console alike. Read on every request, not cached, so
+    /// a revocation takes effect at once, on every node.
+    public func authenticate(bearer token: String, now: Date = Date()) async throws -> TokenRecord {
+        guard let record = try await store.token(hash: Secrets.hash(token)), record.revokedAt == nil else {
+            throw BackplaneError.invalidCredentials("Unknown or revoked bearer token.")
+        }
+        if let expiresAt = record.expiresAt, expiresAt <= now {
+            throw BackplaneError.invalidCredentials("This bearer token expired at \(expiresAt.formatted(.iso8601)).")
+        }
+        credentialUse?.usedToken(record.id, at: now)
+        return record
+    }
+
     /// Revokes a token; it is refused from the next request on, on every node. Revoking a revoked
     /// token changes nothing.
     public func revokeToken(applicationId: String, tokenId: String, now: Date = Date()) async throws -> TokenInfo {

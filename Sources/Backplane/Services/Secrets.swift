@@ -21,6 +21,8 @@ enum Secrets {
     static func deviceCredential() -> String { random(prefix: "dc_", byteCount: 32) }
     static func grantId() -> String { random(prefix: "gr_", byteCount: 12) }
     static func entitlementKeyId() -> String { random(prefix: "ek_", byteCount: 9) }
+    /// The console sign-in form's double-submit value (`ConsoleSecurity.signInCookie`).
+    static func consoleSignInValue() -> String { random(prefix: "si_", byteCount: 18) }
 
     /// Tokens and device credentials are 256-bit random values, so a plain SHA-256 is a sound
     /// one-way hash for storing them (no salt or slow KDF is needed for non-guessable inputs).

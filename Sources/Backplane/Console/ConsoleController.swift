@@ -1,0 +1,216 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import BackplaneWire
+
+/// The admin console at `/console`: server-rendered pages over the same services as the admin,
+/// CMS and reporting APIs, so the console can do nothing the API would refuse. Reading works
+/// without JavaScript, and the pages carry none. Pages by area: this file (sign-in, overview,
+/// find), `+Devices` (users, devices, commands), `+Application` (settings, tokens and keys),
+/// `+Content` (feeds, events). How it is secured: docs/architecture.md, "Admin console".
+struct ConsoleController {
+    let services: BackplaneServices
+    let renderer = ConsoleRenderer()
+
+    /// How many days the overview's event chart covers.
+    static let chartDays = 14
+
+    func addRoutes(to router: Router<BackplaneRequestContext>) {
+        let errors = ConsoleErrorMiddleware(renderer: renderer)
+        let open = router.group("console").add(middleware: errors)
+        open.get("static/console.css") { _, _ in ConsoleAssets.response(ConsoleAssets.stylesheet, contentType: "text/css; charset=utf-8") }
+        open.get("static/favicon.svg") { _, _ in ConsoleAssets.response(ConsoleAssets.favicon, contentType: "image/svg+xml") }
+        open.get("sign-in", use: signInPage)
+        open.post("sign-in", use: signIn)
+
+        let signedIn = router.group("console")
+            .add(middleware: ConsoleSessionMiddleware(services: services))
+            .add(middleware: errors)
+            .group(context: ConsoleRequestContext.self)
+        signedIn.get(use: overview)
+        signedIn.post("sign-out", use: signOut)
+        signedIn.get("find", use: find)
+        addDeviceRoutes(to: signedIn)
+        addApplicationRoutes(to: signedIn)
+        addContentRoutes(to: signedIn)
+    }
+
+    // MARK: sign-in
+
+    struct SignInModel {
+        let message: String?
+        let signInToken: String
+    }
+
+    /// The sign-in form, with a fresh value for the double-submit check in a cookie of its own.
+    @Sendable func signInPage(_ request: Request, context: BackplaneRequestContext) async throws -> Response {
+        signInForm(request, message: nil, status: .ok)
+    }
+
+    private func signInForm(_ request: Request, message: String?, status: HTTPResponse.Status) -> Response {
+        let value = Secrets.consoleSignInValue()
+        var headers = HTTPFields()
+        headers[.setCookie] = ConsoleSecurity.setCookie(ConsoleSecurity.signInCookie, value, maxAge: 3600, request: request)
+        return renderer.page(
+            "sign-in", title: "Sign in", model: SignInModel(message: message, signInToken: value), session: nil, status: status, headers: headers)
+    }
+
+    struct SignInForm: Decodable {
+        let token: String
+        let signin: String?
+    }
+
+    @Sendable func signIn(_ request: Request, context: BackplaneRequestContext) async throws -> Response {
+        let form = try await ConsoleForms.decode(SignInForm.self, from: request)
+        let expected = ConsoleSecurity.cookie(ConsoleSecurity.signInCookie, in: request) ?? ""
+        try ConsoleSecurity.checkForm(request, formToken: form.signin, expected: expected.isEmpty ? "-" : expected)
+        let token = form.token.trimmingCharacters(in: .whitespacesAndNewlines)
+        let record: TokenRecord
+        do {
+            record = try await services.applications.authenticate(bearer: token, now: services.now())
+        } catch let error as BackplaneError where error.code == .invalidCredentials {
+            return signInForm(request, message: "That token is unknown, revoked or expired.", status: .unauthorized)
+        }
+        var headers = HTTPFields()
+        headers[.location] = ConsoleNavigation.home(for: record.scope)
+        headers.append(HTTPField(
+            name: .setCookie,
+            value: ConsoleSecurity.setCookie(ConsoleSecurity.sessionCookie, token, maxAge: ConsoleSecurity.sessionLifetimeSeconds, request: request)))
+        headers.append(HTTPField(name: .setCookie, value: ConsoleSecurity.setCookie(ConsoleSecurity.signInCookie, nil, maxAge: 0, request: request)))
+        return Response(status: .seeOther, headers: headers)
+    }
+
+    struct FormTokenOnly: Decodable {
+        let csrf: String?
+    }
+
+    @Sendable func signOut(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
+        let form = try await ConsoleForms.decode(FormTokenOnly.self, from: request)
+        try ConsoleSecurity.checkForm(request, formToken: form.csrf, expected: context.session.formToken)
+        var headers = HTTPFields()
+        headers[.location] = "/console/sign-in"
+        headers[.setCookie] = ConsoleSecurity.setCookie(ConsoleSecurity.sessionCookie, nil, maxAge: 0, request: request)
+        return Response(status: .seeOther, headers: headers)
+    }
+
+    // MARK: overview
+
+    struct Card {
+        let label: String
+        let value: Int
+        let note: String?
+        let href: String
+    }
+
+    struct OverviewModel {
+        let cards: [Card]
+        let chart: DailyChart?
+    }
+
+    @Sendable func overview(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
+        guard context.session.scope == .admin else {
+            return Response(status: .seeOther, headers: [.location: ConsoleNavigation.home(for: context.session.scope)])
+        }
+        let applicationId = context.applicationId
+        let now = services.now()
+        let fleet = try await services.store.fleetSummary(applicationId: applicationId, seenSince: now.addingTimeInterval(-3600))
+        let commands = try await services.store.commandCounts(applicationId: applicationId)
+        let days = Self.chartDays
+        let from = Calendar.utc.startOfDay(for: now).addingTimeInterval(-Double(days - 1) * 86400)
+        let counts = try await services.events.counts(applicationId: applicationId, filter: EventFilter(from: from))
+        let cards = [
+            Card(label: "Registered devices", value: fleet.registeredDevices, note: nil, href: "/console/find"),
+            Card(label: "Download-enabled", value: fleet.downloadEnabledDevices, note: nil, href: "/console/find"),
+            Card(label: "Channels open", value: services.wakeUpHub.channelCount, note: "on this node", href: "/console"),
+            Card(label: "Synced in the last hour", value: fleet.devicesSeenSince, note: "devices", href: "/console/events"),
+            Card(label: "Commands pending", value: (commands[.pending] ?? 0) + (commands[.delivered] ?? 0), note: "pending or delivered",
+                 href: "/console/commands?state=pending"),
+            Card(label: "Commands failed", value: commands[.failed] ?? 0, note: nil, href: "/console/commands?state=failed"),
+        ]
+        let chart = DailyChart(counts: counts.counts, from: from, days: days)
+        return renderer.page(
+            "overview", title: "Overview", model: OverviewModel(cards: cards, chart: chart), session: context.session, current: .overview)
+    }
+
+    // MARK: find
+
+    /// Mustache reads stored properties only (through `Mirror`), so what the template tests is stored.
+    struct FindModel {
+        let query: String
+        let searched: Bool
+        let userHref: String?
+        let devices: [DeviceRow]
+        let hasDevices: Bool
+        let nothingFound: Bool
+
+        init(query: String, searched: Bool, userHref: String?, devices: [DeviceRow]) {
+            self.query = query
+            self.searched = searched
+            self.userHref = userHref
+            self.devices = devices
+            hasDevices = !devices.isEmpty
+            nothingFound = searched && devices.isEmpty && userHref == nil
+        }
+    }
+
+    /// One box for what a caller might read out: a user id, a device id, an external device id or
+    /// a nickname, each matched exactly through its index.
+    @Sendable func find(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
+        try context.session.require(.admin, toDo: "Finding users and devices")
+        let query = (request.uri.queryParameters["q"].map(String.init) ?? "").trimmingCharacters(in: .whitespaces)
+        guard !query.isEmpty else {
+            return renderer.page(
+                "find", title: "Find", model: FindModel(query: "", searched: false, userHref: nil, devices: []), session: context.session,
+                current: .find)
+        }
+        try Validate.identifier(query, field: "q")
+        let applicationId = context.applicationId, store = services.store
+        let limit = WireLimits.defaultPageSize
+        var found: [DeviceRecord] = []
+        if let device = try await store.device(applicationId: applicationId, deviceId: query) { found.append(device) }
+        let byUser = try await store.devices(applicationId: applicationId, filter: DeviceFilter(userId: query, includeUnregistered: true), afterRowId: nil, limit: limit)
+        found += byUser
+        found += try await store.devices(
+            applicationId: applicationId, filter: DeviceFilter(externalDeviceId: query, includeUnregistered: true), afterRowId: nil, limit: limit)
+        found += try await store.devices(
+            applicationId: applicationId, filter: DeviceFilter(nickname: query, includeUnregistered: true), afterRowId: nil, limit: limit)
+        var seen = Set<String>()
+        let devices = found.filter { seen.insert($0.deviceId).inserted }.map { DeviceRow(services.lastSeen.latest($0)) }
+        let model = FindModel(query: query, searched: true, userHref: byUser.isEmpty ? nil : ConsolePaths.user(query), devices: devices)
+        return renderer.page("find", title: "Find", model: model, session: context.session, current: .find)
+    }
+}
+
+/// Console errors as pages. Only the backplane's own errors: anything else is left to the API's
+/// error middleware, which answers it as it would any request.
+struct ConsoleErrorMiddleware: RouterMiddleware {
+    typealias Context = BackplaneRequestContext
+
+    let renderer: ConsoleRenderer
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as BackplaneError {
+            context.access.record(error.code)
+            guard case .console(let session)? = context.identity else { return renderer.error(error, session: nil) }
+            return renderer.error(error, session: session)
+        }
+    }
+}
+
+/// Where the console's pages live, one home for each URL built.
+enum ConsolePaths {
+    static func user(_ userId: String) -> String { "/console/users/\(ConsoleFormat.encoded(userId))" }
+    static func device(_ deviceId: String) -> String { "/console/devices/\(ConsoleFormat.encoded(deviceId))" }
+    static func feed(_ feedId: String) -> String { "/console/feeds/\(ConsoleFormat.encoded(feedId))" }
+}
+
+extension Calendar {
+    /// Gregorian in UTC: the event counts' days.
+    static let utc: Calendar = {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        return calendar
+    }()
+}

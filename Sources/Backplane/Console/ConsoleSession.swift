@@ -1,0 +1,169 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import BackplaneWire
+
+/// Who is signed in to the console: the bearer token kept in the session cookie, and what it
+/// may do. Nothing is kept on the server: every request presents the cookie and the token is
+/// checked as an API request's would be (`ApplicationService.authenticate`), so a revoked or
+/// expired token ends its console sessions at once, on every node.
+struct ConsoleSession: Sendable {
+    let applicationId: String
+    let scope: TokenScope
+    let tokenName: String
+    /// The form token every state-changing form carries (`ConsoleSecurity.formToken`).
+    let formToken: String
+
+    /// Throws the console's 403 unless the session's token has `scope`.
+    func require(_ scope: TokenScope, toDo action: String) throws {
+        guard self.scope == scope else {
+            throw BackplaneError.forbidden(
+                "\(action) needs a token of scope '\(scope.rawValue)'; you signed in with a '\(self.scope.rawValue)' token.")
+        }
+    }
+}
+
+/// The cookies, form tokens and response headers of the console.
+enum ConsoleSecurity {
+    /// The session cookie: the bearer token itself. `HttpOnly` keeps it from scripts,
+    /// `SameSite=Strict` from every request another site starts, and `Path` from the API.
+    static let sessionCookie = "backplane_console"
+    /// Before sign-in: a random value the sign-in form repeats (double submit), so another site
+    /// cannot sign a browser in with a token of its choosing.
+    static let signInCookie = "backplane_console_signin"
+    /// How long a session cookie lives; the token's own expiry ends it sooner.
+    static let sessionLifetimeSeconds = 12 * 3600
+
+    /// `default-src 'none'`: no script at all, styles and images only from the console's own
+    /// files, forms only to the console, never framed.
+    static let contentSecurityPolicy =
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+    /// The headers of every console answer.
+    static func pageHeaders(contentType: String = "text/html; charset=utf-8") -> HTTPFields {
+        var headers = HTTPFields()
+        headers[.contentType] = contentType
+        headers[.contentSecurityPolicy] = contentSecurityPolicy
+        headers[.cacheControl] = "no-store"
+        headers[.xContentTypeOptions] = "nosniff"
+        headers[.referrerPolicy] = "no-referrer"
+        headers[.xFrameOptions] = "DENY"
+        return headers
+    }
+
+    /// A session's form token: an HMAC of a fixed label under the bearer token. Another site
+    /// can neither read it from a page nor compute it without the token, and it needs no storage.
+    static func formToken(forBearer token: String) -> String {
+        let code = HMAC<SHA256>.authenticationCode(for: Data("backplane console form".utf8), using: SymmetricKey(data: Data(token.utf8)))
+        return Data(code).prefix(20).hexString
+    }
+
+    /// Constant-time comparison of two form tokens.
+    static func matches(_ presented: String?, _ expected: String) -> Bool {
+        guard let presented, presented.utf8.count == expected.utf8.count else { return false }
+        return zip(presented.utf8, expected.utf8).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    /// Refuses a state-changing request that another site started: a wrong form token, or a
+    /// browser saying the request is cross-site (`Sec-Fetch-Site`, `Origin`).
+    static func checkForm(_ request: Request, formToken presented: String?, expected: String) throws {
+        if let site = request.headers[.secFetchSite], site == "cross-site" {
+            throw refused("The form was sent from another site.")
+        }
+        if let origin = request.headers[.origin], let host = request.headers[.host] ?? request.head.authority,
+           origin != "null", URL(string: origin)?.hostWithPort != host {
+            throw refused("The form was sent from another origin (\(origin)).")
+        }
+        guard matches(presented, expected) else {
+            throw refused("The form's security token is missing or out of date. Reload the page and try again.")
+        }
+    }
+
+    static func refused(_ message: String) -> BackplaneError {
+        BackplaneError(.forbidden, .forbidden, message, details: ["reason": .string("csrf")])
+    }
+
+    /// A cookie's value from the request's `Cookie` headers.
+    static func cookie(_ name: String, in request: Request) -> String? {
+        for header in request.headers[values: .cookie] {
+            for pair in header.split(separator: ";") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == name {
+                    return String(parts[1]).trimmingCharacters(in: .whitespaces)
+                }
+            }
+        }
+        return nil
+    }
+
+    /// `Set-Cookie` for a console cookie; `Secure` when the browser reached the backplane over
+    /// TLS (a proxy in front says so in `X-Forwarded-Proto`; the backplane itself speaks plain
+    /// HTTP). A nil value clears the cookie.
+    static func setCookie(_ name: String, _ value: String?, maxAge: Int, request: Request) -> String {
+        var cookie = "\(name)=\(value ?? ""); Path=/console; HttpOnly; SameSite=Strict; Max-Age=\(value == nil ? 0 : maxAge)"
+        if request.headers[.xForwardedProto]?.lowercased() == "https" { cookie += "; Secure" }
+        return cookie
+    }
+}
+
+extension URL {
+    /// "host" or "host:port", as a `Host` header writes it.
+    fileprivate var hostWithPort: String? {
+        guard let host else { return nil }
+        return port.map { "\(host):\($0)" } ?? host
+    }
+}
+
+extension HTTPField.Name {
+    static let contentSecurityPolicy = Self("Content-Security-Policy")!
+    static let xContentTypeOptions = Self("X-Content-Type-Options")!
+    static let referrerPolicy = Self("Referrer-Policy")!
+    static let xFrameOptions = Self("X-Frame-Options")!
+    static let secFetchSite = Self("Sec-Fetch-Site")!
+    static let origin = Self("Origin")!
+    static let host = Self("Host")!
+    static let xForwardedProto = Self("X-Forwarded-Proto")!
+}
+
+/// The console's signed-in routes: the session cookie must hold a live token, or the browser is
+/// sent to the sign-in page.
+struct ConsoleSessionMiddleware: RouterMiddleware {
+    typealias Context = BackplaneRequestContext
+
+    let services: BackplaneServices
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let signIn = Response(status: .seeOther, headers: [.location: "/console/sign-in"])
+        guard let token = ConsoleSecurity.cookie(ConsoleSecurity.sessionCookie, in: request), !token.isEmpty else { return signIn }
+        let record: TokenRecord
+        do {
+            record = try await services.applications.authenticate(bearer: token, now: services.now())
+        } catch let error as BackplaneError where error.code == .invalidCredentials {
+            // Revoked or expired since sign-in: sign in again. (A store that cannot answer is
+            // an error page, not a sign-out.)
+            return signIn
+        }
+        var context = context
+        context.identity = .console(ConsoleSession(
+            applicationId: record.applicationId, scope: record.scope, tokenName: record.name,
+            formToken: ConsoleSecurity.formToken(forBearer: token)))
+        return try await next(request, context)
+    }
+}
+
+/// A signed-in console request.
+struct ConsoleRequestContext: ChildRequestContext, WireCodingContext {
+    var coreContext: CoreRequestContextStorage
+    let session: ConsoleSession
+
+    init(context: BackplaneRequestContext) throws {
+        guard case .console(let session)? = context.identity else {
+            throw BackplaneError.invalidCredentials("Sign in to the console first.")
+        }
+        self.coreContext = context.coreContext
+        self.session = session
+    }
+
+    var applicationId: String { session.applicationId }
+}
