@@ -20,7 +20,7 @@ enum ConsoleAssets {
         h2 { font-size: 1.15rem; margin: 2rem 0 .75rem; }
         a { color: var(--accent); }
         table { width: 100%; border-collapse: collapse; background: #fff; border: 1px solid var(--line); }
-        th, td { text-align: left; padding: .45rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: anywhere; }
+        th, td { text-align: left; padding: .45rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top; overflow-wrap: break-word; }
         th { font-weight: 600; color: var(--muted); font-size: .85em; }
         code { font-size: .9em; }
         .muted { color: var(--muted); }
@@ -35,7 +35,8 @@ enum ConsoleAssets {
         .card .label { color: var(--muted); }
         .card .note { color: var(--muted); font-size: .8em; }
         .chart { margin: 0; background: #fff; border: 1px solid var(--line); padding: .75rem; }
-        .chart svg { width: 100%; height: 10rem; }
+        .chart svg { width: 100%; height: 10rem; display: block; }
+        .chart .axis { display: flex; justify-content: space-between; color: var(--muted); font-size: .8em; }
         .chart .bar { fill: var(--accent); }
         .chart figcaption { color: var(--muted); font-size: .85em; }
         form.inline { display: inline-flex; gap: .5rem; align-items: center; margin: 0 .25rem .25rem 0; }

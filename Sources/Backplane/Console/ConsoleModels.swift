@@ -114,6 +114,8 @@ struct DailyChart {
     let bars: [Bar]
     let width: Int
     let height = 100
+    let firstDay: String
+    let lastDay: String
     let summary: String
 
     /// Nil when no day of the period has an event.
@@ -127,6 +129,8 @@ struct DailyChart {
         guard let highest = values.max(), highest > 0 else { return nil }
         let slot = 20
         width = slot * days
+        firstDay = dayNames.first ?? ""
+        lastDay = dayNames.last ?? ""
         bars = zip(dayNames, values).enumerated().map { index, pair in
             let barHeight = max(pair.1 > 0 ? 2 : 0, pair.1 * 96 / highest)
             return Bar(day: pair.0, count: pair.1, x: index * slot + 3, y: 100 - barHeight, barWidth: slot - 6, barHeight: barHeight)

@@ -12,9 +12,10 @@ extension ConsoleTemplates {
     static let chart = """
         {{#chart}}
         <figure class="chart">
-        <svg viewBox="0 0 {{width}} {{height}}" role="img" aria-label="{{summary}}">
+        <svg viewBox="0 0 {{width}} {{height}}" preserveAspectRatio="none" role="img" aria-label="{{summary}}">
         {{#bars}}<rect class="bar" x="{{x}}" y="{{y}}" width="{{barWidth}}" height="{{barHeight}}"><title>{{day}}: {{count}}</title></rect>{{/bars}}
         </svg>
+        <div class="axis"><span>{{firstDay}}</span><span>{{lastDay}}</span></div>
         <figcaption>{{summary}}</figcaption>
         </figure>
         {{/chart}}
