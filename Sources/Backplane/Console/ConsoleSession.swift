@@ -71,8 +71,10 @@ enum ConsoleSecurity {
         if let site = request.headers[.secFetchSite], site == "cross-site" {
             throw refused("The form was sent from another site.")
         }
-        if let origin = request.headers[.origin], let host = request.headers[.host] ?? request.head.authority,
-           origin != "null", URL(string: origin)?.hostWithPort != host {
+        // Host names only: a proxy may pass `Host` without the port the browser used
+        // (nginx's `$host`), and a port is no boundary between sites anyway.
+        if let origin = request.headers[.origin], origin != "null", let host = request.headers[.host] ?? request.head.authority,
+           URL(string: origin)?.host?.lowercased() != URL(string: "http://\(host)")?.host?.lowercased() {
             throw refused("The form was sent from another origin (\(origin)).")
         }
         guard matches(presented, expected) else {
@@ -104,14 +106,6 @@ enum ConsoleSecurity {
         var cookie = "\(name)=\(value ?? ""); Path=/console; HttpOnly; SameSite=Strict; Max-Age=\(value == nil ? 0 : maxAge)"
         if request.headers[.xForwardedProto]?.lowercased() == "https" { cookie += "; Secure" }
         return cookie
-    }
-}
-
-extension URL {
-    /// "host" or "host:port", as a `Host` header writes it.
-    fileprivate var hostWithPort: String? {
-        guard let host else { return nil }
-        return port.map { "\(host):\($0)" } ?? host
     }
 }
 
