@@ -66,24 +66,31 @@ extension DurabilityTests {
         let acknowledged = Box<[String: String]>()
         acknowledged.value = [:]
         let session = URLSession(configuration: .ephemeral)
+        // At most 32 requests in flight: enough for registrations to share commits, and few
+        // enough that the server cannot answer the whole load before the kill lands (with all 400
+        // sent at once, a test process starved by the rest of the suite read the 60th answer
+        // only after the server had answered every request).
+        let inFlight = 32
+        @Sendable func register(_ index: Int) async {
+            let body = try! Client.encode(RegisterDeviceRequest(userId: "user-\(index % 40)", deviceId: "device-\(index)", platform: "linux"))
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/v1/devices/register")!)
+            request.httpMethod = "POST"
+            request.httpBody = body
+            for field in signer.headers(method: .post, path: "/v1/devices/register", body: body) {
+                request.setValue(field.value, forHTTPHeaderField: field.name.rawName)
+            }
+            // A request the kill cut off was not acknowledged: it may or may not be stored.
+            guard let (data, response) = try? await session.data(for: request),
+                  (response as? HTTPURLResponse)?.statusCode == 201,
+                  let answer = try? WireJSON.decoder().decode(RegisterDeviceResponse.self, from: data)
+            else { return }
+            let count = acknowledged.update { $0[answer.device.deviceId] = answer.device.userId; return $0.count }
+            if count == 60 { server.signal(SIGKILL) }
+        }
         await withTaskGroup(of: Void.self) { group in
             for index in 0..<total {
-                group.addTask {
-                    let body = try! Client.encode(RegisterDeviceRequest(userId: "user-\(index % 40)", deviceId: "device-\(index)", platform: "linux"))
-                    var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/v1/devices/register")!)
-                    request.httpMethod = "POST"
-                    request.httpBody = body
-                    for field in signer.headers(method: .post, path: "/v1/devices/register", body: body) {
-                        request.setValue(field.value, forHTTPHeaderField: field.name.rawName)
-                    }
-                    // A request the kill cut off was not acknowledged: it may or may not be stored.
-                    guard let (data, response) = try? await session.data(for: request),
-                          (response as? HTTPURLResponse)?.statusCode == 201,
-                          let answer = try? WireJSON.decoder().decode(RegisterDeviceResponse.self, from: data)
-                    else { return }
-                    let count = acknowledged.update { $0[answer.device.deviceId] = answer.device.userId; return $0.count }
-                    if count == 60 { server.signal(SIGKILL) }
-                }
+                if index >= inFlight { await group.next() }
+                group.addTask { await register(index) }
             }
         }
         _ = try await server.waitForExit(timeout: .seconds(30))
