@@ -14,6 +14,8 @@ public struct BackplaneConfiguration: Sendable {
     public var logLevel: Logger.Level
     /// How often expired nonces are forgotten.
     public var noncePruneInterval: Duration
+    /// How often open commands past their expiry are marked expired (`CommandExpiry`).
+    public var commandExpiryInterval: Duration
     /// How often devices' last-seen times are written (`LastSeenLog`): what a crash may lose.
     public var lastSeenWriteInterval: Duration
     /// How often the server pings an idle device channel, closing dead ones; nil: never (devices
@@ -32,7 +34,8 @@ public struct BackplaneConfiguration: Sendable {
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, dataDirectory: URL = URL(fileURLWithPath: "data"),
-        logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), lastSeenWriteInterval: Duration = .seconds(5),
+        logLevel: Logger.Level = .info, noncePruneInterval: Duration = .seconds(60), commandExpiryInterval: Duration = .seconds(30),
+        lastSeenWriteInterval: Duration = .seconds(5),
         channelPingInterval: Duration? = .seconds(60),
         eventRetention: Duration? = .seconds(365 * 86400), eventRetentionInterval: Duration = .seconds(3600),
         transport: TransportLimits = TransportLimits(), metricsToken: String? = nil, rateLimits: RateLimits = RateLimits()
@@ -42,6 +45,7 @@ public struct BackplaneConfiguration: Sendable {
         self.dataDirectory = dataDirectory
         self.logLevel = logLevel
         self.noncePruneInterval = noncePruneInterval
+        self.commandExpiryInterval = commandExpiryInterval
         self.lastSeenWriteInterval = lastSeenWriteInterval
         self.channelPingInterval = channelPingInterval
         self.eventRetention = eventRetention
@@ -193,6 +197,7 @@ public func buildApplication(
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger)
     application.addServices(NonceJanitor(store: services.store, interval: configuration.noncePruneInterval, logger: logger, now: services.now))
+    application.addServices(CommandExpiry(store: services.store, interval: configuration.commandExpiryInterval, logger: logger, now: services.now))
     application.addServices(WakeUpChannelCloser(hub: services.wakeUpHub))
     if let relay = services.wakeUpRelay { application.addServices(relay) }
     application.addServices(LastSeenWriter(

@@ -46,6 +46,14 @@ import Testing
             #expect(noValue.status == .forbidden)
             #expect(ConsoleBrowser.cookie("backplane_console", in: noValue) == nil)
 
+            // Another site's form reaches here without the cookie (SameSite=Strict): refused
+            // whatever value it sends.
+            for value in ["-", "", signInValue] {
+                let noCookie = try await browser.post("/console/sign-in", ["signin": value, "token": fixture.adminToken], cookie: "other=1")
+                #expect(noCookie.status == .forbidden, "\(value)")
+                #expect(ConsoleBrowser.cookie("backplane_console", in: noCookie) == nil)
+            }
+
             let wrong = try await browser.post("/console/sign-in", ["signin": signInValue, "token": "bpt_wrong"], cookie: cookie)
             #expect(wrong.status == .unauthorized)
             #expect(wrong.text.contains("That token is unknown, revoked or expired."))
@@ -120,6 +128,10 @@ import Testing
             otherOrigin[.init("Origin")!] = "https://evil.example"
             otherOrigin[.init("Host")!] = "backplane.example"
             #expect(try await browser.post("/console/devices/phone/commands", wipe, headers: otherOrigin).status == .forbidden)
+            // What a sandboxed frame or a data: page sends; the console's pages send their origin.
+            var opaque = HTTPFields()
+            opaque[.init("Origin")!] = "null"
+            #expect(try await browser.post("/console/devices/phone/commands", wipe, headers: opaque).status == .forbidden)
 
             #expect(try await client.admin(.get, "/v1/admin/devices/phone/commands").decode(CommandList.self).commands.isEmpty)
             // The same form with the page's token goes through, also from the same host on the

@@ -39,6 +39,35 @@ extension StoreConformanceTests {
         #expect(counts == [.pending: 2, .succeeded: 1, .failed: 2, .delivered: 1])
     }
 
+    /// Open commands past their expiry become expired, in batches, whichever application; the
+    /// rest keep their state.
+    @Test(arguments: StoreKind.allCases)
+    func openCommandsPastTheirExpiryAreMarkedExpired(_ kind: StoreKind) async throws {
+        let store = try await kind.make()
+        let first = try await application(in: store), second = try await application(in: store)
+        let plan: [(String, String, CommandState, TimeInterval?)] = [
+            ("past-pending", first, .pending, -60), ("past-delivered", second, .delivered, -30), ("past-pending-2", first, .pending, -10),
+            ("future", first, .pending, 60), ("never", first, .pending, nil), ("finished", first, .succeeded, -60),
+        ]
+        _ = try await store.insertCommands(plan.map { id, app, state, expiry in
+            CommandRecord(
+                commandId: id, applicationId: app, deviceId: "phone", type: .wipe, assetIds: nil, state: state, createdAt: Self.now.addingTimeInterval(-120),
+                updatedAt: Self.now.addingTimeInterval(-120), expiresAt: expiry.map { Self.now.addingTimeInterval($0) }, deferrals: 0)
+        })
+        #expect(try await store.expireCommands(at: Self.now, limit: 2) == 2)
+        #expect(try await store.expireCommands(at: Self.now, limit: 2) == 1)
+        #expect(try await store.expireCommands(at: Self.now, limit: 2) == 0)
+        for (id, app, state, expiry) in plan {
+            let command = try #require(try await store.command(applicationId: app, commandId: id))
+            let expected: CommandState = state.isFinished || (expiry ?? 1) > 0 ? state : .expired
+            #expect(command.state == expected, "\(id)")
+            if expected == .expired {
+                #expect(command.completedAt == Self.now.addingTimeInterval(expiry ?? 0), "\(id)")
+                #expect(command.updatedAt == Self.now, "\(id)")
+            }
+        }
+    }
+
     /// The overview's figures: registered devices only, those enabled, those seen since a time.
     @Test(arguments: StoreKind.allCases)
     func theFleetSummaryCountsRegisteredDevices(_ kind: StoreKind) async throws {

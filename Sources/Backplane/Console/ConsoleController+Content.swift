@@ -76,7 +76,7 @@ extension ConsoleController {
         let applicationId = context.applicationId
         let feed = try await services.feeds.feed(applicationId: applicationId, feedId: feedId)
         let limit = WireLimits.defaultPageSize
-        let after = try request.uri.queryParameters["cursor"].map { try EpisodeCursor.decode(String($0)) }
+        let after = try ConsoleForms.query(request)["cursor"].map(EpisodeCursor.decode)
         let rows = try await services.store.episodes(
             applicationId: applicationId, updatedSince: Date(timeIntervalSince1970: 0), feedIds: [feedId], after: after, limit: limit + 1)
         let page = rows.prefix(limit)
@@ -112,6 +112,14 @@ extension ConsoleController {
         try context.session.require(.cms, toDo: "Publishing an episode")
         let feedId = try context.pathValue("feedId")
         func optional(_ text: String?) -> String? { text.flatMap { $0.isEmpty ? nil : $0 } }
+        try Validate.identifier(form.assetId, field: "assetId")
+        // The form holds three of an episode's fields; publishing over a live episode would drop
+        // the others (its window, types, custom fields). Updates go through the CMS API.
+        if let live = try await services.store.episode(applicationId: context.applicationId, feedId: feedId, assetId: form.assetId),
+           live.retractedAt == nil {
+            throw BackplaneError.conflict(
+                "Episode '\(form.assetId)' is already published in this feed. Retract it first, or update it with PUT /v1/cms/feeds/{feedId}/episodes/{assetId}.")
+        }
         let episode = EpisodeInput(assetId: form.assetId, title: optional(form.title), downloadURL: optional(form.downloadURL))
         _ = try await services.feeds.publish(applicationId: context.applicationId, feedId: feedId, PublishEpisodesRequest(episodes: [episode]))
         return Response(status: .seeOther, headers: [.location: ConsolePaths.feed(feedId)])
@@ -154,8 +162,8 @@ extension ConsoleController {
 
     @Sendable func eventsPage(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         try requireEventReader(context.session)
-        let query = request.uri.queryParameters
-        func text(_ name: String) -> String { query[Substring(name)].map(String.init) ?? "" }
+        let query = try ConsoleForms.query(request)
+        func text(_ name: String) -> String { query[name] ?? "" }
         let fields = ["userId", "deviceId", "type", "from", "to"].map { ($0, text($0)) }
         func page(filterError: String?, chart: DailyChart?, rows: [EventLine], next: String?, status: HTTPResponse.Status) -> Response {
             let model = EventsModel(
@@ -167,17 +175,19 @@ extension ConsoleController {
         }
         let filter: EventFilter
         do {
-            filter = try ReportsController.filter(request, emptyMeansAbsent: true)
+            filter = try ReportsController.filter { query[$0] }
             try EventService.validate(filter)
         } catch let error as BackplaneError {
             return page(filterError: error.body.error.message, chart: nil, rows: [], next: nil, status: error.status)
         }
         let applicationId = context.applicationId
-        let events = try await services.events.list(applicationId: applicationId, filter: filter, cursor: query["cursor"].map(String.init), limit: nil)
-        // The chart covers the filter's period, or the last two weeks when it names none.
-        let now = services.now()
-        let chartFrom = filter.from ?? Calendar.utc.startOfDay(for: now).addingTimeInterval(-Double(Self.chartDays - 1) * 86400)
-        let chartDays = max(1, min(92, Int(((filter.to ?? now).timeIntervalSince(chartFrom) / 86400).rounded(.up))))
+        let events = try await services.events.list(applicationId: applicationId, filter: filter, cursor: query["cursor"], limit: nil)
+        // The chart ends with the filter's end (now when it names none) and covers its period,
+        // or two weeks when it names no start, at most 92 days.
+        let end = filter.to ?? services.now()
+        let lastDay = Calendar.utc.startOfDay(for: end)
+        let chartFrom = max(filter.from ?? lastDay.addingTimeInterval(-Double(Self.chartDays - 1) * 86400), lastDay.addingTimeInterval(-91 * 86400))
+        let chartDays = max(1, min(92, Int((end.timeIntervalSince(Calendar.utc.startOfDay(for: chartFrom)) / 86400).rounded(.up))))
         var chartFilter = filter
         chartFilter.from = chartFrom
         let counts = try await services.events.counts(applicationId: applicationId, filter: chartFilter)
@@ -204,8 +214,9 @@ extension ConsoleController {
     /// The reporting export, behind the console's session instead of a bearer header.
     @Sendable func exportEvents(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         try requireEventReader(context.session)
-        let format = try ReportsController.ExportFormat(request.uri.queryParameters["format"].map(String.init))
-        let filter = try ReportsController.filter(request, emptyMeansAbsent: true)
+        let query = try ConsoleForms.query(request)
+        let format = try ReportsController.ExportFormat(query["format"])
+        let filter = try ReportsController.filter { query[$0] }
         try EventService.validate(filter)
         return ReportsController.exportResponse(events: services.events, applicationId: context.applicationId, filter: filter, format: format)
     }

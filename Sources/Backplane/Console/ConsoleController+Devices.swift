@@ -42,7 +42,7 @@ extension ConsoleController {
         let devices = try await services.store.devices(applicationId: applicationId, userId: userId).map(services.lastSeen.latest)
         let settings = try await services.applications.settings(applicationId: applicationId)
         let grants = try await services.grants.list(
-            applicationId: applicationId, userId: userId, deviceId: nil, cursor: request.uri.queryParameters["cursor"].map(String.init), limit: nil)
+            applicationId: applicationId, userId: userId, deviceId: nil, cursor: try ConsoleForms.query(request)["cursor"], limit: nil)
         let model = UserModel(
             devices: devices.map(DeviceRow.init), enabledCount: devices.filter { $0.isRegistered && $0.downloadEnabled }.count,
             limitText: settings.deviceLimit == ApplicationSettings.unlimited ? "unlimited" : String(settings.deviceLimit),
@@ -89,7 +89,7 @@ extension ConsoleController {
         let device = services.lastSeen.latest(try await existingDevice(applicationId, deviceId))
         let commands = try await services.commands.list(
             applicationId: applicationId, filter: CommandFilter(deviceId: deviceId),
-            cursor: request.uri.queryParameters["cursor"].map(String.init), limit: nil)
+            cursor: try ConsoleForms.query(request)["cursor"], limit: nil)
         let row = DeviceRow(device)
         let profile: [ProfileLine] = [
             ProfileLine(label: "User", value: device.userId, href: ConsolePaths.user(device.userId)),
@@ -211,8 +211,8 @@ extension ConsoleController {
 
     @Sendable func commandList(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         try context.session.require(.admin, toDo: "The command list")
-        let query = request.uri.queryParameters
-        func text(_ name: String) -> String? { query[Substring(name)].map(String.init).flatMap { $0.isEmpty ? nil : $0 } }
+        let query = try ConsoleForms.query(request)
+        func text(_ name: String) -> String? { query[name] }
         let state = try QueryValue.option(text("state"), name: "state", as: CommandState.self)
         let type = try QueryValue.option(text("type"), name: "type", as: CommandType.self)
         let page = try await services.commands.list(

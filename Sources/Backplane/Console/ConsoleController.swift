@@ -62,8 +62,12 @@ struct ConsoleController {
 
     @Sendable func signIn(_ request: Request, context: BackplaneRequestContext) async throws -> Response {
         let form = try await ConsoleForms.decode(SignInForm.self, from: request)
-        let expected = ConsoleSecurity.cookie(ConsoleSecurity.signInCookie, in: request) ?? ""
-        try ConsoleSecurity.checkForm(request, formToken: form.signin, expected: expected.isEmpty ? "-" : expected)
+        // Without the form's cookie there is nothing to compare with: a browser that did not load
+        // the form here (another site's form posting to this one) is refused.
+        guard let expected = ConsoleSecurity.cookie(ConsoleSecurity.signInCookie, in: request), !expected.isEmpty else {
+            throw ConsoleSecurity.refused("Open the sign-in page and sign in from there.")
+        }
+        try ConsoleSecurity.checkForm(request, formToken: form.signin, expected: expected)
         let token = form.token.trimmingCharacters(in: .whitespacesAndNewlines)
         let record: TokenRecord
         do {
@@ -123,8 +127,9 @@ struct ConsoleController {
             Card(label: "Download-enabled", value: fleet.downloadEnabledDevices, note: nil, href: "/console/find"),
             Card(label: "Channels open", value: services.wakeUpHub.channelCount, note: "on this node", href: "/console"),
             Card(label: "Synced in the last hour", value: fleet.devicesSeenSince, note: "devices", href: "/console/events"),
-            Card(label: "Commands pending", value: (commands[.pending] ?? 0) + (commands[.delivered] ?? 0), note: "pending or delivered",
-                 href: "/console/commands?state=pending"),
+            Card(label: "Commands pending", value: commands[.pending] ?? 0, note: "not yet delivered", href: "/console/commands?state=pending"),
+            Card(label: "Commands delivered", value: commands[.delivered] ?? 0, note: "awaiting the device's answer",
+                 href: "/console/commands?state=delivered"),
             Card(label: "Commands failed", value: commands[.failed] ?? 0, note: nil, href: "/console/commands?state=failed"),
         ]
         let chart = DailyChart(counts: counts.counts, from: from, days: days)
@@ -142,12 +147,15 @@ struct ConsoleController {
         let devices: [DeviceRow]
         let hasDevices: Bool
         let nothingFound: Bool
+        /// Some lookup found more than a page: only its first page is shown.
+        let truncated: Bool
 
-        init(query: String, searched: Bool, userHref: String?, devices: [DeviceRow]) {
+        init(query: String, searched: Bool, userHref: String?, devices: [DeviceRow], truncated: Bool = false) {
             self.query = query
             self.searched = searched
             self.userHref = userHref
             self.devices = devices
+            self.truncated = truncated
             hasDevices = !devices.isEmpty
             nothingFound = searched && devices.isEmpty && userHref == nil
         }
@@ -157,7 +165,7 @@ struct ConsoleController {
     /// a nickname, each matched exactly through its index.
     @Sendable func find(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         try context.session.require(.admin, toDo: "Finding users and devices")
-        let query = (request.uri.queryParameters["q"].map(String.init) ?? "").trimmingCharacters(in: .whitespaces)
+        let query = (try ConsoleForms.query(request)["q"] ?? "").trimmingCharacters(in: .whitespaces)
         guard !query.isEmpty else {
             return renderer.page(
                 "find", title: "Find", model: FindModel(query: "", searched: false, userHref: nil, devices: []), session: context.session,
@@ -168,15 +176,20 @@ struct ConsoleController {
         let limit = WireLimits.defaultPageSize
         var found: [DeviceRecord] = []
         if let device = try await store.device(applicationId: applicationId, deviceId: query) { found.append(device) }
-        let byUser = try await store.devices(applicationId: applicationId, filter: DeviceFilter(userId: query, includeUnregistered: true), afterRowId: nil, limit: limit)
-        found += byUser
-        found += try await store.devices(
-            applicationId: applicationId, filter: DeviceFilter(externalDeviceId: query, includeUnregistered: true), afterRowId: nil, limit: limit)
-        found += try await store.devices(
-            applicationId: applicationId, filter: DeviceFilter(nickname: query, includeUnregistered: true), afterRowId: nil, limit: limit)
+        var truncated = false
+        var userHasDevices = false
+        for filter in [DeviceFilter(userId: query), DeviceFilter(externalDeviceId: query), DeviceFilter(nickname: query)] {
+            var filter = filter
+            filter.includeUnregistered = true
+            let page = try await store.devices(applicationId: applicationId, filter: filter, afterRowId: nil, limit: limit + 1)
+            truncated = truncated || page.count > limit
+            if filter.userId != nil { userHasDevices = !page.isEmpty }
+            found += page.prefix(limit)
+        }
         var seen = Set<String>()
         let devices = found.filter { seen.insert($0.deviceId).inserted }.map { DeviceRow(services.lastSeen.latest($0)) }
-        let model = FindModel(query: query, searched: true, userHref: byUser.isEmpty ? nil : ConsolePaths.user(query), devices: devices)
+        let model = FindModel(
+            query: query, searched: true, userHref: userHasDevices ? ConsolePaths.user(query) : nil, devices: devices, truncated: truncated)
         return renderer.page("find", title: "Find", model: model, session: context.session, current: .find)
     }
 }

@@ -21,6 +21,18 @@ enum ConsoleForms {
         }
     }
 
+    /// The query of a console page, read as the form that sent it: a browser writes a GET form's
+    /// spaces as `+`, which `URI.queryParameters` keeps as `+`. Fields sent empty are left out
+    /// (a form sends every field; empty means "no filter"). A repeated name is a 400.
+    static func query(_ request: Request) throws -> [String: String] {
+        guard let raw = request.uri.query, !raw.isEmpty else { return [:] }
+        do {
+            return try URLEncodedFormDecoder().decode([String: String].self, from: raw).filter { !$0.value.isEmpty }
+        } catch {
+            throw BackplaneError.badRequest("The query is malformed: each parameter may appear once.")
+        }
+    }
+
     /// `confirm=yes`: the second step of an action that asks first.
     static func confirmed(_ value: String?) -> Bool { value == "yes" }
 }

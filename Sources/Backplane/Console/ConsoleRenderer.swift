@@ -4,26 +4,28 @@ import Mustache
 import BackplaneWire
 
 /// Renders console pages: a page's template with its model, inside the layout. Every `{{value}}`
-/// is HTML-escaped by Mustache (quotes included, so values are safe in attributes too); the
-/// templates use the unescaped form only for `{{{body}}}`, the page already rendered.
+/// is HTML-escaped (`ScalarHTMLEscaping`, quotes included, so values are safe in attributes
+/// too); the templates use the unescaped form only for `{{{body}}}`, the page already rendered.
 struct ConsoleRenderer: Sendable {
     private let library: MustacheLibrary
 
     init() {
+        MustacheContentTypes.register(ScalarHTMLEscaping(), named: ScalarHTMLEscaping.name)
+        let escaping = "{{% CONTENT_TYPE: \(ScalarHTMLEscaping.name)}}"
         var library = MustacheLibrary()
+        // The templates are constants of this module: one that does not parse is a bug the
+        // console tests catch at once.
         for (name, text) in ConsoleTemplates.pages {
             // The page model sits under `page`, the layout's values (the form token) above it.
             // swiftlint:disable:next force_try
-            try! library.register("{{#page}}" + text + "{{/page}}", named: name)
+            try! library.register(escaping + "{{#page}}" + text + "{{/page}}", named: name)
         }
         for (name, text) in ConsoleTemplates.partials {
             // swiftlint:disable:next force_try
-            try! library.register(text, named: name)
+            try! library.register(escaping + text, named: name)
         }
-        // The templates are constants of this file's module: one that does not parse is a bug
-        // the console tests catch at once.
         // swiftlint:disable:next force_try
-        try! library.register(ConsoleTemplates.layout, named: "layout")
+        try! library.register(escaping + ConsoleTemplates.layout, named: "layout")
         self.library = library
     }
 
@@ -79,6 +81,29 @@ struct ConsoleRenderer: Sendable {
     struct ErrorModel {
         let message: String
         let code: String
+    }
+}
+
+/// HTML escaping by Unicode scalar. Mustache's own escaping looks characters up whole, and a
+/// quote followed by a combining mark (`"` U+0301) is one character that is not a quote: it
+/// would pass unescaped and end an attribute value. Every `&`, `<`, `>`, `"` and `'` scalar is
+/// escaped here, whatever follows it.
+struct ScalarHTMLEscaping: MustacheContentType {
+    static let name = "BACKPLANE_HTML"
+
+    func escapeText(_ text: String) -> String {
+        var escaped = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": escaped.append(contentsOf: "&amp;".unicodeScalars)
+            case "<": escaped.append(contentsOf: "&lt;".unicodeScalars)
+            case ">": escaped.append(contentsOf: "&gt;".unicodeScalars)
+            case "\"": escaped.append(contentsOf: "&quot;".unicodeScalars)
+            case "'": escaped.append(contentsOf: "&#39;".unicodeScalars)
+            default: escaped.append(scalar)
+            }
+        }
+        return String(escaped)
     }
 }
 

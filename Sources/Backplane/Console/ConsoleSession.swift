@@ -47,7 +47,9 @@ enum ConsoleSecurity {
         headers[.contentSecurityPolicy] = contentSecurityPolicy
         headers[.cacheControl] = "no-store"
         headers[.xContentTypeOptions] = "nosniff"
-        headers[.referrerPolicy] = "no-referrer"
+        // Not "no-referrer": under it a browser sends `Origin: null` with the console's own forms,
+        // and the origin check below could not tell them from a sandboxed page's.
+        headers[.referrerPolicy] = "same-origin"
         headers[.xFrameOptions] = "DENY"
         return headers
     }
@@ -72,9 +74,10 @@ enum ConsoleSecurity {
             throw refused("The form was sent from another site.")
         }
         // Host names only: a proxy may pass `Host` without the port the browser used
-        // (nginx's `$host`), and a port is no boundary between sites anyway.
-        if let origin = request.headers[.origin], origin != "null", let host = request.headers[.host] ?? request.head.authority,
-           URL(string: origin)?.host?.lowercased() != URL(string: "http://\(host)")?.host?.lowercased() {
+        // (nginx's `$host`), and a port is no boundary between sites anyway. `Origin: null` is
+        // what a sandboxed or opaque page sends; the console's own pages send their origin.
+        if let origin = request.headers[.origin], let host = request.headers[.host] ?? request.head.authority,
+           origin == "null" || URL(string: origin)?.host?.lowercased() != URL(string: "http://\(host)")?.host?.lowercased() {
             throw refused("The form was sent from another origin (\(origin)).")
         }
         guard matches(presented, expected) else {
@@ -100,11 +103,12 @@ enum ConsoleSecurity {
     }
 
     /// `Set-Cookie` for a console cookie; `Secure` when the browser reached the backplane over
-    /// TLS (a proxy in front says so in `X-Forwarded-Proto`; the backplane itself speaks plain
-    /// HTTP). A nil value clears the cookie.
+    /// TLS (a proxy in front says so in `X-Forwarded-Proto`, the first proxy's word first in a
+    /// list; the backplane itself speaks plain HTTP). A nil value clears the cookie.
     static func setCookie(_ name: String, _ value: String?, maxAge: Int, request: Request) -> String {
         var cookie = "\(name)=\(value ?? ""); Path=/console; HttpOnly; SameSite=Strict; Max-Age=\(value == nil ? 0 : maxAge)"
-        if request.headers[.xForwardedProto]?.lowercased() == "https" { cookie += "; Secure" }
+        let scheme = request.headers[.xForwardedProto]?.split(separator: ",").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        if scheme == "https" { cookie += "; Secure" }
         return cookie
     }
 }

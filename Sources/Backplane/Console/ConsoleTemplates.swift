@@ -93,6 +93,7 @@ enum ConsoleTemplates {
         </form>
         {{#searched}}
         {{#userHref}}<p>User <a href="{{userHref}}">{{query}}</a> has devices.</p>{{/userHref}}
+        {{#truncated}}<p class="muted">Many devices match: only the first page of each kind of match is shown. The user page lists all of a user's devices.</p>{{/truncated}}
         {{#hasDevices}}{{>deviceTable}}{{/hasDevices}}
         {{#nothingFound}}<p class="muted">Nothing matches “{{query}}”.</p>{{/nothingFound}}
         {{/searched}}

@@ -76,13 +76,13 @@ struct ReportsController {
         }
     }
 
-    /// The event filter of the query. `emptyMeansAbsent`: a field sent empty filters nothing (a
-    /// console form sends every field); the API reads it as the empty value.
-    static func filter(_ request: Request, emptyMeansAbsent: Bool = false) throws -> EventFilter {
+    static func filter(_ request: Request) throws -> EventFilter {
         let query = request.uri.queryParameters
-        func text(_ name: String) -> String? {
-            query[Substring(name)].map(String.init).flatMap { emptyMeansAbsent && $0.isEmpty ? nil : $0 }
-        }
+        return try filter { query[Substring($0)].map(String.init) }
+    }
+
+    /// The event filter from the query's values by name (the API's and the console's).
+    static func filter(_ text: (String) -> String?) throws -> EventFilter {
         let type = try QueryValue.option(text("type"), name: "type", as: EventType.self)
         let from = try QueryValue.date(text("from"), name: "from"), to = try QueryValue.date(text("to"), name: "to")
         return EventFilter(type: type, userId: text("userId"), deviceId: text("deviceId"), assetId: text("assetId"), from: from, to: to)

@@ -27,6 +27,41 @@ struct NonceJanitor: Service {
     }
 }
 
+/// Marks open commands past their expiry as expired, so that the queue's stored states (what
+/// the command list filters and the overview counts) are the commands' states within one
+/// interval, whether or not their devices sync. Small batches, like `EventRetention`.
+struct CommandExpiry: Service {
+    let store: any BackplaneStore
+    let interval: Duration
+    let batchSize = 1000
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                try await Task.sleep(for: max(interval, .milliseconds(100)))
+                await pass()
+            }
+        }
+    }
+
+    /// One pass: batches until one comes back short.
+    func pass() async {
+        do {
+            var total = 0
+            while true {
+                let expired = try await store.expireCommands(at: now(), limit: batchSize)
+                total += expired
+                if expired < batchSize || Task.isCancelled { break }
+            }
+            if total > 0 { logger.info("Expired open commands past their expiry", metadata: ["count": "\(total)"]) }
+        } catch {
+            logger.warning("Could not expire commands; trying again at the next pass", metadata: ["error": "\(error)"])
+        }
+    }
+}
+
 /// Writes the last-seen times `LastSeenLog` noted and the credential uses `CredentialUseLog`
 /// noted, every `interval` and once more at shutdown.
 struct LastSeenWriter: Service {

@@ -328,9 +328,11 @@ enum CredentialLifetimes {
 /// (`GET /v1/admin/commands`, the console's commands page) goes newest first, filtered by state,
 /// type, both or neither, and each has an index in that order; the console's find looks devices
 /// up by nickname. The row id is named last so that PostgreSQL's indexes are in page order too
-/// (SQLite's hold it anyway). Never edit once shipped.
+/// (SQLite's hold it anyway). The open commands by expiry serve `CommandExpiry`, which marks
+/// them expired without reading the finished ones. Never edit once shipped.
 enum ConsoleIndexes {
     static let statements = [
+        "CREATE INDEX commands_open_by_expiry ON commands (expires_at) WHERE state IN ('pending', 'delivered')",
         "CREATE INDEX commands_by_application ON commands (application_id, row_id)",
         "CREATE INDEX commands_by_state ON commands (application_id, state, row_id)",
         "CREATE INDEX commands_by_type ON commands (application_id, type, row_id)",

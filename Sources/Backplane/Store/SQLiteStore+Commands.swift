@@ -38,6 +38,17 @@ extension SQLiteStore {
         }
     }
 
+    public func expireCommands(at now: Date, limit: Int) async throws -> Int {
+        try await write { db in
+            try db.execute(sql: """
+                UPDATE commands SET state = 'expired', completed_at = expires_at, updated_at = ?
+                WHERE row_id IN (
+                    SELECT row_id FROM commands WHERE state IN ('pending', 'delivered') AND expires_at <= ? ORDER BY expires_at LIMIT ?)
+                """, arguments: [now, now, limit])
+            return db.changesCount
+        }
+    }
+
     public func commandCounts(applicationId: String) async throws -> [CommandState: Int] {
         try await read { db in
             let rows = try Row.fetchAll(

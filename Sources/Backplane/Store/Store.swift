@@ -89,6 +89,10 @@ public protocol CommandStore: Sendable {
     /// A page of the application's commands matching `filter`, newest first, with `rowId` below
     /// `beforeRowId`. Each combination of filters is served by an index in page order.
     func commands(applicationId: String, filter: CommandFilter, beforeRowId: Int64?, limit: Int) async throws -> [CommandRecord]
+    /// Marks at most `limit` open commands of any application whose `expiresAt` is at or before
+    /// `now` as expired (`completedAt` their expiry), in one transaction; returns how many. A
+    /// command being acknowledged or cancelled meanwhile keeps that outcome.
+    func expireCommands(at now: Date, limit: Int) async throws -> Int
     /// How many of the application's commands are in each stored state (absent: none).
     func commandCounts(applicationId: String) async throws -> [CommandState: Int]
     /// Replaces a command with what `change` returns, in one transaction. Nil when there is none.

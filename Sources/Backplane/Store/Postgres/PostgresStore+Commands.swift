@@ -51,6 +51,19 @@ extension PostgresStore {
             """).records(CommandRecord.init)
     }
 
+    public func expireCommands(at now: Date, limit: Int) async throws -> Int {
+        // SKIP LOCKED: a command another node is acknowledging or cancelling is left to that
+        // transaction, and to the next pass if it stays open.
+        let rows = try await rows("""
+            UPDATE commands SET state = 'expired', completed_at = expires_at, updated_at = \(now)
+            WHERE state IN ('pending', 'delivered') AND row_id IN (
+                SELECT row_id FROM commands WHERE state IN ('pending', 'delivered') AND expires_at <= \(now)
+                ORDER BY expires_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+            RETURNING row_id
+            """)
+        return rows.count
+    }
+
     public func commandCounts(applicationId: String) async throws -> [CommandState: Int] {
         let rows = try await rows("SELECT state, COUNT(*) FROM commands WHERE application_id = \(applicationId) GROUP BY state")
         return SQLiteStore.commandCounts(try rows.map { row in
