@@ -45,6 +45,16 @@ extension ConsoleController {
                      value: \.offlineViewingPeriodSeconds, update: \.offlineViewingPeriodSeconds),
     ] }
 
+    /// Every field by name: the form's fields are the settings listed above.
+    struct SettingsForm: ConsoleForm {
+        let values: [String: String]
+        var csrf: String? { values["csrf"] }
+
+        init(from decoder: any Decoder) throws {
+            values = try [String: String](from: decoder)
+        }
+    }
+
     struct SettingLine {
         let name: String
         let label: String
@@ -69,9 +79,7 @@ extension ConsoleController {
     /// Every field is read and checked by the settings service, as `PATCH /v1/admin/settings`
     /// would; a refusal shows the form again as typed, the reason next to the field it names.
     @Sendable func saveSettings(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
-        let form = try await ConsoleForms.decode([String: String].self, from: request)
-        try ConsoleSecurity.checkForm(request, formToken: form["csrf"], expected: context.session.formToken)
-        try context.session.require(.admin, toDo: "Changing settings")
+        let form = try await context.form(SettingsForm.self, from: request, needs: .admin, toDo: "Changing settings").values
         var update = ApplicationSettingsUpdate()
         var errors: [String: String] = [:]
         for field in Self.settingFields {
@@ -168,7 +176,7 @@ extension ConsoleController {
             current: .tokens, status: status)
     }
 
-    struct TokenForm: Decodable {
+    struct TokenForm: ConsoleForm {
         let csrf: String?
         let name: String
         let scope: String
@@ -178,9 +186,7 @@ extension ConsoleController {
     /// The new token is in this answer and nowhere else: it is not redirected to, and only its
     /// hash is stored.
     @Sendable func createToken(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
-        let form = try await ConsoleForms.decode(TokenForm.self, from: request)
-        try ConsoleSecurity.checkForm(request, formToken: form.csrf, expected: context.session.formToken)
-        try context.session.require(.admin, toDo: "Creating a token")
+        let form = try await context.form(TokenForm.self, from: request, needs: .admin, toDo: "Creating a token")
         guard let scope = TokenScope(rawValue: form.scope), scope != .admin else {
             throw BackplaneError.validation("The console makes cms and reporting tokens; admin tokens come from 'backplane token create'.", field: "scope")
         }
@@ -198,14 +204,12 @@ extension ConsoleController {
     }
 
     @Sendable func createKey(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
-        let form = try await ConsoleForms.decode(FormTokenOnly.self, from: request)
-        try ConsoleSecurity.checkForm(request, formToken: form.csrf, expected: context.session.formToken)
-        try context.session.require(.admin, toDo: "Creating an app key")
+        _ = try await context.form(FormTokenOnly.self, from: request, needs: .admin, toDo: "Creating an app key")
         let key = try await services.applications.addAppKey(applicationId: context.applicationId, now: services.now())
         return try await credentials(context, created: CreatedSecret(label: "New app key \(key.keyId), secret:", secret: key.secret), status: .created)
     }
 
-    struct RevokeForm: Decodable {
+    struct RevokeForm: ConsoleForm {
         let csrf: String?
         let confirm: String?
     }
@@ -226,9 +230,7 @@ extension ConsoleController {
     private func revoke(
         _ request: Request, _ context: ConsoleRequestContext, what: String, parameter: String, _ perform: (String) async throws -> Void
     ) async throws -> Response {
-        let form = try await ConsoleForms.decode(RevokeForm.self, from: request)
-        try ConsoleSecurity.checkForm(request, formToken: form.csrf, expected: context.session.formToken)
-        try context.session.require(.admin, toDo: "Revoking a \(what)")
+        let form = try await context.form(RevokeForm.self, from: request, needs: .admin, toDo: "Revoking a \(what)")
         let id = try context.pathValue(parameter)
         guard ConsoleForms.confirmed(form.confirm) else {
             let model = ConfirmModel(

@@ -97,7 +97,7 @@ extension ConsoleController {
         return renderer.page("feed", title: "Feed \(feedId)", model: model, session: context.session, current: .feeds)
     }
 
-    struct EpisodeForm: Decodable {
+    struct EpisodeForm: ConsoleForm {
         let csrf: String?
         let assetId: String
         let title: String?
@@ -107,9 +107,7 @@ extension ConsoleController {
     /// Publishes (or replaces) one episode, as `POST /v1/cms/feeds/{feedId}/episodes` would; the
     /// feed's subscribers are woken by the feed service.
     @Sendable func publishEpisode(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
-        let form = try await ConsoleForms.decode(EpisodeForm.self, from: request)
-        try ConsoleSecurity.checkForm(request, formToken: form.csrf, expected: context.session.formToken)
-        try context.session.require(.cms, toDo: "Publishing an episode")
+        let form = try await context.form(EpisodeForm.self, from: request, needs: .cms, toDo: "Publishing an episode")
         let feedId = try context.pathValue("feedId")
         func optional(_ text: String?) -> String? { text.flatMap { $0.isEmpty ? nil : $0 } }
         try Validate.identifier(form.assetId, field: "assetId")
@@ -126,9 +124,7 @@ extension ConsoleController {
     }
 
     @Sendable func retractEpisode(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
-        let form = try await ConsoleForms.decode(FormTokenOnly.self, from: request)
-        try ConsoleSecurity.checkForm(request, formToken: form.csrf, expected: context.session.formToken)
-        try context.session.require(.cms, toDo: "Retracting an episode")
+        _ = try await context.form(FormTokenOnly.self, from: request, needs: .cms, toDo: "Retracting an episode")
         let feedId = try context.pathValue("feedId")
         try await services.feeds.retractEpisode(applicationId: context.applicationId, feedId: feedId, assetId: try context.pathValue("assetId"))
         return Response(status: .seeOther, headers: [.location: ConsolePaths.feed(feedId)])

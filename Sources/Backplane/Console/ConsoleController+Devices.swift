@@ -149,7 +149,7 @@ extension ConsoleController {
         let cancelHref: String
     }
 
-    struct CommandForm: Decodable {
+    struct CommandForm: ConsoleForm {
         let csrf: String?
         let type: String
         let assetIds: String?
@@ -159,9 +159,7 @@ extension ConsoleController {
     /// Two steps: the first answers with a confirmation page, whose button sends the form again
     /// with `confirm=yes`; only that second request enqueues.
     @Sendable func enqueueCommand(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
-        let form = try await ConsoleForms.decode(CommandForm.self, from: request)
-        try ConsoleSecurity.checkForm(request, formToken: form.csrf, expected: context.session.formToken)
-        try context.session.require(.admin, toDo: "Sending a command")
+        let form = try await context.form(CommandForm.self, from: request, needs: .admin, toDo: "Sending a command")
         let deviceId = try context.pathValue("deviceId")
         guard let type = CommandType(rawValue: form.type) else { throw BackplaneError.validation("Unknown command type '\(form.type)'.", field: "type") }
         let assetIds = form.assetIds.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
@@ -181,7 +179,7 @@ extension ConsoleController {
         return Response(status: .seeOther, headers: [.location: devicePath])
     }
 
-    struct DownloadForm: Decodable {
+    struct DownloadForm: ConsoleForm {
         let csrf: String?
         let enabled: String
         /// "user" when the switch was on the user page, which the answer then goes back to.
@@ -189,9 +187,7 @@ extension ConsoleController {
     }
 
     @Sendable func setDownloadEnabled(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
-        let form = try await ConsoleForms.decode(DownloadForm.self, from: request)
-        try ConsoleSecurity.checkForm(request, formToken: form.csrf, expected: context.session.formToken)
-        try context.session.require(.admin, toDo: "Turning download on or off")
+        let form = try await context.form(DownloadForm.self, from: request, needs: .admin, toDo: "Turning download on or off")
         let deviceId = try context.pathValue("deviceId")
         guard let enabled = try QueryValue.bool(form.enabled, name: "enabled") else { throw BackplaneError.validation("'enabled' is missing.") }
         let device = try await services.devices.setDownloadEnabled(
@@ -225,9 +221,7 @@ extension ConsoleController {
     }
 
     @Sendable func cancelCommand(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
-        let form = try await ConsoleForms.decode(FormTokenOnly.self, from: request)
-        try ConsoleSecurity.checkForm(request, formToken: form.csrf, expected: context.session.formToken)
-        try context.session.require(.admin, toDo: "Cancelling a command")
+        _ = try await context.form(FormTokenOnly.self, from: request, needs: .admin, toDo: "Cancelling a command")
         let command = try await services.commands.cancel(applicationId: context.applicationId, commandId: try context.pathValue("commandId"))
         return Response(status: .seeOther, headers: [.location: ConsolePaths.device(command.deviceId)])
     }

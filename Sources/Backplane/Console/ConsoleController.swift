@@ -84,13 +84,12 @@ struct ConsoleController {
         return Response(status: .seeOther, headers: headers)
     }
 
-    struct FormTokenOnly: Decodable {
+    struct FormTokenOnly: ConsoleForm {
         let csrf: String?
     }
 
     @Sendable func signOut(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
-        let form = try await ConsoleForms.decode(FormTokenOnly.self, from: request)
-        try ConsoleSecurity.checkForm(request, formToken: form.csrf, expected: context.session.formToken)
+        _ = try await context.form(FormTokenOnly.self, from: request, needs: nil, toDo: "Signing out")
         var headers = HTTPFields()
         headers[.location] = "/console/sign-in"
         headers[.setCookie] = ConsoleSecurity.setCookie(ConsoleSecurity.sessionCookie, nil, maxAge: 0, request: request)

@@ -37,6 +37,22 @@ enum ConsoleForms {
     static func confirmed(_ value: String?) -> Bool { value == "yes" }
 }
 
+/// A form that changes something: it carries the session's form token, as the page wrote it.
+protocol ConsoleForm: Decodable {
+    var csrf: String? { get }
+}
+
+extension ConsoleRequestContext {
+    /// Reads a state-changing form: decoded, its form token and origin checked first (a forged
+    /// form learns nothing more), then the scope the action needs (nil: any signed-in session).
+    func form<Form: ConsoleForm>(_ type: Form.Type, from request: Request, needs scope: TokenScope?, toDo action: String) async throws -> Form {
+        let form = try await ConsoleForms.decode(type, from: request)
+        try ConsoleSecurity.checkForm(request, formToken: form.csrf, expected: session.formToken)
+        if let scope { try session.require(scope, toDo: action) }
+        return form
+    }
+}
+
 /// A device as a row of the console's tables.
 struct DeviceRow {
     let deviceId: String
