@@ -34,7 +34,7 @@ struct DevicesController {
         let me = context.device
         // An empty body is an empty report.
         let body = try await request.decode(as: SyncRequest.self, context: context, orIfEmpty: SyncRequest())
-        return try await self.sync.sync(applicationId: me.applicationId, deviceId: me.deviceId, body)
+        return try await self.sync.sync(applicationId: me.applicationId, deviceId: me.deviceId, body, authenticated: context.record)
     }
 
     @Sendable func register(_ request: Request, context: RegistrationRequestContext) async throws -> EditedResponse<RegisterDeviceResponse> {

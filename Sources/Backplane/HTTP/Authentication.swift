@@ -31,20 +31,20 @@ struct SignedRequestMiddleware: RouterMiddleware {
         let body = try await request.collectBody(upTo: WireLimits.maxBodyBytes)
         let named = context.parameters.get("deviceId").map { $0.removingPercentEncoding ?? $0 }
         let (identity, signed) = try await verify(request, body: body, pathDeviceId: named)
-        if case .device(let device, _) = identity, let wait = deviceLimiter.take("\(device.applicationId)/\(device.deviceId)") {
+        if case .device(let device, _, _) = identity, let wait = deviceLimiter.take("\(device.applicationId)/\(device.deviceId)") {
             // Before the nonce is spent: the device may send the same request again later.
             services.metrics.rateLimited(scope: "device")
             throw BackplaneError.rateLimited("device", retryAfter: wait)
         }
         services.credentialUse.usedKey(signed.keyId, at: services.now())
-        if handlerRecordsNonce, case .device(let device, _) = identity {
-            context.identity = .device(device, nonceToRecord: signed)
+        if handlerRecordsNonce, case .device(let device, _, let record) = identity {
+            context.identity = .device(device, nonceToRecord: signed, record: record)
             let response = try await next(request, context)
             services.lastSeen.saw(applicationId: device.applicationId, deviceId: device.deviceId, at: services.now())
             return response
         }
         if try await !store.recordSignedRequest(signed) { throw BackplaneError.nonceReused }
-        if case .device(let device, _) = identity {
+        if case .device(let device, _, _) = identity {
             services.lastSeen.saw(applicationId: device.applicationId, deviceId: device.deviceId, at: services.now())
         }
         context.identity = identity
@@ -102,12 +102,12 @@ struct SignedRequestMiddleware: RouterMiddleware {
                 throw BackplaneError.invalidCredentials(
                     "Send \(RequestSigning.Header.deviceId) and \(RequestSigning.Header.deviceCredential) from the registration.")
             }
-            _ = try await services.devices.authenticate(applicationId: key.applicationId, deviceId: deviceId, credential: credential)
+            let record = try await services.devices.authenticate(applicationId: key.applicationId, deviceId: deviceId, credential: credential)
             // A route naming a device must name the caller: a device acts only as itself.
             if let named = pathDeviceId, named != deviceId {
                 throw BackplaneError.forbidden("A device may act only as itself: '\(deviceId)' cannot act on '\(named)'.")
             }
-            identity = .device(AuthenticatedDevice(applicationId: key.applicationId, deviceId: deviceId), nonceToRecord: nil)
+            identity = .device(AuthenticatedDevice(applicationId: key.applicationId, deviceId: deviceId), nonceToRecord: nil, record: record)
         }
         let signed = SignedRequestRecord(
             keyId: keyId, nonce: nonce, expiresAt: Date(timeIntervalSince1970: Double(timestamp) + RequestSigning.allowedClockSkew + 60))

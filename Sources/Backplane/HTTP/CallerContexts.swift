@@ -35,14 +35,17 @@ struct DeviceRequestContext: ChildRequestContext, WireCodingContext {
     /// The request's nonce, on routes whose handler records it in its own transaction; nil where
     /// the middleware recorded it already.
     let nonceToRecord: SignedRequestRecord?
+    /// The device's row as the credential check read it, earlier in this request.
+    let record: DeviceRecord?
 
     init(context: BackplaneRequestContext) throws {
-        guard case .device(let device, let nonceToRecord)? = context.identity else {
+        guard case .device(let device, let nonceToRecord, let record)? = context.identity else {
             throw BackplaneError.invalidCredentials("This route needs a device credential.")
         }
         self.coreContext = context.coreContext
         self.device = device
         self.nonceToRecord = nonceToRecord
+        self.record = record
     }
 }
 

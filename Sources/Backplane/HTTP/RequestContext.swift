@@ -11,8 +11,10 @@ enum Identity: Sendable {
     /// `stringToSign` is the verified string, which a device proof signs too.
     case appKey(applicationId: String, stringToSign: String)
     /// Signed with an app key and carrying a valid device credential. `nonceToRecord` is set when
-    /// the route's handler records the nonce in its own transaction.
-    case device(AuthenticatedDevice, nonceToRecord: SignedRequestRecord?)
+    /// the route's handler records the nonce in its own transaction; `record` is the device row
+    /// the credential was checked against, which a quiet sync answers from instead of reading
+    /// the row again.
+    case device(AuthenticatedDevice, nonceToRecord: SignedRequestRecord?, record: DeviceRecord?)
     /// A bearer token of the scope the route's group requires.
     case token(applicationId: String)
     /// A console session: the token in its cookie, of any scope (pages check theirs).
@@ -68,7 +70,7 @@ public struct BackplaneRequestContext: RequestContext {
 
     /// The signing device, on routes behind the device-signing middleware.
     var device: AuthenticatedDevice? {
-        guard case .device(let device, _) = identity else { return nil }
+        guard case .device(let device, _, _) = identity else { return nil }
         return device
     }
 }

@@ -23,7 +23,7 @@ final class AccessRecord: Sendable {
             switch identity {
             case .appKey(let applicationId, _)?, .token(let applicationId)?:
                 fields.applicationId = applicationId
-            case .device(let device, _)?:
+            case .device(let device, _, _)?:
                 fields.applicationId = device.applicationId
                 fields.deviceId = device.deviceId
             case .console(let session)?:

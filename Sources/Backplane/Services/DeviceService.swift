@@ -284,8 +284,11 @@ public struct DeviceService: Sendable {
     }
 
     /// The device section of a sync: records reported version changes and answers the device's
-    /// state, the effective settings and the server time.
-    func syncDevice(applicationId: String, deviceId: String, _ request: SyncRequest) async throws -> DeviceResponse {
+    /// state, the effective settings and the server time. `alreadyRead`: the device's row when the
+    /// caller read it already in this request.
+    func syncDevice(
+        applicationId: String, deviceId: String, _ request: SyncRequest, alreadyRead: DeviceRecord? = nil
+    ) async throws -> DeviceResponse {
         try Validate.optionalText(request.sdkVersion, field: "sdkVersion", maxLength: WireLimits.maxShortTextLength)
         try Validate.optionalText(request.appVersion, field: "appVersion", maxLength: WireLimits.maxShortTextLength)
         try Validate.optionalText(request.osVersion, field: "osVersion", maxLength: WireLimits.maxShortTextLength)
@@ -299,7 +302,8 @@ public struct DeviceService: Sendable {
             return device
         }
         // Most syncs report the versions the device has already: that is a read, not a write.
-        let current = try await existing(applicationId, deviceId)
+        let current: DeviceRecord
+        if let alreadyRead { current = alreadyRead } else { current = try await existing(applicationId, deviceId) }
         let device = reported(current) == current ? current : try await mutate(applicationId, deviceId) { original, _ in reported(original) }
         return try await response(applicationId, device, includePushToken: true)
     }
