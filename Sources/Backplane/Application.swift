@@ -136,6 +136,7 @@ public func buildRouter(
     devices.addRegistration(to: callers.signedByAppKey("v1/devices/register"))
     let signedByDevice = callers.signedByDevice("v1")
     devices.addRoutes(to: signedByDevice)
+    devices.addSync(to: callers.signedByDevice("v1/sync", readsOpenCommands: true))
     SubscriptionsController(subscriptions: services.subscriptions).addRoutes(to: signedByDevice)
     EventsController(events: services.events).addRoutes(to: callers.signedByDevice("v1/events", handlerRecordsNonce: true))
     let admin = callers.bearer("v1/admin", scope: .admin)

@@ -1,4 +1,4 @@
-import Backplane
+@testable import Backplane
 import Foundation
 import BackplaneWire
 import Testing
@@ -47,5 +47,26 @@ extension StoreConformanceTests {
         #expect(try await store.device(applicationId: applicationId, deviceId: "phone")?.lastSeenAt == later)
         #expect(try await store.device(applicationId: applicationId, deviceId: "tablet")?.lastSeenAt == Self.now)
         #expect(try await store.device(applicationId: applicationId, deviceId: "gone") == nil)
+    }
+
+    /// A sync's first read: the device with its open commands, in delivery order.
+    @Test(arguments: StoreKind.allCases)
+    func aDeviceIsReadWithItsOpenCommands(_ kind: StoreKind) async throws {
+        let store = try await kind.make()
+        let applicationId = try await application(in: store)
+        try await registered(store, applicationId, "phone")
+        try await registered(store, applicationId, "tablet")
+        let plan: [(String, String, CommandState)] = [
+            ("c1", "phone", .delivered), ("c2", "phone", .succeeded), ("c3", "tablet", .pending), ("c4", "phone", .pending), ("c5", "phone", .cancelled),
+        ]
+        _ = try await store.insertCommands(plan.map { id, device, state in
+            CommandRecord(
+                commandId: id, applicationId: applicationId, deviceId: device, type: .wipe, assetIds: nil, state: state, createdAt: Self.now,
+                updatedAt: Self.now, deferrals: 0)
+        })
+        let (device, open) = try #require(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "phone"))
+        #expect(device == (try await store.device(applicationId: applicationId, deviceId: "phone")))
+        #expect(open.map(\.commandId) == ["c1", "c4"])
+        #expect(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "gone") == nil)
     }
 }

@@ -27,14 +27,18 @@ struct DevicesController {
             .get("devices/:deviceId/channel") { _, _ -> Response in
                 throw BackplaneError.badRequest("This is the device's WebSocket channel: connect with an HTTP Upgrade (websocket) request.")
             }
-            .post("sync", use: sync)
+    }
+
+    /// `POST /v1/sync`, in a group whose credential check also reads the open commands.
+    func addSync(to group: RouterGroup<DeviceRequestContext>) {
+        group.post(use: sync)
     }
 
     @Sendable func sync(_ request: Request, context: DeviceRequestContext) async throws -> SyncResponse {
         let me = context.device
         // An empty body is an empty report.
         let body = try await request.decode(as: SyncRequest.self, context: context, orIfEmpty: SyncRequest())
-        return try await self.sync.sync(applicationId: me.applicationId, deviceId: me.deviceId, body, authenticated: context.record)
+        return try await self.sync.sync(applicationId: me.applicationId, deviceId: me.deviceId, body, authenticated: context.read)
     }
 
     @Sendable func register(_ request: Request, context: RegistrationRequestContext) async throws -> EditedResponse<RegisterDeviceResponse> {

@@ -21,6 +21,9 @@ struct SignedRequestMiddleware: RouterMiddleware {
     /// routes whose replay is harmless before that write (a request refused earlier keeps its
     /// nonce unspent and would only be refused again).
     var handlerRecordsNonce = false
+    /// Read the device's open commands with the device, in the credential check's one round
+    /// trip: for the sync, which answers them (`DeviceRead`).
+    var readsOpenCommands = false
 
     private var store: any BackplaneStore { services.store }
 
@@ -37,8 +40,8 @@ struct SignedRequestMiddleware: RouterMiddleware {
             throw BackplaneError.rateLimited("device", retryAfter: wait)
         }
         services.credentialUse.usedKey(signed.keyId, at: services.now())
-        if handlerRecordsNonce, case .device(let device, _, let record) = identity {
-            context.identity = .device(device, nonceToRecord: signed, record: record)
+        if handlerRecordsNonce, case .device(let device, _, let read) = identity {
+            context.identity = .device(device, nonceToRecord: signed, read: read)
             let response = try await next(request, context)
             services.lastSeen.saw(applicationId: device.applicationId, deviceId: device.deviceId, at: services.now())
             return response
@@ -102,12 +105,13 @@ struct SignedRequestMiddleware: RouterMiddleware {
                 throw BackplaneError.invalidCredentials(
                     "Send \(RequestSigning.Header.deviceId) and \(RequestSigning.Header.deviceCredential) from the registration.")
             }
-            let record = try await services.devices.authenticate(applicationId: key.applicationId, deviceId: deviceId, credential: credential)
+            let read = try await services.devices.authenticate(
+                applicationId: key.applicationId, deviceId: deviceId, credential: credential, withOpenCommands: readsOpenCommands)
             // A route naming a device must name the caller: a device acts only as itself.
             if let named = pathDeviceId, named != deviceId {
                 throw BackplaneError.forbidden("A device may act only as itself: '\(deviceId)' cannot act on '\(named)'.")
             }
-            identity = .device(AuthenticatedDevice(applicationId: key.applicationId, deviceId: deviceId), nonceToRecord: nil, record: record)
+            identity = .device(AuthenticatedDevice(applicationId: key.applicationId, deviceId: deviceId), nonceToRecord: nil, read: read)
         }
         let signed = SignedRequestRecord(
             keyId: keyId, nonce: nonce, expiresAt: Date(timeIntervalSince1970: Double(timestamp) + RequestSigning.allowedClockSkew + 60))

@@ -35,17 +35,17 @@ struct DeviceRequestContext: ChildRequestContext, WireCodingContext {
     /// The request's nonce, on routes whose handler records it in its own transaction; nil where
     /// the middleware recorded it already.
     let nonceToRecord: SignedRequestRecord?
-    /// The device's row as the credential check read it, earlier in this request.
-    let record: DeviceRecord?
+    /// What the credential check read of the device, earlier in this request.
+    let read: DeviceRead?
 
     init(context: BackplaneRequestContext) throws {
-        guard case .device(let device, let nonceToRecord, let record)? = context.identity else {
+        guard case .device(let device, let nonceToRecord, let read)? = context.identity else {
             throw BackplaneError.invalidCredentials("This route needs a device credential.")
         }
         self.coreContext = context.coreContext
         self.device = device
         self.nonceToRecord = nonceToRecord
-        self.record = record
+        self.read = read
     }
 }
 
@@ -80,10 +80,15 @@ struct CallerGroups {
     }
 
     /// Requests signed by a device. With `handlerRecordsNonce`, the handler records the nonce in
-    /// the same transaction as its own write (`DeviceRequestContext.nonceToRecord`).
-    func signedByDevice(_ path: RouterPath, handlerRecordsNonce: Bool = false) -> RouterGroup<DeviceRequestContext> {
-        router.group(path)
-            .add(middleware: deviceSigning(handlerRecordsNonce: handlerRecordsNonce))
+    /// the same transaction as its own write (`DeviceRequestContext.nonceToRecord`); with
+    /// `readsOpenCommands`, the credential check reads the device's open commands with it.
+    func signedByDevice(
+        _ path: RouterPath, handlerRecordsNonce: Bool = false, readsOpenCommands: Bool = false
+    ) -> RouterGroup<DeviceRequestContext> {
+        var signing = deviceSigning(handlerRecordsNonce: handlerRecordsNonce)
+        signing.readsOpenCommands = readsOpenCommands
+        return router.group(path)
+            .add(middleware: signing)
             .group(context: DeviceRequestContext.self)
     }
 

@@ -11,14 +11,20 @@ enum Identity: Sendable {
     /// `stringToSign` is the verified string, which a device proof signs too.
     case appKey(applicationId: String, stringToSign: String)
     /// Signed with an app key and carrying a valid device credential. `nonceToRecord` is set when
-    /// the route's handler records the nonce in its own transaction; `record` is the device row
-    /// the credential was checked against, which a quiet sync answers from instead of reading
-    /// the row again.
-    case device(AuthenticatedDevice, nonceToRecord: SignedRequestRecord?, record: DeviceRecord?)
+    /// the route's handler records the nonce in its own transaction; `read` is what the
+    /// credential check read, which a quiet sync answers from instead of reading it again.
+    case device(AuthenticatedDevice, nonceToRecord: SignedRequestRecord?, read: DeviceRead?)
     /// A bearer token of the scope the route's group requires.
     case token(applicationId: String)
     /// A console session: the token in its cookie, of any scope (pages check theirs).
     case console(ConsoleSession)
+}
+
+/// What the credential check read of the device, earlier in the request.
+struct DeviceRead: Sendable {
+    let record: DeviceRecord
+    /// Its open commands, read with it on the routes that ask for them (the sync).
+    let openCommands: [CommandRecord]?
 }
 
 /// The device that signed a request with its credential; it may act only on itself.

@@ -102,7 +102,11 @@ public struct CommandService: Sendable {
     }
 
     /// The command section of a device's sync: apply its acks, deliver what is open.
-    func sync(applicationId: String, deviceId: String, acks: [CommandAck]) async throws -> (commands: [Command], results: [CommandAckResult]) {
+    /// `openAlreadyRead`: the device's open commands as this request read them already; when
+    /// there are no acks and none of them is newly delivered or expired, they are the answer.
+    func sync(
+        applicationId: String, deviceId: String, acks: [CommandAck], openAlreadyRead: [CommandRecord]? = nil
+    ) async throws -> (commands: [Command], results: [CommandAckResult]) {
         guard acks.count <= WireLimits.maxAcksPerSync else {
             throw BackplaneError.validation("At most \(WireLimits.maxAcksPerSync) acknowledgements per sync.", field: "acks")
         }
@@ -124,6 +128,10 @@ public struct CommandService: Sendable {
             },
             detach: { device in DeviceService.detached(device, at: now) },
             now: now)
+        // The store's own quiet path, without its read.
+        if acks.isEmpty, let open = openAlreadyRead, open.allSatisfy({ rules.deliver($0) == $0 }) {
+            return (open.map(\.wire), [])
+        }
         let (results, open) = try await store.syncCommands(applicationId: applicationId, deviceId: deviceId, acks: acks, rules: rules)
         countTransitions(acks: acks, results: results, open: open, now: now)
         return (open.map(\.wire), results)

@@ -152,15 +152,24 @@ public struct DeviceService: Sendable {
             deviceCredential: credential, settings: try await settings(applicationId), serverTime: now)
     }
 
-    /// Checks a device credential; the answer is the device when it may make requests.
-    func authenticate(applicationId: String, deviceId: String, credential: String) async throws -> DeviceRecord {
-        guard let device = try await store.device(applicationId: applicationId, deviceId: deviceId),
-              device.credentialHash == Secrets.hash(credential)
+    /// Checks a device credential; the answer is the device (with its open commands, read in the
+    /// same round trip, when asked) when it may make requests.
+    func authenticate(applicationId: String, deviceId: String, credential: String, withOpenCommands: Bool = false) async throws -> DeviceRead {
+        let found: DeviceRecord?
+        var openCommands: [CommandRecord]?
+        if withOpenCommands {
+            let read = try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: deviceId)
+            found = read?.0
+            openCommands = read?.1
+        } else {
+            found = try await store.device(applicationId: applicationId, deviceId: deviceId)
+        }
+        guard let device = found, device.credentialHash == Secrets.hash(credential)
         else { throw BackplaneError.invalidCredentials("Unknown device or wrong device credential.") }
         guard device.isRegistered else {
             throw BackplaneError(.forbidden, .deviceUnregistered, "Device '\(deviceId)' was unregistered; register it again.")
         }
-        return device
+        return DeviceRead(record: device, openCommands: openCommands)
     }
 
     // MARK: a device's own requests

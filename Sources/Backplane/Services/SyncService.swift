@@ -9,16 +9,21 @@ public struct SyncService: Sendable {
     let commands: CommandService
     let grants: DownloadGrantService
 
-    /// `authenticated`: the device's row as this request's credential check read it. A sync with
-    /// no acks and no download reports changes nothing of the device before its device section,
-    /// so that section answers from this row instead of reading it again (one store round trip
-    /// less on the commonest request; the profile of a quiet sync is mostly such hand-offs).
-    public func sync(
-        applicationId: String, deviceId: String, _ request: SyncRequest, authenticated: DeviceRecord? = nil
-    ) async throws -> SyncResponse {
-        let reports = try await grants.report(applicationId: applicationId, deviceId: deviceId, request.downloadReports ?? [])
-        let (commands, results) = try await commands.sync(applicationId: applicationId, deviceId: deviceId, acks: request.acks ?? [])
-        let unchanged = (request.acks ?? []).isEmpty && (request.downloadReports ?? []).isEmpty ? authenticated : nil
+    public func sync(applicationId: String, deviceId: String, _ request: SyncRequest) async throws -> SyncResponse {
+        try await sync(applicationId: applicationId, deviceId: deviceId, request, authenticated: nil)
+    }
+
+    /// `authenticated`: the device and its open commands as this request's credential check read
+    /// them. A sync without acks changes no command before its command section, and one without
+    /// acks or download reports changes nothing of the device before its device section, so
+    /// those sections answer from that read instead of reading again: store round trips are
+    /// most of a quiet sync's cost (a profile shows it bound by hand-offs between threads).
+    func sync(applicationId: String, deviceId: String, _ request: SyncRequest, authenticated: DeviceRead?) async throws -> SyncResponse {
+        let acks = request.acks ?? [], downloadReports = request.downloadReports ?? []
+        let reports = try await grants.report(applicationId: applicationId, deviceId: deviceId, downloadReports)
+        let (commands, results) = try await commands.sync(
+            applicationId: applicationId, deviceId: deviceId, acks: acks, openAlreadyRead: acks.isEmpty ? authenticated?.openCommands : nil)
+        let unchanged = acks.isEmpty && downloadReports.isEmpty ? authenticated?.record : nil
         let device = try await devices.syncDevice(applicationId: applicationId, deviceId: deviceId, request, alreadyRead: unchanged)
         return SyncResponse(
             device: device.device, settings: device.settings, serverTime: device.serverTime, commands: commands, ackResults: results,

@@ -27,6 +27,13 @@ extension SQLiteStore {
         }
     }
 
+    public func deviceWithOpenCommands(applicationId: String, deviceId: String) async throws -> (DeviceRecord, [CommandRecord])? {
+        try await read { db in
+            guard let device = try Self.device(db, applicationId: applicationId, deviceId: deviceId) else { return nil }
+            return (device, try Self.openCommands(db, applicationId: applicationId, deviceId: deviceId))
+        }
+    }
+
     public func commands(applicationId: String, filter: CommandFilter, beforeRowId: Int64?, limit: Int) async throws -> [CommandRecord] {
         try await read { db in
             var request = CommandRecord.filter { $0.applicationId == applicationId }

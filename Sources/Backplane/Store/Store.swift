@@ -86,6 +86,10 @@ public protocol CommandStore: Sendable {
     func command(applicationId: String, commandId: String) async throws -> CommandRecord?
     /// A device's commands in delivery order.
     func commands(applicationId: String, deviceId: String) async throws -> [CommandRecord]
+    /// A device and its open commands (pending and delivered, in delivery order), read together:
+    /// a sync's credential check and its quiet answer from one round trip. Nil when there is no
+    /// such device.
+    func deviceWithOpenCommands(applicationId: String, deviceId: String) async throws -> (DeviceRecord, [CommandRecord])?
     /// A page of the application's commands matching `filter`, newest first, with `rowId` below
     /// `beforeRowId`. Each combination of filters is served by an index in page order.
     func commands(applicationId: String, filter: CommandFilter, beforeRowId: Int64?, limit: Int) async throws -> [CommandRecord]

@@ -38,6 +38,13 @@ extension PostgresStore {
             """).records(CommandRecord.init)
     }
 
+    public func deviceWithOpenCommands(applicationId: String, deviceId: String) async throws -> (DeviceRecord, [CommandRecord])? {
+        try await connection { [logger] connection in
+            guard let device = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger) else { return nil }
+            return (device, try await Self.openCommands(connection, applicationId: applicationId, deviceId: deviceId, locking: false, logger: logger))
+        }
+    }
+
     public func commands(applicationId: String, filter: CommandFilter, beforeRowId: Int64?, limit: Int) async throws -> [CommandRecord] {
         // Each optional condition is written so that a NULL parameter switches it off.
         try await rows("""
