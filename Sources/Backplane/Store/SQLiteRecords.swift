@@ -87,6 +87,24 @@ extension CommandRecord: SnakeCaseRecord {
         public static let type = Column("type")
     }
 
+    /// Read by hand, like `DeviceRecord`: every sync reads its device's open commands, and the
+    /// decoder's keyed containers cost more than the query. A value that does not convert throws.
+    public init(row: Row) throws {
+        let typeName: String = try row.decode(forColumn: "type"), stateName: String = try row.decode(forColumn: "state")
+        guard let type = CommandType(rawValue: typeName), let state = CommandState(rawValue: stateName) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Unknown command type '\(typeName)' or state '\(stateName)'."))
+        }
+        let assetIds: String? = try row.decode(forColumn: "asset_ids")
+        self.init(
+            rowId: try row.decode(forColumn: "row_id"), commandId: try row.decode(forColumn: "command_id"),
+            applicationId: try row.decode(forColumn: "application_id"), deviceId: try row.decode(forColumn: "device_id"), type: type,
+            assetIds: try assetIds.map { try StoredJSON.decode([String].self, $0) }, state: state,
+            createdAt: try row.decode(forColumn: "created_at"), updatedAt: try row.decode(forColumn: "updated_at"),
+            expiresAt: try row.decode(forColumn: "expires_at"), deliveredAt: try row.decode(forColumn: "delivered_at"),
+            completedAt: try row.decode(forColumn: "completed_at"), failureReason: try row.decode(forColumn: "failure_reason"),
+            deferrals: try row.decode(forColumn: "deferrals"))
+    }
+
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         rowId = inserted.rowID
     }
