@@ -169,6 +169,25 @@ import Testing
         }
     }
 
+    /// A quiet sync answers from the credential check's read of the open commands; one that has
+    /// expired since it was delivered makes it take the store's path, which marks it expired.
+    @Test func aQuietSyncLeavesOutADeliveredCommandPastItsExpiry() async throws {
+        let clock = TestClock()
+        let fixture = try await Fixture.make(clock: clock)
+        try await fixture.test { client in
+            let (me, _) = try await client.register(user: "alice", device: "phone")
+            let command = try await enqueue(client, EnqueueCommandRequest(
+                type: .wipe, deviceId: "phone", expiresAt: clock.now.addingTimeInterval(600)))[0]
+            #expect(try await sync(client, me, at: clock.now).commands.map(\.state) == [.delivered])
+            // Delivered and not acknowledged: a quiet sync repeats it, from the first read.
+            #expect(try await sync(client, me, at: clock.now).commands.map(\.commandId) == [command.commandId])
+            clock.advance(by: 601)
+            #expect(try await sync(client, me, at: clock.now).commands.isEmpty)
+            let stored = try await state(client, command.commandId)
+            #expect(stored.state == .expired && stored.completedAt == command.expiresAt)
+        }
+    }
+
     @Test func badCommandsAreRefusedAndChangeNothing() async throws {
         let fixture = try await Fixture.make()
         try await fixture.test { client in

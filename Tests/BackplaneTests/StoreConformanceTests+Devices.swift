@@ -67,6 +67,8 @@ extension StoreConformanceTests {
         let (device, open) = try #require(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "phone"))
         #expect(device == (try await store.device(applicationId: applicationId, deviceId: "phone")))
         #expect(open.map(\.commandId) == ["c1", "c4"])
+        // Whole records, as the other reads return them.
+        #expect(open == (try await store.commands(applicationId: applicationId, deviceId: "phone")).filter { !$0.state.isFinished })
         #expect(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "gone") == nil)
     }
 }
