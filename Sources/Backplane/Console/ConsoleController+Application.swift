@@ -69,10 +69,7 @@ extension ConsoleController {
 
     @Sendable func settingsPage(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         try context.session.require(.admin, toDo: "The settings page")
-        let settings = try await services.applications.settings(applicationId: context.applicationId)
-        let lines = Self.settingFields.map { field in
-            SettingLine(name: field.name, label: field.label, help: field.help, value: String(settings[keyPath: field.value]), error: nil)
-        }
+        let lines = try await settingLines(context.applicationId)
         return renderer.page("settings", title: "Settings", model: SettingsModel(fields: lines), session: context.session, current: .settings)
     }
 
@@ -233,7 +230,7 @@ extension ConsoleController {
         let form = try await context.form(RevokeForm.self, from: request, needs: .admin, toDo: "Revoking a \(what)")
         let id = try context.pathValue(parameter)
         guard ConsoleForms.confirmed(form.confirm) else {
-            let model = ConfirmModel(
+            let model = ConsoleConfirmation(
                 question: "Revoke \(what) \(id)? Everything using it is refused from the next request on; this cannot be undone.",
                 action: "/console/\(what)s/\(ConsoleFormat.encoded(id))/revoke", button: "Revoke", fields: [], cancelHref: "/console/tokens")
             return renderer.page("confirm", title: "Confirm: revoke", model: model, session: context.session, current: .tokens)

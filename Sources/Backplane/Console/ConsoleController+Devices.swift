@@ -86,7 +86,7 @@ extension ConsoleController {
         try context.session.require(.admin, toDo: "The device page")
         let deviceId = try context.pathValue("deviceId")
         let applicationId = context.applicationId
-        let device = services.lastSeen.latest(try await existingDevice(applicationId, deviceId))
+        let device = try await services.devices.record(applicationId: applicationId, deviceId: deviceId)
         let commands = try await services.commands.list(
             applicationId: applicationId, filter: CommandFilter(deviceId: deviceId),
             cursor: try ConsoleForms.query(request)["cursor"], limit: nil)
@@ -136,18 +136,6 @@ extension ConsoleController {
         }
     }
 
-    struct ConfirmModel {
-        struct Field {
-            let name: String
-            let value: String
-        }
-
-        let question: String
-        let action: String
-        let button: String
-        let fields: [Field]
-        let cancelHref: String
-    }
 
     struct CommandForm: ConsoleForm {
         let csrf: String?
@@ -166,7 +154,7 @@ extension ConsoleController {
         let devicePath = ConsolePaths.device(deviceId)
         guard ConsoleForms.confirmed(form.confirm) else {
             let assets = assetIds.map { " (\($0.joined(separator: ", ")))" } ?? ""
-            let model = ConfirmModel(
+            let model = ConsoleConfirmation(
                 question: "\(Self.label(type))\(assets) on device \(deviceId)? This \(Self.consequence(type)) when the device next syncs.",
                 action: devicePath + "/commands", button: Self.label(type),
                 fields: [.init(name: "type", value: type.rawValue)] + (form.assetIds.map { [.init(name: "assetIds", value: $0)] } ?? []),
@@ -224,12 +212,5 @@ extension ConsoleController {
         _ = try await context.form(FormTokenOnly.self, from: request, needs: .admin, toDo: "Cancelling a command")
         let command = try await services.commands.cancel(applicationId: context.applicationId, commandId: try context.pathValue("commandId"))
         return Response(status: .seeOther, headers: [.location: ConsolePaths.device(command.deviceId)])
-    }
-
-    private func existingDevice(_ applicationId: String, _ deviceId: String) async throws -> DeviceRecord {
-        guard let device = try await services.store.device(applicationId: applicationId, deviceId: deviceId) else {
-            throw BackplaneError.notFound("No device '\(deviceId)'.")
-        }
-        return device
     }
 }

@@ -49,10 +49,10 @@ struct ConsoleController {
 
     private func signInForm(_ request: Request, message: String?, status: HTTPResponse.Status) -> Response {
         let value = Secrets.consoleSignInValue()
-        var headers = HTTPFields()
-        headers[.setCookie] = ConsoleSecurity.setCookie(ConsoleSecurity.signInCookie, value, maxAge: 3600, request: request)
-        return renderer.page(
-            "sign-in", title: "Sign in", model: SignInModel(message: message, signInToken: value), session: nil, status: status, headers: headers)
+        var response = renderer.page(
+            "sign-in", title: "Sign in", model: SignInModel(message: message, signInToken: value), session: nil, status: status)
+        response.setCookie(ConsoleSecurity.cookie(ConsoleSecurity.signInCookie, value, maxAge: 3600, request: request))
+        return response
     }
 
     struct SignInForm: Decodable {
@@ -64,7 +64,7 @@ struct ConsoleController {
         let form = try await ConsoleForms.decode(SignInForm.self, from: request)
         // Without the form's cookie there is nothing to compare with: a browser that did not load
         // the form here (another site's form posting to this one) is refused.
-        guard let expected = ConsoleSecurity.cookie(ConsoleSecurity.signInCookie, in: request), !expected.isEmpty else {
+        guard let expected = request.cookies[ConsoleSecurity.signInCookie]?.value, !expected.isEmpty else {
             throw ConsoleSecurity.refused("Open the sign-in page and sign in from there.")
         }
         try ConsoleSecurity.checkForm(request, formToken: form.signin, expected: expected)
@@ -75,13 +75,10 @@ struct ConsoleController {
         } catch let error as BackplaneError where error.code == .invalidCredentials {
             return signInForm(request, message: "That token is unknown, revoked or expired.", status: .unauthorized)
         }
-        var headers = HTTPFields()
-        headers[.location] = ConsoleNavigation.home(for: record.scope)
-        headers.append(HTTPField(
-            name: .setCookie,
-            value: ConsoleSecurity.setCookie(ConsoleSecurity.sessionCookie, token, maxAge: ConsoleSecurity.sessionLifetimeSeconds, request: request)))
-        headers.append(HTTPField(name: .setCookie, value: ConsoleSecurity.setCookie(ConsoleSecurity.signInCookie, nil, maxAge: 0, request: request)))
-        return Response(status: .seeOther, headers: headers)
+        var response = Response(status: .seeOther, headers: [.location: ConsoleNavigation.home(for: record.scope)])
+        response.setCookie(ConsoleSecurity.cookie(ConsoleSecurity.sessionCookie, token, maxAge: ConsoleSecurity.sessionLifetimeSeconds, request: request))
+        response.setCookie(ConsoleSecurity.cookie(ConsoleSecurity.signInCookie, nil, maxAge: 0, request: request))
+        return response
     }
 
     struct FormTokenOnly: ConsoleForm {
@@ -90,10 +87,9 @@ struct ConsoleController {
 
     @Sendable func signOut(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         _ = try await context.form(FormTokenOnly.self, from: request, needs: nil, toDo: "Signing out")
-        var headers = HTTPFields()
-        headers[.location] = "/console/sign-in"
-        headers[.setCookie] = ConsoleSecurity.setCookie(ConsoleSecurity.sessionCookie, nil, maxAge: 0, request: request)
-        return Response(status: .seeOther, headers: headers)
+        var response = Response(status: .seeOther, headers: [.location: "/console/sign-in"])
+        response.setCookie(ConsoleSecurity.cookie(ConsoleSecurity.sessionCookie, nil, maxAge: 0, request: request))
+        return response
     }
 
     // MARK: overview

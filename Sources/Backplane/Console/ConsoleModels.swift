@@ -53,6 +53,20 @@ extension ConsoleRequestContext {
     }
 }
 
+/// The model of the page that asks before an action: the same form, sent again with `confirm=yes`.
+struct ConsoleConfirmation {
+    struct Field {
+        let name: String
+        let value: String
+    }
+
+    let question: String
+    let action: String
+    let button: String
+    let fields: [Field]
+    let cancelHref: String
+}
+
 /// A device as a row of the console's tables.
 struct DeviceRow {
     let deviceId: String

@@ -32,16 +32,14 @@ struct ConsoleRenderer: Sendable {
     /// A whole page. `session` nil: the signed-out pages (sign-in, its errors).
     func page<Model>(
         _ template: String, title: String, model: Model, session: ConsoleSession?, current: ConsoleNavigation.Item? = nil,
-        notice: String? = nil, status: HTTPResponse.Status = .ok, headers extra: HTTPFields = [:]
+        notice: String? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
         let body = library.render(PageFrame(csrf: session?.formToken ?? "", page: model), withTemplate: template) ?? ""
         let layout = Layout(
             title: title, body: body, notice: notice, signedIn: session != nil, csrf: session?.formToken ?? "",
             tokenName: session?.tokenName ?? "", scope: session?.scope.rawValue ?? "",
             nav: session.map { ConsoleNavigation.links(for: $0.scope, current: current) } ?? [])
-        var headers = ConsoleSecurity.pageHeaders()
-        headers.append(contentsOf: extra)
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: library.render(layout, withTemplate: "layout") ?? "")))
+        return Response(status: status, headers: ConsoleSecurity.pageHeaders(), body: .init(byteBuffer: ByteBuffer(string: library.render(layout, withTemplate: "layout") ?? "")))
     }
 
     /// An error as a page: what went wrong, in words, with the status it has in the API.

@@ -89,27 +89,16 @@ enum ConsoleSecurity {
         BackplaneError(.forbidden, .forbidden, message, details: ["reason": .string("csrf")])
     }
 
-    /// A cookie's value from the request's `Cookie` headers.
-    static func cookie(_ name: String, in request: Request) -> String? {
-        for header in request.headers[values: .cookie] {
-            for pair in header.split(separator: ";") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                if parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == name {
-                    return String(parts[1]).trimmingCharacters(in: .whitespaces)
-                }
-            }
-        }
-        return nil
-    }
-
-    /// `Set-Cookie` for a console cookie; `Secure` when the browser reached the backplane over
-    /// TLS (a proxy in front says so in `X-Forwarded-Proto`, the first proxy's word first in a
-    /// list; the backplane itself speaks plain HTTP). A nil value clears the cookie.
-    static func setCookie(_ name: String, _ value: String?, maxAge: Int, request: Request) -> String {
-        var cookie = "\(name)=\(value ?? ""); Path=/console; HttpOnly; SameSite=Strict; Max-Age=\(value == nil ? 0 : maxAge)"
+    /// A console cookie (Hummingbird's `Cookie`): `HttpOnly`, `SameSite=Strict`, path `/console`,
+    /// and `Secure` when the browser reached the backplane over TLS (a proxy in front says so in
+    /// `X-Forwarded-Proto`, the first proxy's word first in a list; the backplane itself speaks
+    /// plain HTTP). A nil value clears the cookie. Values are ours (a bearer token, a random
+    /// value), always valid cookie characters.
+    static func cookie(_ name: String, _ value: String?, maxAge: Int, request: Request) -> Cookie {
         let scheme = request.headers[.xForwardedProto]?.split(separator: ",").first?.trimmingCharacters(in: .whitespaces).lowercased()
-        if scheme == "https" { cookie += "; Secure" }
-        return cookie
+        return Cookie(
+            name: name, value: value ?? "", maxAge: value == nil ? 0 : maxAge, path: "/console", secure: scheme == "https",
+            httpOnly: true, sameSite: .strict)
     }
 }
 
@@ -133,7 +122,7 @@ struct ConsoleSessionMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let signIn = Response(status: .seeOther, headers: [.location: "/console/sign-in"])
-        guard let token = ConsoleSecurity.cookie(ConsoleSecurity.sessionCookie, in: request), !token.isEmpty else { return signIn }
+        guard let token = request.cookies[ConsoleSecurity.sessionCookie]?.value, !token.isEmpty else { return signIn }
         let record: TokenRecord
         do {
             record = try await services.applications.authenticate(bearer: token, now: services.now())

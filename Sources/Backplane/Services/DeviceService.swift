@@ -319,6 +319,11 @@ public struct DeviceService: Sendable {
 
     // MARK: admin
 
+    /// The device's row with its newest last-seen time (the console's device page); 404 when unknown.
+    func record(applicationId: String, deviceId: String) async throws -> DeviceRecord {
+        lastSeen.latest(try await existing(applicationId, deviceId))
+    }
+
     public func adminDevice(applicationId: String, deviceId: String) async throws -> DeviceResponse {
         try await response(applicationId, try await existing(applicationId, deviceId), includePushToken: true)
     }

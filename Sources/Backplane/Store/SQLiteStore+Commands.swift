@@ -60,13 +60,8 @@ extension SQLiteStore {
         try await read { db in
             let rows = try Row.fetchAll(
                 db, sql: "SELECT state, COUNT(*) AS n FROM commands WHERE application_id = ? GROUP BY state", arguments: [applicationId])
-            return Self.commandCounts(rows.map { ($0["state"] as String, $0["n"] as Int) })
+            return CommandState.counts(rows.map { ($0["state"] as String, $0["n"] as Int) })
         }
-    }
-
-    /// Stored state names to counts; a name this version does not know is left out.
-    static func commandCounts(_ rows: [(String, Int)]) -> [CommandState: Int] {
-        Dictionary(rows.compactMap { name, count in CommandState(rawValue: name).map { ($0, count) } }, uniquingKeysWith: +)
     }
 
     public func updateCommand(

@@ -321,6 +321,14 @@ public struct DeviceFilter: Sendable, Equatable {
     }
 }
 
+extension CommandState {
+    /// Stored state names with their counts (`commandCounts`, in either store); a name this
+    /// version does not know is left out.
+    static func counts(_ rows: [(String, Int)]) -> [CommandState: Int] {
+        Dictionary(rows.compactMap { name, count in CommandState(rawValue: name).map { ($0, count) } }, uniquingKeysWith: +)
+    }
+}
+
 /// Which commands a command list shows; nil fields match everything.
 public struct CommandFilter: Sendable, Equatable {
     public var deviceId: String?

@@ -73,7 +73,7 @@ extension PostgresStore {
 
     public func commandCounts(applicationId: String) async throws -> [CommandState: Int] {
         let rows = try await rows("SELECT state, COUNT(*) FROM commands WHERE application_id = \(applicationId) GROUP BY state")
-        return SQLiteStore.commandCounts(try rows.map { row in
+        return CommandState.counts(try rows.map { row in
             let (state, count) = try row.decode((String, Int64).self)
             return (state, Int(count))
         })
