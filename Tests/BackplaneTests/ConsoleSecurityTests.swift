@@ -179,4 +179,32 @@ import Testing
             #expect(after.status == .seeOther && after.headers[.location] == "/console/sign-in")
         }
     }
+
+    @Test func hostileFormsAndQueriesAreRefusedWithA4xxAndChangeNothing() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            try await client.register(user: "alice", device: "phone")
+            var browser = try #require(try await ConsoleBrowser.signIn(client, token: fixture.adminToken))
+            _ = try await browser.get("/console/devices/phone")
+            let oversize = try await browser.post("/console/devices/phone/commands", ["type": "wipe", "confirm": "yes", "pad": String(repeating: "x", count: 20_000)])
+            #expect(oversize.status == .contentTooLarge, "\(oversize.status)")
+            var json = HTTPFields()
+            json[.cookie] = "backplane_console=\(browser.session ?? "")"
+            json[.contentType] = "application/json"
+            let wrongType = try await client.raw(.post, "/console/devices/phone/commands", headers: json, body: Data(#"{"type":"wipe"}"#.utf8))
+            #expect(wrongType.status == .unsupportedMediaType)
+            #expect(try await browser.post("/console/devices/phone/commands", ["confirm": "yes"]).status == .badRequest)
+            #expect(try await browser.post("/console/devices/phone/commands", ["type": "selfDestruct", "confirm": "yes"]).status == .badRequest)
+            #expect(try await browser.post("/console/devices/ph%00one/commands", ["type": "wipe", "confirm": "yes"]).status == .badRequest)
+            #expect(try await browser.post("/console/devices/ghost/commands", ["type": "wipe", "confirm": "yes"]).status == .notFound)
+            #expect(try await browser.post("/console/devices/phone/download-enabled", ["enabled": "maybe"]).status == .badRequest)
+            #expect(try await browser.post("/console/settings", ["deviceLimit": String(repeating: "9", count: 40)]).status == .badRequest)
+            #expect(try await browser.get("/console/commands?cursor=not-ours").status == .badRequest)
+            #expect(try await browser.get("/console/commands?state=lost").status == .badRequest)
+            #expect(try await browser.get("/console/events?from=2026-13-45").status == .badRequest)
+            #expect(try await client.admin(.get, "/v1/admin/devices/phone/commands").decode(CommandList.self).commands.isEmpty)
+            #expect(try await fixture.services.applications.settings(applicationId: fixture.applicationId).deviceLimit == 5)
+            #expect(try await client.raw(.get, "/healthz").status == .ok)
+        }
+    }
 }
