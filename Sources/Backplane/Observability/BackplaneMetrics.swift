@@ -141,6 +141,14 @@ public final class TransactionTimings: Sendable {
         defer { (kind == .read ? timers.read : timers.write).recordNanoseconds((ContinuousClock.now - start).nanoseconds) }
         return try await body()
     }
+
+    /// The same for a transaction run on the caller's thread.
+    func measure<T>(_ kind: Kind, _ body: () throws -> T) rethrows -> T {
+        guard let timers = timers.withLock({ $0 }) else { return try body() }
+        let start = ContinuousClock.now
+        defer { (kind == .read ? timers.read : timers.write).recordNanoseconds((ContinuousClock.now - start).nanoseconds) }
+        return try body()
+    }
 }
 
 extension Duration {

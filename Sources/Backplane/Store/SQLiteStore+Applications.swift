@@ -14,7 +14,7 @@ extension SQLiteStore {
 
     public func application(id: String) async throws -> ApplicationRecord? {
         try await recentApplications.value(id) {
-            try await read { db in try Self.fetchOne(ApplicationRecord.self, db, sql: "SELECT * FROM applications WHERE id = ?", [id]) }
+            try await pointRead { db in try Self.fetchOne(ApplicationRecord.self, db, sql: "SELECT * FROM applications WHERE id = ?", [id]) }
         }
     }
 
@@ -43,7 +43,7 @@ extension SQLiteStore {
 
     public func appKey(id: String) async throws -> AppKeyRecord? {
         try await recentAppKeys.value(id) {
-            try await read { db in try Self.fetchOne(AppKeyRecord.self, db, sql: "SELECT * FROM app_keys WHERE key_id = ?", [id]) }
+            try await pointRead { db in try Self.fetchOne(AppKeyRecord.self, db, sql: "SELECT * FROM app_keys WHERE key_id = ?", [id]) }
         }
     }
 

@@ -28,7 +28,7 @@ extension SQLiteStore {
     }
 
     public func deviceWithOpenCommands(applicationId: String, deviceId: String) async throws -> (DeviceRecord, [CommandRecord])? {
-        try await read { db in
+        try await pointRead { db in
             guard let device = try Self.device(db, applicationId: applicationId, deviceId: deviceId) else { return nil }
             return (device, try Self.openCommands(db, applicationId: applicationId, deviceId: deviceId))
         }

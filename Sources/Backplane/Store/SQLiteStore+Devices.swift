@@ -5,7 +5,7 @@ import BackplaneWire
 /// Devices, and the per-user limit on download-enabled devices checked in the transaction that changes them.
 extension SQLiteStore {
     public func device(applicationId: String, deviceId: String) async throws -> DeviceRecord? {
-        try await read { db in try Self.device(db, applicationId: applicationId, deviceId: deviceId) }
+        try await pointRead { db in try Self.device(db, applicationId: applicationId, deviceId: deviceId) }
     }
 
     public func devices(applicationId: String, userId: String) async throws -> [DeviceRecord] {

@@ -1,0 +1,36 @@
+import Foundation
+import GRDB
+import NIOConcurrencyHelpers
+
+/// Read-only connections of their own for the point reads every request makes (a device and its
+/// open commands), run on the calling thread.
+///
+/// Why: `DatabasePool.read` from async code costs two thread hand-offs, to a reader's queue and
+/// back, which a profile of the quiet sync showed as about a tenth of the server's time; the
+/// read itself is a few index look-ups in pages SQLite has cached. Why not the pool's own readers
+/// synchronously: the pool's async reads hold a reader across an await, so a thread of the
+/// concurrency pool blocked waiting for one can wait for the very threads it blocks (this
+/// deadlocked under load when tried). These connections are never awaited on and never waited
+/// for: `take` gives one that is free or none, and then the caller reads through the pool.
+/// Reads in WAL mode do not wait for the writer, so a point read blocks its thread only for the
+/// read itself.
+final class PointReaders: Sendable {
+    private let free: NIOLockedValueBox<[DatabaseQueue]>
+
+    /// One connection per core: each thread of the concurrency pool finds one free.
+    init(path: String, configuration: Configuration) throws {
+        var configuration = configuration
+        configuration.readonly = true
+        let count = min(max(ProcessInfo.processInfo.activeProcessorCount, 2), 16)
+        free = NIOLockedValueBox(try (0..<count).map { _ in try DatabaseQueue(path: path, configuration: configuration) })
+    }
+
+    /// A free connection, or nil at once when none is; give it back with `giveBack`.
+    func take() -> DatabaseQueue? {
+        free.withLockedValue { $0.popLast() }
+    }
+
+    func giveBack(_ connection: DatabaseQueue) {
+        free.withLockedValue { $0.append(connection) }
+    }
+}
