@@ -30,7 +30,18 @@ extension RevokedGrant: ResponseEncodable {}
 extension SettingsResponse: ResponseEncodable {}
 extension SubscribeResponse: ResponseEncodable {}
 extension SubscriptionList: ResponseEncodable {}
-extension SyncResponse: ResponseEncodable {}
 extension TokenInfo: ResponseEncodable {}
 extension TokenList: ResponseEncodable {}
 extension UserDevicesResponse: ResponseEncodable {}
+
+/// The answer every device's sync gets, written without `JSONEncoder` (`SyncResponse.wireJSON`):
+/// the same bytes, at a fraction of the cost.
+extension SyncResponse: ResponseGenerator {
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        let bytes = try wireJSON()
+        return Response(
+            status: .ok,
+            headers: [.contentType: "application/json; charset=utf-8", .contentLength: String(bytes.count)],
+            body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}

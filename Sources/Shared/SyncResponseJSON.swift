@@ -1,0 +1,151 @@
+import Foundation
+
+extension SyncResponse {
+    /// The same bytes as `WireJSON.encoder().encode(self)`, written directly.
+    ///
+    /// Every device sends a sync every few minutes, and most answers are the same small object
+    /// (the device, the settings, the time, no commands). `JSONEncoder` builds a tree of boxed
+    /// values through its generic containers and sorts every object's keys on each call, which a
+    /// profile of quiet syncs showed as about a tenth of the server's time; this writes the keys in
+    /// their sorted order instead. The command and result lists, present on the rarer syncs that
+    /// carry some, are still encoded by `JSONEncoder`. `SyncResponseJSONTests` compares the two
+    /// on every kind of value, so a field added to these types must be added here too (that test
+    /// fails until it is).
+    public func wireJSON() throws -> [UInt8] {
+        var out = WireJSONWriter()
+        out.bytes.reserveCapacity(640)
+        out.open()
+        try out.key("ackResults", list: ackResults)
+        try out.key("commands", list: commands)
+        out.key("device")
+        out.write(device)
+        try out.key("downloadReportResults", list: downloadReportResults)
+        out.key("serverTime", serverTime)
+        out.key("settings")
+        out.write(settings)
+        out.close()
+        return out.bytes
+    }
+}
+
+/// Writes JSON exactly as `WireJSON.encoder()` does (sorted keys, RFC 3339 dates, `\/`), for
+/// the values it is given in key order.
+struct WireJSONWriter {
+    var bytes: [UInt8] = []
+    private var needsComma = false
+
+    mutating func open() {
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+    }
+
+    mutating func close() {
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    mutating func key(_ name: StaticString) {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        needsComma = true
+    }
+
+    mutating func key(_ name: StaticString, _ value: String) {
+        key(name)
+        string(value)
+    }
+
+    /// Nothing when `value` is nil: `JSONEncoder` leaves absent optionals out.
+    mutating func key(_ name: StaticString, _ value: String?) {
+        if let value { key(name, value) }
+    }
+
+    mutating func key(_ name: StaticString, _ value: Int) {
+        key(name)
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func key(_ name: StaticString, _ value: Bool) {
+        key(name)
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    mutating func key(_ name: StaticString, _ value: Date) {
+        key(name)
+        string(value.formatted(.iso8601))
+    }
+
+    mutating func key(_ name: StaticString, _ value: Date?) {
+        if let value { key(name, value) }
+    }
+
+    /// An empty list as `[]`, any other through `JSONEncoder`.
+    mutating func key(_ name: StaticString, list: [some Encodable]) throws {
+        key(name)
+        if list.isEmpty {
+            bytes.append(contentsOf: [UInt8(ascii: "["), UInt8(ascii: "]")])
+        } else {
+            bytes.append(contentsOf: try WireJSON.encoder().encode(list))
+        }
+    }
+
+    mutating func write(_ device: Device) {
+        open()
+        key("appVersion", device.appVersion)
+        key("deviceId", device.deviceId)
+        key("downloadEnabled", device.downloadEnabled)
+        key("externalDeviceId", device.externalDeviceId)
+        key("lastSeenAt", device.lastSeenAt)
+        key("model", device.model)
+        key("nickname", device.nickname)
+        key("osVersion", device.osVersion)
+        key("platform", device.platform)
+        key("pushToken", device.pushToken)
+        key("registeredAt", device.registeredAt)
+        key("sdkVersion", device.sdkVersion)
+        key("unregisteredAt", device.unregisteredAt)
+        key("updatedAt", device.updatedAt)
+        key("userId", device.userId)
+        close()
+    }
+
+    mutating func write(_ settings: ApplicationSettings) {
+        open()
+        key("deviceLimit", settings.deviceLimit)
+        key("expiryAfterDownloadSeconds", settings.expiryAfterDownloadSeconds)
+        key("expiryAfterPlaySeconds", settings.expiryAfterPlaySeconds)
+        key("maxCopiesPerAccount", settings.maxCopiesPerAccount)
+        key("maxDownloadsPerAccount", settings.maxDownloadsPerAccount)
+        key("maxDownloadsPerDevice", settings.maxDownloadsPerDevice)
+        key("maxLifetimeDownloadsPerAsset", settings.maxLifetimeDownloadsPerAsset)
+        key("offlineViewingPeriodSeconds", settings.offlineViewingPeriodSeconds)
+        close()
+    }
+
+    /// A JSON string as `JSONEncoder` escapes it: quote, backslash and slash, the short escapes
+    /// for backspace, form feed, newline, return and tab, `\u00xx` for other control characters,
+    /// everything else as its UTF-8.
+    mutating func string(_ value: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"):
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), byte])
+            case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+            case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x00..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                          hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default:
+                bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}

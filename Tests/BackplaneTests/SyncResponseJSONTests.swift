@@ -1,0 +1,86 @@
+import Foundation
+import BackplaneWire
+import Testing
+
+/// `SyncResponse.wireJSON()` writes the sync answer by hand; it must give exactly the bytes
+/// `WireJSON.encoder()` gives, which the SDK and the signing of answers rely on.
+@Suite struct SyncResponseJSONTests {
+    /// Strings that need each kind of escape, and text outside ASCII.
+    static let awkwardStrings = [
+        "", "plain", "quote \" and backslash \\", "a/slash", "</script>", "\u{08}\u{0C}\n\r\t", "\u{00}\u{01}\u{1F}\u{7F}",
+        "é", "e\u{301}", "日本語", "🎬👨‍👩‍👧", "\u{2028}\u{2029}", "\u{FEFF}bom", "-5", "true", "null",
+    ]
+
+    static let dates = [
+        Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_795_000_000.999), Date(timeIntervalSince1970: -86_400.5),
+        Date(timeIntervalSince1970: 253_402_300_799), Date(timeIntervalSince1970: 1_700_000_000.000_4),
+    ]
+
+    /// A device with every optional field set, so that a field added later shows up here.
+    static func fullDevice(_ text: String, _ date: Date) -> Device {
+        Device(
+            deviceId: "d-" + text, userId: "u-" + text, externalDeviceId: "x" + text, nickname: text, platform: "p" + text,
+            model: text + "m", osVersion: text + "os", sdkVersion: text + "sdk", appVersion: text + "app", pushToken: text + "push",
+            downloadEnabled: true, registeredAt: date, updatedAt: date.addingTimeInterval(1), lastSeenAt: date.addingTimeInterval(2),
+            unregisteredAt: date.addingTimeInterval(3))
+    }
+
+    static let settings = ApplicationSettings(
+        deviceLimit: 0, expiryAfterDownloadSeconds: -1, expiryAfterPlaySeconds: 86_400, offlineViewingPeriodSeconds: Int.max,
+        maxDownloadsPerDevice: Int.min, maxDownloadsPerAccount: 7, maxLifetimeDownloadsPerAsset: 12_345, maxCopiesPerAccount: 1)
+
+    private func expectSameBytes(_ response: SyncResponse, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let expected = try WireJSON.encoder().encode(response)
+        let written = try response.wireJSON()
+        #expect(
+            String(decoding: written, as: UTF8.self) == String(decoding: expected, as: UTF8.self), sourceLocation: sourceLocation)
+    }
+
+    @Test func everyFieldAndEscapeMatchesJSONEncoder() throws {
+        for (index, text) in Self.awkwardStrings.enumerated() {
+            let date = Self.dates[index % Self.dates.count]
+            try expectSameBytes(SyncResponse(device: Self.fullDevice(text, date), settings: Self.settings, serverTime: date))
+        }
+        // Every optional left out, and the documented defaults.
+        let bare = Device(
+            deviceId: "phone", userId: "alice", platform: "linux", downloadEnabled: false,
+            registeredAt: Self.dates[1], updatedAt: Self.dates[1], lastSeenAt: Self.dates[1])
+        try expectSameBytes(SyncResponse(device: bare, settings: .defaults, serverTime: Self.dates[0]))
+    }
+
+    /// The lists go through `JSONEncoder` when they are not empty; the object around them must
+    /// still be the same.
+    @Test func answersWithCommandsAndResultsMatchJSONEncoder() throws {
+        let date = Self.dates[1]
+        let commands = [
+            Command(commandId: "c1", deviceId: "phone", type: .deleteAssets, assetIds: ["a/1", "é"], state: .delivered,
+                    createdAt: date, expiresAt: date, deliveredAt: date, failureReason: "not \"now\"", deferrals: 2),
+            Command(commandId: "c2", deviceId: "phone", type: .wipe, state: .pending, createdAt: date),
+        ]
+        let response = SyncResponse(
+            device: Self.fullDevice("x", date), settings: .defaults, serverTime: date, commands: commands,
+            ackResults: [CommandAckResult(commandId: "c0", status: .duplicate, message: "already finished")],
+            downloadReportResults: [DownloadReportResult(grantId: "g1", status: .accepted)])
+        try expectSameBytes(response)
+    }
+
+    /// The sample device sets every field: a field added to `Device`, `ApplicationSettings` or
+    /// `SyncResponse` without a value here fails, and once set here, `wireJSON()` must write it.
+    @Test func theSamplesSetEveryField() throws {
+        let response = SyncResponse(device: Self.fullDevice("x", Self.dates[1]), settings: Self.settings, serverTime: Self.dates[1])
+        for value in [response.device as Any, response.settings, response] {
+            for child in Mirror(reflecting: value).children {
+                if let optional = child.value as? OptionalField {
+                    #expect(!optional.isNil, "\(type(of: value)).\(child.label ?? "?") is not set in the sample")
+                }
+            }
+        }
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(response.wireJSON())) as? [String: Any])
+        #expect(object.count == Mirror(reflecting: response).children.count)
+        #expect((object["device"] as? [String: Any])?.count == Mirror(reflecting: response.device).children.count)
+        #expect((object["settings"] as? [String: Any])?.count == Mirror(reflecting: response.settings).children.count)
+    }
+}
+
+private protocol OptionalField { var isNil: Bool { get } }
+extension Optional: OptionalField { var isNil: Bool { self == nil } }
