@@ -66,8 +66,15 @@ public enum RequestSigning {
     public static let maxDeviceKeyTextLength = 128
 
     public static func isValidNonce(_ nonce: String) -> Bool {
-        nonceLength.contains(nonce.count)
-            && nonce.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_") }
+        // On the UTF-8 bytes: every allowed character is one byte, so the byte count is the length.
+        nonceLength.contains(nonce.utf8.count)
+            && nonce.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                     UInt8(ascii: "-"), UInt8(ascii: "_"): true
+                default: false
+                }
+            }
     }
 }
 

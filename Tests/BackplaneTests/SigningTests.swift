@@ -139,6 +139,21 @@ import Testing
         }
     }
 
+    /// 16 to 64 of `[A-Za-z0-9_-]`: the characters either side of each range, and letters of
+    /// other scripts (several UTF-8 bytes each), are refused.
+    @Test func nonceAlphabetAndLength() {
+        let valid = "Az09-_" + String(repeating: "x", count: 10)
+        #expect(RequestSigning.isValidNonce(valid))
+        #expect(RequestSigning.isValidNonce(String(repeating: "a", count: 64)))
+        #expect(!RequestSigning.isValidNonce(String(repeating: "a", count: 15)))
+        #expect(!RequestSigning.isValidNonce(String(repeating: "a", count: 65)))
+        for outside in ["@", "[", "`", "{", "/", ":", " ", ".", "=", "\0", "é", "٣", "Ａ"] {
+            #expect(!RequestSigning.isValidNonce(String(valid.dropLast()) + outside), "\(outside)")
+        }
+        // 8 characters of 2 bytes each: 16 bytes, but not 16 allowed characters.
+        #expect(!RequestSigning.isValidNonce(String(repeating: "é", count: 8)))
+    }
+
     @Test func unknownAndRevokedKeysAreRefusedAndANewKeyWorks() async throws {
         let fixture = try await Fixture.make()
         try await fixture.test { client in
