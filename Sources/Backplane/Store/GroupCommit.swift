@@ -1,3 +1,4 @@
+import Dispatch
 import GRDB
 import NIOConcurrencyHelpers
 
@@ -20,6 +21,9 @@ final class GroupCommit: Sendable {
 
     private let writer: any DatabaseWriter
     private let queue = NIOLockedValueBox(Queue())
+    /// Where batches are committed, with GRDB's synchronous write: the commit runs on this queue's
+    /// thread, where an awaited write would hop to the writer's queue and back for each batch.
+    private let drainQueue = DispatchQueue(label: "backplane.group-commit")
 
     private struct Queue {
         var waiting: [any PendingWrite] = []
@@ -39,14 +43,14 @@ final class GroupCommit: Sendable {
                 defer { queue.draining = true }
                 return !queue.draining
             }
-            // Detached: the drain serves every request's writes, not the one that started it
-            // (its priority and task-locals). A caller's cancellation does not withdraw a write
-            // already queued: it commits or fails with its batch.
-            if startsDraining { Task.detached { await self.drain() } }
+            // Off the caller's task: the drain serves every request's writes, not the one that
+            // started it. A caller's cancellation does not withdraw a write already queued: it
+            // commits or fails with its batch.
+            if startsDraining { drainQueue.async { self.drain() } }
         }
     }
 
-    private func drain() async {
+    private func drain() {
         while true {
             let batch = queue.withLockedValue { queue in
                 let batch = Array(queue.waiting.prefix(Self.maxBatch))
@@ -55,13 +59,13 @@ final class GroupCommit: Sendable {
                 return batch
             }
             if batch.isEmpty { return }
-            await commit(batch)
+            commit(batch)
         }
     }
 
-    private func commit(_ batch: [any PendingWrite]) async {
+    private func commit(_ batch: [any PendingWrite]) {
         do {
-            try await writer.writeWithoutTransaction { db in
+            try writer.writeWithoutTransaction { db in
                 try db.inTransaction(.immediate) {
                     // By hand rather than `inSavepoint`, which keeps going when its ROLLBACK TO
                     // fails: then a failed write's work would be committed. Prepared once.
@@ -105,8 +109,8 @@ private protocol PendingWrite: Sendable {
 }
 
 private final class Write<T: Sendable>: PendingWrite, @unchecked Sendable {
-    // `outcome` is set on the writer's queue by `perform`/`failed` and read by `finish` after the
-    // batch's `writeWithoutTransaction` returned: the await orders them, so no lock is needed.
+    // `outcome` is set by `perform`/`failed` and read by `finish` after the batch's
+    // synchronous `writeWithoutTransaction` returned, which orders them: no lock is needed.
     private var outcome: Result<T, any Error>?
     private let body: @Sendable (Database) throws -> T
     private let continuation: CheckedContinuation<T, any Error>
