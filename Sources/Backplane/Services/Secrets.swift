@@ -6,9 +6,15 @@ import BackplaneWire
 enum Secrets {
     /// `prefix` + `byteCount` random bytes in base64url (no padding).
     static func random(prefix: String, byteCount: Int) -> String {
+        // Eight bytes per draw: each draw is a system call (`getrandom`), and drawing byte by
+        // byte was 7% of a registration in a profile.
         var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<byteCount).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        return prefix + Base64URL.encode(bytes)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(byteCount + 7)
+        while bytes.count < byteCount {
+            withUnsafeBytes(of: generator.next() as UInt64) { bytes.append(contentsOf: $0) }
+        }
+        return prefix + Base64URL.encode(bytes.prefix(byteCount))
     }
 
     static func applicationId() -> String { random(prefix: "app_", byteCount: 9) }
