@@ -49,6 +49,38 @@ extension StoreConformanceTests {
         #expect(try await store.device(applicationId: applicationId, deviceId: "gone") == nil)
     }
 
+    /// Every field of a command reads back as it was inserted, and as it was updated by a sync.
+    @Test(arguments: StoreKind.allCases)
+    func aCommandReadsBackAsWritten(_ kind: StoreKind) async throws {
+        let store = try await kind.make()
+        let applicationId = try await application(in: store)
+        try await registered(store, applicationId, "phone")
+        let written = CommandRecord(
+            commandId: "c1", applicationId: applicationId, deviceId: "phone", type: .deleteAssets, assetIds: ["film/1", "é"],
+            state: .delivered, createdAt: Self.now, updatedAt: Self.now.addingTimeInterval(1), expiresAt: Self.now.addingTimeInterval(3_600),
+            deliveredAt: Self.now.addingTimeInterval(2), completedAt: nil, failureReason: "earlier \"reason\"", deferrals: 2)
+        let inserted = try #require(try await store.insertCommands([written]).first)
+        #expect(try await store.command(applicationId: applicationId, commandId: "c1") == inserted)
+        var expected = written
+        expected.rowId = inserted.rowId
+        #expect(inserted == expected)
+
+        let done = Self.now.addingTimeInterval(10)
+        let rules = CommandSyncRules(
+            applyAck: { _, command in
+                guard var updated = command else {
+                    return .init(updated: nil, result: .init(commandId: "c1", status: .rejected), detachesDevice: false)
+                }
+                (updated.state, updated.completedAt, updated.updatedAt, updated.failureReason) = (.failed, done, done, "disk full")
+                return .init(updated: updated, result: .init(commandId: "c1", status: .accepted), detachesDevice: false)
+            },
+            deliver: { $0 }, detach: { $0 }, now: done)
+        _ = try await store.syncCommands(
+            applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: "c1", outcome: .failed, reason: "disk full")], rules: rules)
+        (expected.state, expected.completedAt, expected.updatedAt, expected.failureReason) = (.failed, done, done, "disk full")
+        #expect(try await store.command(applicationId: applicationId, commandId: "c1") == expected)
+    }
+
     /// A sync's first read: the device with its open commands, in delivery order.
     @Test(arguments: StoreKind.allCases)
     func aDeviceIsReadWithItsOpenCommands(_ kind: StoreKind) async throws {

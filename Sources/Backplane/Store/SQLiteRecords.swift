@@ -131,6 +131,25 @@ extension CommandRecord: SnakeCaseRecord {
             deferrals: try row.decode(forColumn: "deferrals"))
     }
 
+    /// Written by hand, like `DeviceRecord`: a sync that delivers or acknowledges a command
+    /// updates it inside the write. `aCommandReadsBackAsWritten` fails if a column is left out.
+    public func encode(to container: inout PersistenceContainer) throws {
+        container["row_id"] = rowId
+        container["command_id"] = commandId
+        container["application_id"] = applicationId
+        container["device_id"] = deviceId
+        container["type"] = type.rawValue
+        container["asset_ids"] = try StoredJSON.encode(assetIds)
+        container["state"] = state.rawValue
+        container["created_at"] = createdAt
+        container["updated_at"] = updatedAt
+        container["expires_at"] = expiresAt
+        container["delivered_at"] = deliveredAt
+        container["completed_at"] = completedAt
+        container["failure_reason"] = failureReason
+        container["deferrals"] = deferrals
+    }
+
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         rowId = inserted.rowID
     }
