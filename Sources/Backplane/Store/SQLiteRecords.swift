@@ -134,20 +134,32 @@ extension CommandRecord: SnakeCaseRecord {
     /// Written by hand, like `DeviceRecord`: a sync that delivers or acknowledges a command
     /// updates it inside the write. `aCommandReadsBackAsWritten` fails if a column is left out.
     public func encode(to container: inout PersistenceContainer) throws {
-        container["row_id"] = rowId
-        container["command_id"] = commandId
-        container["application_id"] = applicationId
-        container["device_id"] = deviceId
-        container["type"] = type.rawValue
-        container["asset_ids"] = try StoredJSON.encode(assetIds)
-        container["state"] = state.rawValue
-        container["created_at"] = createdAt
-        container["updated_at"] = updatedAt
-        container["expires_at"] = expiresAt
-        container["delivered_at"] = deliveredAt
-        container["completed_at"] = completedAt
-        container["failure_reason"] = failureReason
-        container["deferrals"] = deferrals
+        for (column, value) in try columns { container[column] = value }
+    }
+
+    /// An update through a statement prepared once per connection: GRDB's `update` generates,
+    /// parses and authorizes its SQL on every call, which was a third of an acknowledging
+    /// sync's write in a profile.
+    static func update(_ db: Database, _ command: CommandRecord) throws {
+        let columns = try command.columns.filter { $0.column != "row_id" }
+        let sql = "UPDATE commands SET " + columns.map { "\($0.column) = ?" }.joined(separator: ", ") + " WHERE row_id = ?"
+        try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(columns.map(\.value) + [command.rowId]))
+        // As GRDB's `update` does: a command that is not there is an error, not a silent no-op.
+        guard db.changesCount == 1 else {
+            throw RecordError.recordNotFound(databaseTableName: databaseTableName, key: ["row_id": command.rowId.databaseValue])
+        }
+    }
+
+    /// Every column with its value: the one list `encode(to:)` and `update` write.
+    private var columns: [(column: String, value: (any DatabaseValueConvertible)?)] {
+        get throws {
+            [
+                ("row_id", rowId), ("command_id", commandId), ("application_id", applicationId), ("device_id", deviceId),
+                ("type", type.rawValue), ("asset_ids", try StoredJSON.encode(assetIds)), ("state", state.rawValue),
+                ("created_at", createdAt), ("updated_at", updatedAt), ("expires_at", expiresAt), ("delivered_at", deliveredAt),
+                ("completed_at", completedAt), ("failure_reason", failureReason), ("deferrals", deferrals),
+            ]
+        }
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {

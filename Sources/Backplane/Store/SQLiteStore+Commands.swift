@@ -70,7 +70,7 @@ extension SQLiteStore {
         try await write { db in
             guard let existing = try Self.command(db, applicationId: applicationId, commandId: commandId) else { return nil }
             let updated = try change(existing)
-            if updated != existing { try updated.update(db) }
+            if updated != existing { try CommandRecord.update(db, updated) }
             return updated
         }
     }
@@ -89,7 +89,7 @@ extension SQLiteStore {
             for ack in acks {
                 let existing = try Self.command(db, applicationId: applicationId, commandId: ack.commandId)
                 let decision = rules.applyAck(ack, existing)
-                if let updated = decision.updated, updated != existing { try updated.update(db) }
+                if let updated = decision.updated, updated != existing { try CommandRecord.update(db, updated) }
                 if let release = decision.releasesGrants {
                     let assetIds: [String]? = switch release {
                     case .all: nil
@@ -110,7 +110,7 @@ extension SQLiteStore {
             var stillOpen: [CommandRecord] = []
             for command in open {
                 let delivered = rules.deliver(command)
-                if delivered != command { try delivered.update(db) }
+                if delivered != command { try CommandRecord.update(db, delivered) }
                 if !delivered.state.isFinished { stillOpen.append(delivered) }
             }
             return (results, stillOpen)
@@ -128,6 +128,6 @@ extension SQLiteStore {
     }
 
     private static func command(_ db: Database, applicationId: String, commandId: String) throws -> CommandRecord? {
-        try CommandRecord.filter { $0.applicationId == applicationId && $0.commandId == commandId }.fetchOne(db)
+        try fetchOne(CommandRecord.self, db, sql: "SELECT * FROM commands WHERE application_id = ? AND command_id = ?", [applicationId, commandId])
     }
 }
