@@ -22,6 +22,47 @@ import Testing
         try await client.admin(.get, "/v1/admin/commands/\(commandId)").decode(Command.self)
     }
 
+    /// A sync records its nonce in its own write (one commit instead of two): each kind of sync
+    /// is refused when replayed, and the refused replay changes nothing.
+    @Test func replayedSyncsAreRefusedAndChangeNothing() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let (me, _) = try await client.register(user: "alice", device: "phone")
+            func signed(_ request: SyncRequest, nonce: String) throws -> (HTTPFields, Data) {
+                let body = try Client.encode(request)
+                let headers = fixture.signer.headers(
+                    method: .post, path: "/v1/sync", body: body, deviceId: me.deviceId, credential: me.credential, nonce: nonce)
+                return (headers, body)
+            }
+            func sendTwice(_ request: SyncRequest, nonce: String) async throws {
+                let (headers, body) = try signed(request, nonce: nonce)
+                let first = try await client.raw(.post, "/v1/sync", headers: headers, body: body)
+                #expect(first.status == .ok, "\(first.text)")
+                let replay = try await client.raw(.post, "/v1/sync", headers: headers, body: body)
+                #expect(replay.status == .unauthorized && replay.errorCode == .nonceReused, "\(replay.text)")
+            }
+
+            // Delivering a command: the command section's write records the nonce.
+            let wipe = try #require(try await enqueue(client, EnqueueCommandRequest(type: .wipe, deviceId: "phone")).first)
+            try await sendTwice(SyncRequest(), nonce: "delivering-sync-nonce-1")
+            #expect(try await state(client, wipe.commandId).state == .delivered)
+
+            // Acknowledging: a replay must not deliver the command enqueued after the first.
+            let (headers, body) = try signed(SyncRequest(acks: [CommandAck(commandId: wipe.commandId, outcome: .succeeded)]), nonce: "ack-sync-nonce-0001")
+            #expect(try await client.raw(.post, "/v1/sync", headers: headers, body: body).status == .ok)
+            #expect(try await state(client, wipe.commandId).state == .succeeded)
+            let later = try #require(try await enqueue(client, EnqueueCommandRequest(type: .deleteAssets, deviceId: "phone", assetIds: ["a"])).first)
+            let replay = try await client.raw(.post, "/v1/sync", headers: headers, body: body)
+            #expect(replay.status == .unauthorized && replay.errorCode == .nonceReused, "\(replay.text)")
+            #expect(try await state(client, later.commandId).state == .pending)
+
+            // Nothing to write: the nonce is recorded alone.
+            _ = try await sync(client, me, acks: [CommandAck(commandId: later.commandId, outcome: .succeeded)])
+            _ = try await sync(client, me, acks: [CommandAck(commandId: later.commandId, outcome: .succeeded)])
+            try await sendTwice(SyncRequest(), nonce: "quiet-sync-nonce-0001")
+        }
+    }
+
     @Test func commandIsDeliveredAcknowledgedOnceAndNeverAgain() async throws {
         let fixture = try await Fixture.make()
         try await fixture.test { client in

@@ -79,7 +79,7 @@ import TestSupport
             Page(name: "a sync's open commands", searched: ["state=?"]) {
                 let rules = CommandSyncRules(
                     applyAck: { _, _ in fatalError("no acks are sent") }, deliver: { $0 }, detach: { $0 }, now: at)
-                return try await store.syncCommands(applicationId: app, deviceId: "d7", acks: [], rules: rules).open.count
+                return try await store.syncCommands(applicationId: app, deviceId: "d7", acks: [], rules: rules, signedRequest: nil).open.count
             },
         ]
     }

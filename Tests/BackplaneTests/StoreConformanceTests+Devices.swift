@@ -76,7 +76,8 @@ extension StoreConformanceTests {
             },
             deliver: { $0 }, detach: { $0 }, now: done)
         _ = try await store.syncCommands(
-            applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: "c1", outcome: .failed, reason: "disk full")], rules: rules)
+            applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: "c1", outcome: .failed, reason: "disk full")], rules: rules,
+            signedRequest: nil)
         (expected.state, expected.completedAt, expected.updatedAt, expected.failureReason) = (.failed, done, done, "disk full")
         #expect(try await store.command(applicationId: applicationId, commandId: "c1") == expected)
     }

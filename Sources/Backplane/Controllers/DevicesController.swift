@@ -29,7 +29,8 @@ struct DevicesController {
             }
     }
 
-    /// `POST /v1/sync`, in a group whose credential check also reads the open commands.
+    /// `POST /v1/sync`, in a group whose credential check also reads the open commands and leaves
+    /// the nonce to the sync (`SyncService`), which records it in its first write.
     func addSync(to group: RouterGroup<DeviceRequestContext>) {
         group.post(use: sync)
     }
@@ -38,7 +39,8 @@ struct DevicesController {
         let me = context.device
         // An empty body is an empty report.
         let body = try await request.decode(as: SyncRequest.self, context: context, orIfEmpty: SyncRequest())
-        return try await self.sync.sync(applicationId: me.applicationId, deviceId: me.deviceId, body, authenticated: context.read)
+        return try await self.sync.sync(
+            applicationId: me.applicationId, deviceId: me.deviceId, body, authenticated: context.read, signedRequest: context.nonceToRecord)
     }
 
     @Sendable func register(_ request: Request, context: RegistrationRequestContext) async throws -> EditedResponse<RegisterDeviceResponse> {

@@ -104,9 +104,12 @@ public struct CommandService: Sendable {
     /// The command section of a device's sync: apply its acks, deliver what is open.
     /// `openAlreadyRead`: the device's open commands as this request read them already; when
     /// there are no acks and none of them is newly delivered or expired, they are the answer.
+    /// `signedRequest`: the request's nonce, recorded in the section's write when it makes one
+    /// (`recordedNonce`); a replay is refused there and changes nothing.
     func sync(
-        applicationId: String, deviceId: String, acks: [CommandAck], openAlreadyRead: [CommandRecord]? = nil
-    ) async throws -> (commands: [Command], results: [CommandAckResult]) {
+        applicationId: String, deviceId: String, acks: [CommandAck], openAlreadyRead: [CommandRecord]? = nil,
+        signedRequest: SignedRequestRecord? = nil
+    ) async throws -> (commands: [Command], results: [CommandAckResult], recordedNonce: Bool) {
         guard acks.count <= WireLimits.maxAcksPerSync else {
             throw BackplaneError.validation("At most \(WireLimits.maxAcksPerSync) acknowledgements per sync.", field: "acks")
         }
@@ -130,11 +133,17 @@ public struct CommandService: Sendable {
             now: now)
         // The store's own quiet path, without its read.
         if acks.isEmpty, let open = openAlreadyRead, open.allSatisfy({ rules.deliver($0) == $0 }) {
-            return (open.map(\.wire), [])
+            return (open.map(\.wire), [], false)
         }
-        let (results, open) = try await store.syncCommands(applicationId: applicationId, deviceId: deviceId, acks: acks, rules: rules)
+        let (results, open): ([CommandAckResult], [CommandRecord])
+        do {
+            (results, open) = try await store.syncCommands(
+                applicationId: applicationId, deviceId: deviceId, acks: acks, rules: rules, signedRequest: signedRequest)
+        } catch is NonceReusedError {
+            throw BackplaneError.nonceReused
+        }
         countTransitions(acks: acks, results: results, open: open, now: now)
-        return (open.map(\.wire), results)
+        return (open.map(\.wire), results, signedRequest != nil)
     }
 
     /// Counted once the store has applied them: a transaction retried or rolled back counts nothing.

@@ -76,15 +76,16 @@ extension SQLiteStore {
     }
 
     public func syncCommands(
-        applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules
+        applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules, signedRequest: SignedRequestRecord?
     ) async throws -> (results: [CommandAckResult], open: [CommandRecord]) {
         // A quiet sync (no acks, nothing newly delivered or expired) changes nothing: answered
         // from a read, it takes no write lock and waits for no commit.
-        if acks.isEmpty {
+        if acks.isEmpty, signedRequest == nil {
             let open = try await read { db in try Self.openCommands(db, applicationId: applicationId, deviceId: deviceId) }
             if open.allSatisfy({ rules.deliver($0) == $0 }) { return ([], open) }
         }
         return try await write { db in
+            if let signedRequest, try !Self.record(db, signedRequest) { throw NonceReusedError() }
             var results: [CommandAckResult] = []
             for ack in acks {
                 let existing = try Self.command(db, applicationId: applicationId, commandId: ack.commandId)

@@ -107,8 +107,10 @@ public protocol CommandStore: Sendable {
     /// One transaction: applies the acknowledgements (with the download grants they release and
     /// the detaching of the device they ask for), then delivers the device's open commands.
     /// Returns the ack results and the commands still open after delivery, in delivery order.
+    /// With `signedRequest`, it always writes, and records that nonce in the same transaction
+    /// (`NonceReusedError` for a replay, changing nothing): the sync's one commit instead of two.
     func syncCommands(
-        applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules
+        applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules, signedRequest: SignedRequestRecord?
     ) async throws -> (results: [CommandAckResult], open: [CommandRecord])
 }
 

@@ -92,10 +92,10 @@ extension PostgresStore {
     }
 
     public func syncCommands(
-        applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules
+        applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules, signedRequest: SignedRequestRecord?
     ) async throws -> (results: [CommandAckResult], open: [CommandRecord]) {
         // A quiet sync (no acks, nothing newly delivered or expired) changes nothing: one read.
-        if acks.isEmpty {
+        if acks.isEmpty, signedRequest == nil {
             let open = try await connection { [logger] connection in
                 try await Self.openCommands(connection, applicationId: applicationId, deviceId: deviceId, locking: false, logger: logger)
             }
@@ -104,6 +104,7 @@ extension PostgresStore {
         return try await transaction { [logger] connection in
             // First, as every transaction that may change the device row or its grants does: one lock order.
             try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
+            if let signedRequest, try await !Self.record(connection, signedRequest, logger: logger) { throw NonceReusedError() }
             var results: [CommandAckResult] = []
             for ack in acks {
                 let existing = try await Self.lockedCommand(connection, applicationId: applicationId, commandId: ack.commandId, logger: logger)
