@@ -27,7 +27,7 @@ final class GroupCommit: Sendable {
 
     private struct Queue {
         var waiting: [any PendingWrite] = []
-        /// A task is taking batches off `waiting`; a new write only joins the queue.
+        /// The drain queue is taking batches off `waiting`; a new write only joins the queue.
         var draining = false
     }
 

@@ -2,8 +2,8 @@ import Foundation
 import GRDB
 import NIOConcurrencyHelpers
 
-/// Read-only connections of their own for the point reads every request makes (a device and its
-/// open commands), run on the calling thread.
+/// Read-only connections of their own for the point reads every request makes (its app key, its
+/// application, its device and the device's open commands), run on the calling thread.
 ///
 /// Why: `DatabasePool.read` from async code costs two thread hand-offs, to a reader's queue and
 /// back, which a profile of the quiet sync showed as about a tenth of the server's time; the
@@ -11,9 +11,11 @@ import NIOConcurrencyHelpers
 /// synchronously: the pool's async reads hold a reader across an await, so a thread of the
 /// concurrency pool blocked waiting for one can wait for the very threads it blocks (this
 /// deadlocked under load when tried). These connections are never awaited on and never waited
-/// for: `take` gives one that is free or none, and then the caller reads through the pool.
-/// Reads in WAL mode do not wait for the writer, so a point read blocks its thread only for the
-/// read itself.
+/// for: `take` gives one that is free or none, and then the caller reads through the pool. Reads
+/// in WAL mode do not wait for the writer; in the rare cases where SQLite answers busy to a reader
+/// (another process recovering the WAL after a crash) these connections answer at once rather
+/// than wait, and the caller reads through the pool instead (`SQLiteStore.pointRead`). So a
+/// point read holds its thread for the read itself only.
 final class PointReaders: Sendable {
     private let free: NIOLockedValueBox<[DatabaseQueue]>
 
@@ -21,6 +23,7 @@ final class PointReaders: Sendable {
     init(path: String, configuration: Configuration) throws {
         var configuration = configuration
         configuration.readonly = true
+        configuration.busyMode = .immediateError
         let count = min(max(ProcessInfo.processInfo.activeProcessorCount, 2), 16)
         free = NIOLockedValueBox(try (0..<count).map { _ in try DatabaseQueue(path: path, configuration: configuration) })
     }

@@ -142,6 +142,7 @@ extension CommandRecord: SnakeCaseRecord {
     /// sync's write in a profile.
     static func update(_ db: Database, _ command: CommandRecord) throws {
         let columns = try command.columns.filter { $0.column != "row_id" }
+        // The same text every time, so prepared once per connection (`cachedStatement`).
         let sql = "UPDATE commands SET " + columns.map { "\($0.column) = ?" }.joined(separator: ", ") + " WHERE row_id = ?"
         try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(columns.map(\.value) + [command.rowId]))
         // As GRDB's `update` does: a command that is not there is an error, not a silent no-op.

@@ -104,14 +104,19 @@ public final class SQLiteStore: BackplaneStore {
         try await transactionTimings.measure(.read) { try await writer.read(body) }
     }
 
-    /// A read transaction for the few point reads every request makes (its device and open
-    /// commands): on the calling thread when one of `pointReaders`' connections is free, which
-    /// saves the two thread hand-offs of `read`; through `read` otherwise. Only for bounded
-    /// look-ups: anything that scans or pages goes through `read`.
+    /// A read transaction for the point reads every request makes (its app key, application,
+    /// device and the device's open commands): on the calling thread when one of `pointReaders`'
+    /// connections is free, which saves the two thread hand-offs of `read`; through `read` when
+    /// none is, or when SQLite answers busy. Only for look-ups by key: anything that scans or
+    /// pages goes through `read`.
     func pointRead<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
         guard let pointReaders, let connection = pointReaders.take() else { return try await read(body) }
-        defer { pointReaders.giveBack(connection) }
-        return try transactionTimings.measure(.read) { try connection.read(body) }
+        do {
+            defer { pointReaders.giveBack(connection) }
+            return try transactionTimings.measure(.read) { try connection.read(body) }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+            return try await read(body)
+        }
     }
 
     /// A write: all of `body` commits, or none of it, and the caller hears back after the commit.
