@@ -1,4 +1,5 @@
 import Foundation
+import BackplaneWire
 
 extension SyncResponse {
     /// The same bytes as `WireJSON.encoder().encode(self)`, written directly.
@@ -11,7 +12,7 @@ extension SyncResponse {
     /// carry some, are still encoded by `JSONEncoder`. `SyncResponseJSONTests` compares the two
     /// on every kind of value, so a field added to these types must be added here too (that test
     /// fails until it is).
-    public func wireJSON() throws -> [UInt8] {
+    func wireJSON() throws -> [UInt8] {
         var out = WireJSONWriter()
         out.bytes.reserveCapacity(640)
         out.open()
@@ -29,7 +30,7 @@ extension SyncResponse {
 }
 
 /// Writes JSON exactly as `WireJSON.encoder()` does (sorted keys, RFC 3339 dates, `\/`), for
-/// the values it is given in key order.
+/// the values it is given in key order. Server-side only: the SDK decodes these answers.
 struct WireJSONWriter {
     var bytes: [UInt8] = []
     private var needsComma = false
