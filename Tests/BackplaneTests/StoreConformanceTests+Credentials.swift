@@ -3,7 +3,7 @@ import Foundation
 import BackplaneWire
 import Testing
 
-/// Tokens and the last use of credentials, on every store.
+/// Tokens, the last use of credentials, and nonces recorded inside other writes, on every store.
 extension StoreConformanceTests {
     @Test(arguments: StoreKind.allCases)
     func tokensListInOrderRevokeOnceAndKeepTheirNewestUse(_ kind: StoreKind) async throws {
@@ -41,5 +41,36 @@ extension StoreConformanceTests {
         listed = try await store.tokens(applicationId: applicationId)
         #expect(listed.last?.lastUsedAt == used)
         #expect(listed.first?.lastUsedAt == nil)
+    }
+
+    /// A sync's command write records its request's nonce: the same nonce again is refused with
+    /// `NonceReusedError`, and the refused write delivers nothing.
+    @Test(arguments: StoreKind.allCases)
+    func aSyncWriteRecordsItsNonceAndARefusedReplayChangesNothing(_ kind: StoreKind) async throws {
+        let store = try await kind.make()
+        let applicationId = try await application(in: store)
+        try await registered(store, applicationId, "phone")
+        let keyId = try #require(try await store.appKeys(applicationId: applicationId).first?.keyId)
+        let nonce = SignedRequestRecord(keyId: keyId, nonce: "sync-write-nonce-01", expiresAt: Date().addingTimeInterval(600))
+        let rules = CommandSyncRules(
+            applyAck: { _, _ in fatalError("no acks are sent") },
+            deliver: { command in
+                var delivered = command
+                delivered.state = .delivered
+                return delivered
+            },
+            detach: { $0 }, now: Self.now)
+        // Nothing open: the write is made for the nonce alone.
+        let first = try await store.syncCommands(applicationId: applicationId, deviceId: "phone", acks: [], rules: rules, signedRequest: nonce)
+        #expect(first.open.isEmpty)
+
+        _ = try await store.insertCommands([CommandRecord(
+            commandId: "c1", applicationId: applicationId, deviceId: "phone", type: .wipe, assetIds: nil, state: .pending,
+            createdAt: Self.now, updatedAt: Self.now, deferrals: 0)])
+        await #expect(throws: NonceReusedError.self) {
+            _ = try await store.syncCommands(applicationId: applicationId, deviceId: "phone", acks: [], rules: rules, signedRequest: nonce)
+        }
+        #expect(try await store.command(applicationId: applicationId, commandId: "c1")?.state == .pending)
+        #expect(try await store.recordSignedRequest(nonce) == false)
     }
 }

@@ -80,6 +80,14 @@ extension StoreConformanceTests {
             signedRequest: nil)
         (expected.state, expected.completedAt, expected.updatedAt, expected.failureReason) = (.failed, done, done, "disk full")
         #expect(try await store.command(applicationId: applicationId, commandId: "c1") == expected)
+
+        // No asset ids, as for a wipe, read back as none.
+        let wipe = CommandRecord(
+            commandId: "c2", applicationId: applicationId, deviceId: "phone", type: .wipe, assetIds: nil, state: .pending,
+            createdAt: Self.now, updatedAt: Self.now, deferrals: 0)
+        let insertedWipe = try #require(try await store.insertCommands([wipe]).first)
+        #expect(try await store.command(applicationId: applicationId, commandId: "c2")?.assetIds == nil)
+        #expect(insertedWipe.assetIds == nil)
     }
 
     /// A sync's first read: the device with its open commands, in delivery order.
