@@ -5,6 +5,7 @@
  *   cc -shared -fPIC -O2 -o slow_fsync.so slow_fsync.c -ldl */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -16,7 +17,7 @@ static void wait_like_a_slow_disk(void) {
     }
     if (micros > 0) {
         struct timespec delay = {micros / 1000000, (micros % 1000000) * 1000};
-        while (nanosleep(&delay, &delay) != 0) {}
+        while (nanosleep(&delay, &delay) != 0 && errno == EINTR) {}
     }
 }
 

@@ -14,7 +14,8 @@ CONNECTIONS="${2:-32}"
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
 slow=()
 if [ -n "${SLOW_FSYNC_US:-}" ]; then
-    library="$(mktemp -d)/slow_fsync.so"
+    mkdir -p .build/slow-fsync
+    library="$PWD/.build/slow-fsync/slow_fsync.so"
     cc -shared -fPIC -O2 -o "$library" benchmarks/slow-fsync/slow_fsync.c -ldl
     slow=(env LD_PRELOAD="$library" SLOW_FSYNC_US="$SLOW_FSYNC_US")
     SERVE_ENV="${slow[*]} ${SERVE_ENV:-}"
@@ -25,6 +26,6 @@ if [ -n "${SLOW_FSYNC_US:-}" ] && ! grep -q slow_fsync "/proc/$server/maps"; the
     echo "the server did not load $library" >&2; exit 1
 fi
 
-"${slow[@]}" python3 benchmarks/sync/presign.py --url "http://127.0.0.1:$port" --key "$(value 'app key id')" \
+${slow[@]+"${slow[@]}"} python3 benchmarks/sync/presign.py --url "http://127.0.0.1:$port" --key "$(value 'app key id')" \
     --secret="$(value 'app key secret')" --database "$work/data/backplane.sqlite" --out "$work" \
     --seconds "$SECONDS_EACH" --connections "$CONNECTIONS" ${SYNC_ONLY:+--only "$SYNC_ONLY"}
