@@ -84,13 +84,25 @@ extension SQLiteStore {
     /// Grants that hold a download: they count toward the account, copies and device limits.
     private static let holdsDownload = DownloadGrantState.allCases.filter(\.holdsDownload).contains(DownloadGrantRecord.Columns.state)
 
+    /// The states that hold a download are this enum's own raw values, so they can be written into the SQL.
+    private static let releaseAllSQL = """
+        UPDATE download_grants SET state = ?, updated_at = ? WHERE application_id = ? AND device_id = ?
+        AND state IN (\(DownloadGrantState.allCases.filter(\.holdsDownload).map { "'\($0.rawValue)'" }.joined(separator: ", ")))
+        """
+
     /// Ends the device's grants that hold a download (of `assetIds`, or all) as `released`: the
     /// device was wiped, killed or unregistered, or deleted the assets on command.
     static func releaseGrants(_ db: Database, applicationId: String, deviceId: String, assetIds: [String]?, at: Date) throws {
+        guard let assetIds else {
+            // All of them (a wipe, a kill, an unregistration), through a statement prepared once:
+            // the query interface generated and authorized this SQL on every acknowledged wipe.
+            try db.cachedStatement(sql: releaseAllSQL).execute(arguments: [DownloadGrantState.released.rawValue, at, applicationId, deviceId])
+            return
+        }
         var request = DownloadGrantRecord
             .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }
             .filter(Self.holdsDownload)
-        if let assetIds { request = request.filter(assetIds.contains(DownloadGrantRecord.Columns.assetId)) }
+        request = request.filter(assetIds.contains(DownloadGrantRecord.Columns.assetId))
         try request.updateAll(db, [
             DownloadGrantRecord.Columns.state.set(to: DownloadGrantState.released), DownloadGrantRecord.Columns.updatedAt.set(to: at),
         ])
