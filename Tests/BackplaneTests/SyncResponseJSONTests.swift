@@ -49,27 +49,47 @@ import Testing
         try expectSameBytes(SyncResponse(device: bare, settings: .defaults, serverTime: Self.dates[0]))
     }
 
-    /// The lists go through `JSONEncoder` when they are not empty; the object around them must
-    /// still be the same.
-    @Test func answersWithCommandsAndResultsMatchJSONEncoder() throws {
-        let date = Self.dates[1]
-        let commands = [
-            Command(commandId: "c1", deviceId: "phone", type: .deleteAssets, assetIds: ["a/1", "é"], state: .delivered,
-                    createdAt: date, expiresAt: date, deliveredAt: date, failureReason: "not \"now\"", deferrals: 2),
-            Command(commandId: "c2", deviceId: "phone", type: .wipe, state: .pending, createdAt: date),
-        ]
-        let response = SyncResponse(
-            device: Self.fullDevice("x", date), settings: .defaults, serverTime: date, commands: commands,
-            ackResults: [CommandAckResult(commandId: "c0", status: .duplicate, message: "already finished")],
-            downloadReportResults: [DownloadReportResult(grantId: "g1", status: .accepted)])
-        try expectSameBytes(response)
+    /// A command with every optional field set, so that a field added later shows up here.
+    static func fullCommand(_ text: String, _ date: Date, type: CommandType = .deleteAssets, state: CommandState = .failed) -> Command {
+        Command(
+            commandId: "c-" + text, deviceId: "d-" + text, type: type, assetIds: [text, "a/1", ""], state: state, createdAt: date,
+            expiresAt: date.addingTimeInterval(1), deliveredAt: date.addingTimeInterval(2), completedAt: date.addingTimeInterval(3),
+            failureReason: text, deferrals: 3)
     }
 
-    /// The sample device sets every field: a field added to `Device`, `ApplicationSettings` or
-    /// `SyncResponse` without a value here fails, and once set here, `wireJSON()` must write it.
+    /// Commands and acknowledgement results are written by hand too; download report results go
+    /// through `JSONEncoder`, and the object around them must still be the same.
+    @Test func answersWithCommandsAndResultsMatchJSONEncoder() throws {
+        for (index, text) in Self.awkwardStrings.enumerated() {
+            let date = Self.dates[index % Self.dates.count]
+            let commands = [
+                Self.fullCommand(text, date, type: CommandType.allCases[index % CommandType.allCases.count],
+                                 state: CommandState.allCases[index % CommandState.allCases.count]),
+                Command(commandId: "c2", deviceId: "phone", type: .wipe, state: .pending, createdAt: date),
+                Command(commandId: "c3", deviceId: "phone", type: .deleteAssets, assetIds: [], state: .delivered, createdAt: date, deferrals: -1),
+            ]
+            let results = [
+                CommandAckResult(commandId: "c0" + text, status: .duplicate, message: text),
+                CommandAckResult(commandId: "c1", status: .accepted),
+                CommandAckResult(commandId: "c9", status: .rejected, message: "No such command for this device."),
+            ]
+            try expectSameBytes(SyncResponse(
+                device: Self.fullDevice("x", date), settings: .defaults, serverTime: date, commands: commands, ackResults: results,
+                downloadReportResults: [DownloadReportResult(grantId: "g1", status: .accepted, state: .completed, message: text)]))
+            try expectSameBytes(SyncResponse(
+                device: Self.fullDevice(text, date), settings: .defaults, serverTime: date, commands: [commands[index % 3]],
+                ackResults: [results[index % 3]]))
+        }
+    }
+
+    /// The samples set every field: a field added to `Device`, `ApplicationSettings`, `Command`,
+    /// `CommandAckResult` or `SyncResponse` without a value here fails, and once set here,
+    /// `wireJSON()` must write it.
     @Test func theSamplesSetEveryField() throws {
-        let response = SyncResponse(device: Self.fullDevice("x", Self.dates[1]), settings: Self.settings, serverTime: Self.dates[1])
-        for value in [response.device as Any, response.settings, response] {
+        let response = SyncResponse(
+            device: Self.fullDevice("x", Self.dates[1]), settings: Self.settings, serverTime: Self.dates[1],
+            commands: [Self.fullCommand("x", Self.dates[1])], ackResults: [CommandAckResult(commandId: "c", status: .accepted, message: "m")])
+        for value in [response.device as Any, response.settings, response, response.commands[0], response.ackResults[0]] {
             for child in Mirror(reflecting: value).children {
                 if let optional = child.value as? OptionalField {
                     #expect(!optional.isNil, "\(type(of: value)).\(child.label ?? "?") is not set in the sample")
@@ -80,6 +100,8 @@ import Testing
         #expect(object.count == Mirror(reflecting: response).children.count)
         #expect((object["device"] as? [String: Any])?.count == Mirror(reflecting: response.device).children.count)
         #expect((object["settings"] as? [String: Any])?.count == Mirror(reflecting: response.settings).children.count)
+        #expect(((object["commands"] as? [Any])?.first as? [String: Any])?.count == Mirror(reflecting: response.commands[0]).children.count)
+        #expect(((object["ackResults"] as? [Any])?.first as? [String: Any])?.count == Mirror(reflecting: response.ackResults[0]).children.count)
     }
 }
 
