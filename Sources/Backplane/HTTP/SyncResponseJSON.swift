@@ -114,35 +114,32 @@ struct WireJSONWriter {
 
     mutating func key(_ name: StaticString, _ commands: [Command]) {
         key(name)
-        bytes.append(UInt8(ascii: "["))
-        for (index, command) in commands.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            write(command)
-        }
-        bytes.append(UInt8(ascii: "]"))
+        array(commands) { $0.write($1) }
     }
 
     mutating func key(_ name: StaticString, _ results: [CommandAckResult]) {
         key(name)
-        bytes.append(UInt8(ascii: "["))
-        for (index, result) in results.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            open()
-            key("commandId", result.commandId)
-            key("message", result.message)
-            key("status", result.status.rawValue)
-            close()
+        array(results) { out, result in
+            out.open()
+            out.key("commandId", result.commandId)
+            out.key("message", result.message)
+            out.key("status", result.status.rawValue)
+            out.close()
         }
-        bytes.append(UInt8(ascii: "]"))
     }
 
     mutating func key(_ name: StaticString, _ strings: [String]?) {
         guard let strings else { return }
         key(name)
+        array(strings) { $0.string($1) }
+    }
+
+    /// `[`, each element as `element` writes it, a comma between two, `]`.
+    private mutating func array<Element>(_ elements: [Element], _ element: (inout WireJSONWriter, Element) -> Void) {
         bytes.append(UInt8(ascii: "["))
-        for (index, text) in strings.enumerated() {
+        for (index, item) in elements.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            string(text)
+            element(&self, item)
         }
         bytes.append(UInt8(ascii: "]"))
     }
