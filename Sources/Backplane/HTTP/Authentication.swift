@@ -46,7 +46,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
             services.lastSeen.saw(applicationId: device.applicationId, deviceId: device.deviceId, at: services.now())
             return response
         }
-        if try await !store.recordSignedRequest(signed) { throw BackplaneError.nonceReused }
+        try await store.spend(signed)
         if case .device(let device, _, _) = identity {
             services.lastSeen.saw(applicationId: device.applicationId, deviceId: device.deviceId, at: services.now())
         }

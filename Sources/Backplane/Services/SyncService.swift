@@ -30,14 +30,14 @@ public struct SyncService: Sendable {
         let acks = request.acks ?? [], downloadReports = request.downloadReports ?? []
         var unrecorded = signedRequest
         if !downloadReports.isEmpty, let nonce = unrecorded {
-            try await record(nonce)
+            try await store.spend(nonce)
             unrecorded = nil
         }
         let reports = try await grants.report(applicationId: applicationId, deviceId: deviceId, downloadReports)
         let (commands, results, recordedNonce) = try await commands.sync(
             applicationId: applicationId, deviceId: deviceId, acks: acks, openAlreadyRead: acks.isEmpty ? authenticated?.openCommands : nil,
             signedRequest: unrecorded)
-        if !recordedNonce, let nonce = unrecorded { try await record(nonce) }
+        if !recordedNonce, let nonce = unrecorded { try await store.spend(nonce) }
         // Accepted now: noted as seen before the device section, so the answer shows it (the
         // middleware notes it again after the handler, as for every route that records its own nonce).
         if signedRequest != nil { devices.lastSeen.saw(applicationId: applicationId, deviceId: deviceId, at: devices.now()) }
@@ -46,9 +46,5 @@ public struct SyncService: Sendable {
         return SyncResponse(
             device: device.device, settings: device.settings, serverTime: device.serverTime, commands: commands, ackResults: results,
             downloadReportResults: reports)
-    }
-
-    private func record(_ nonce: SignedRequestRecord) async throws {
-        if try await !store.recordSignedRequest(nonce) { throw BackplaneError.nonceReused }
     }
 }
