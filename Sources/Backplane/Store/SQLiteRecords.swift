@@ -134,34 +134,34 @@ extension CommandRecord: SnakeCaseRecord {
     /// Written by hand, like `DeviceRecord`: a sync that delivers or acknowledges a command
     /// updates it inside the write. `aCommandReadsBackAsWritten` fails if a column is left out.
     public func encode(to container: inout PersistenceContainer) throws {
-        for (column, value) in try columns { container[column] = value }
+        for column in Self.columns { container[column.name] = try column.value(self) }
     }
 
     /// An update through a statement prepared once per connection: GRDB's `update` generates,
     /// parses and authorizes its SQL on every call, which was a third of an acknowledging
     /// sync's write in a profile.
     static func update(_ db: Database, _ command: CommandRecord) throws {
-        let columns = try command.columns.filter { $0.column != "row_id" }
-        // The same text every time, so prepared once per connection (`cachedStatement`).
-        let sql = "UPDATE commands SET " + columns.map { "\($0.column) = ?" }.joined(separator: ", ") + " WHERE row_id = ?"
-        try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(columns.map(\.value) + [command.rowId]))
+        let values = try columns.dropFirst().map { try $0.value(command) }
+        try db.cachedStatement(sql: updateSQL).execute(arguments: StatementArguments(values + [command.rowId]))
         // As GRDB's `update` does: a command that is not there is an error, not a silent no-op.
         guard db.changesCount == 1 else {
             throw RecordError.recordNotFound(databaseTableName: databaseTableName, key: ["row_id": command.rowId.databaseValue])
         }
     }
 
-    /// Every column with its value: the one list `encode(to:)` and `update` write.
-    private var columns: [(column: String, value: (any DatabaseValueConvertible)?)] {
-        get throws {
-            [
-                ("row_id", rowId), ("command_id", commandId), ("application_id", applicationId), ("device_id", deviceId),
-                ("type", type.rawValue), ("asset_ids", try StoredJSON.encode(assetIds)), ("state", state.rawValue),
-                ("created_at", createdAt), ("updated_at", updatedAt), ("expires_at", expiresAt), ("delivered_at", deliveredAt),
-                ("completed_at", completedAt), ("failure_reason", failureReason), ("deferrals", deferrals),
-            ]
-        }
-    }
+    /// Every column with how to read its value, row id first: the one list `encode(to:)` and
+    /// `update` write.
+    private static let columns: [(name: String, value: @Sendable (CommandRecord) throws -> (any DatabaseValueConvertible)?)] = [
+        ("row_id", { $0.rowId }), ("command_id", { $0.commandId }), ("application_id", { $0.applicationId }),
+        ("device_id", { $0.deviceId }), ("type", { $0.type.rawValue }), ("asset_ids", { try StoredJSON.encode($0.assetIds) }),
+        ("state", { $0.state.rawValue }), ("created_at", { $0.createdAt }), ("updated_at", { $0.updatedAt }),
+        ("expires_at", { $0.expiresAt }), ("delivered_at", { $0.deliveredAt }), ("completed_at", { $0.completedAt }),
+        ("failure_reason", { $0.failureReason }), ("deferrals", { $0.deferrals }),
+    ]
+
+    /// Every column but the row id, by row id.
+    private static let updateSQL =
+        "UPDATE commands SET " + columns.dropFirst().map { "\($0.name) = ?" }.joined(separator: ", ") + " WHERE row_id = ?"
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         rowId = inserted.rowID
