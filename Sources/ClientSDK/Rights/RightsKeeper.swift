@@ -175,6 +175,9 @@ final class RightsKeeper: Sendable {
     }
 
     private func sweepOnce() async -> Date? {
+        // A sweep queued behind a slow one may start after the engine shut down: a shut-down
+        // engine must not delete what a newer engine on the same data is judging.
+        guard lifecycle.current != .shutDown else { return nil }
         clock.checkpoint()
         guard let all = try? allRights() else { return nil }
         // Deleted first, with no await between the judgement and the deletion.
