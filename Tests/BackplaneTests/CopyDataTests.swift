@@ -12,6 +12,8 @@ struct CopyDataTests {
     struct SQLiteSide: Sendable {
         var phone: DeviceIdentity
         var cursor: String
+        /// A sync the SQLite server answered, whose nonce it spent in memory alone.
+        var answeredSync: HTTPFields
     }
 
     @Test func aCopiedBackplaneServesItsDevicesWhereTheyWere() async throws {
@@ -49,14 +51,18 @@ struct CopyDataTests {
             ]
             let uploaded = try await client.device(.post, "/v1/events", json: EventBatch(sentAt: Date(), events: events), as: phone)
             #expect(try uploaded.decode(EventBatchResponse.self).accepted == 2, "\(uploaded.text)")
-            box.value = SQLiteSide(phone: phone, cursor: changes.cursor)
+            let syncBody = try Client.encode(SyncRequest())
+            let answeredSync = fixture.signer.headers(
+                method: .post, path: "/v1/sync", body: syncBody, deviceId: phone.deviceId, credential: phone.credential)
+            #expect(try await client.raw(.post, "/v1/sync", headers: answeredSync, body: syncBody).status == .ok)
+            box.value = SQLiteSide(phone: phone, cursor: changes.cursor, answeredSync: answeredSync)
         }
-        let (phone, cursor) = try #require(box.value.map { ($0.phone, $0.cursor) })
+        let (phone, cursor, answeredSync) = try #require(box.value.map { ($0.phone, $0.cursor, $0.answeredSync) })
 
         let databaseURL = try await PostgresCluster.shared.database()
         let copied = try await ChildProcess.run(binary, ["copy-data", "--from-data-dir", fixture.directory.path, "--to-database-url", databaseURL])
         #expect(copied.status == 0, "\(copied.output)")
-        for line in ["devices            1", "commands           1", "episode_changes    2", "subscriptions      1", "events             2"] {
+        for line in ["devices            1", "commands           1", "episode_changes    2", "subscriptions      1", "events             2", "nonce_lease        1"] {
             #expect(copied.output.contains(line), "\(copied.output)")
         }
         // A second copy into the now filled database is refused.
@@ -70,10 +76,23 @@ struct CopyDataTests {
         #expect(!output.contains("FIRST RUN"), "the copied application was not found")
         let port = try #require(FirstRunOutput.port(in: output))
         let served = PostgresNodeTests.Node(process: node, port: port)
+        // Signed again, as the SDK does, when refused as signed before the copied server's last lease.
         func device(_ method: HTTPRequest.Method, _ path: String, _ body: Data = Data()) async throws -> (Int, Data) {
-            try await served.send(method, path, body: body, headers: fixture.signer.headers(
-                method: method, path: path, body: body, deviceId: phone.deviceId, credential: phone.credential))
+            func send(at timestamp: Int64) async throws -> (Int, Data) {
+                try await served.send(method, path, body: body, headers: fixture.signer.headers(
+                    method: method, path: path, body: body, deviceId: phone.deviceId, credential: phone.credential, timestamp: timestamp))
+            }
+            let answer = try await send(at: Int64(Date().timeIntervalSince1970))
+            guard let notBefore = try? WireJSON.decoder().decode(ErrorBody.self, from: answer.1).error.details?["notBefore"]?.intValue
+            else { return answer }
+            return try await send(at: notBefore)
         }
+
+        // The SQLite server kept most nonces in memory: a sync it answered is refused here, as
+        // signed before its last lease, which the copy carried.
+        let (replayed, refusal) = try await served.send(.post, "/v1/sync", body: try Client.encode(SyncRequest()), headers: answeredSync)
+        #expect(replayed == 401)
+        #expect(try WireJSON.decoder().decode(ErrorBody.self, from: refusal).error.code == .staleTimestamp, "\(String(decoding: refusal, as: UTF8.self))")
 
         // The same credential syncs, and the finished command is not delivered again.
         let (synced, syncBody) = try await device(.post, "/v1/sync", try JSONEncoder().encode(SyncRequest()))

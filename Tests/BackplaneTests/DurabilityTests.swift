@@ -50,17 +50,12 @@ extension DurabilityTests {
     /// killed with SIGKILL in the middle. Every registration it answered is in the database
     /// afterwards, and no user is over the device limit.
     @Test func everyAcknowledgedRegistrationSurvivesAKillUnderLoad() async throws {
-        let binary = try #require(BuiltProduct.url(named: "backplane"), "build the backplane product first")
         let dataDir = temporaryDirectory("backplane-kill-load")
         defer { try? FileManager.default.removeItem(at: dataDir) }
-        let server = try ChildProcess(binary, ["serve", "--port", "0", "--data-dir", dataDir.path, "--log-level", "error"])
+        let served = try await ServedProcess.start(dataDir)
+        let server = served.process, port = served.port, signer = served.signer
         defer { server.terminate() }
-        let banner = try await server.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
-        let port = try #require(FirstRunOutput.port(in: banner))
-        let signer = Signer(
-            keyId: try #require(FirstRunOutput.value(after: "app key id     :", in: banner)),
-            secret: try #require(FirstRunOutput.value(after: "app key secret :", in: banner)))
-        let applicationId = try #require(FirstRunOutput.value(after: "application id :", in: banner))
+        let applicationId = try #require(FirstRunOutput.value(after: "application id :", in: served.banner))
 
         let total = 400
         let acknowledged = Box<[String: String]>()

@@ -100,17 +100,40 @@ import Testing
         }
     }
 
-    /// The nonces a server accepted are kept with its data: a replay after a restart is refused.
+    /// A replay after a restart is refused, whether the server spent its nonce in memory (the
+    /// timestamp is from before the restart: `stale_timestamp`, with the first one accepted) or
+    /// kept it on disk (signed ahead of the server's clock, past the lease: `nonce_reused`). A
+    /// request signed with the timestamp the refusal names is accepted.
     @Test func aRequestAcceptedBeforeARestartIsRefusedAfterIt() async throws {
         let fixture = try await Fixture.make()
         let (identity, accepted) = try await Self.registerAndSign(fixture)
         #expect(accepted.status == .ok)
+        let aheadHeaders = Box<HTTPFields>()
+        try await fixture.application().test(.router) { raw in
+            let client = Client(raw: raw, fixture: fixture)
+            let headers = fixture.signer.headers(
+                method: .get, path: "/v1/devices/phone", body: Data(), deviceId: identity.deviceId, credential: identity.credential,
+                timestamp: Int64(Date().timeIntervalSince1970) + 120)
+            let response = try await client.raw(.get, "/v1/devices/phone", headers: headers)
+            #expect(response.status == .ok)
+            aheadHeaders.value = headers
+        }
 
         try await fixture.restarted().test { client in
             let replay = try await client.raw(.get, "/v1/devices/phone", headers: accepted.headers)
             #expect(replay.status == .unauthorized)
-            #expect(replay.errorCode == .nonceReused, "\(replay.text)")
-            #expect(try await client.device(.get, "/v1/devices/phone", as: identity).status == .ok)
+            #expect(replay.errorCode == .staleTimestamp, "\(replay.text)")
+            let notBefore = try #require(try replay.decode(ErrorBody.self).error.details?["notBefore"]?.intValue)
+            let signedAt = try #require(accepted.headers[HTTPField.Name(RequestSigning.Header.timestamp)!].flatMap { Int64($0) })
+            #expect(notBefore > signedAt && notBefore <= Int64(Date().timeIntervalSince1970) + 2)
+
+            let aheadReplay = try await client.raw(.get, "/v1/devices/phone", headers: try #require(aheadHeaders.value))
+            #expect(aheadReplay.errorCode == .nonceReused, "\(aheadReplay.text)")
+
+            let fresh = fixture.signer.headers(
+                method: .get, path: "/v1/devices/phone", body: Data(), deviceId: identity.deviceId, credential: identity.credential,
+                timestamp: notBefore)
+            #expect(try await client.raw(.get, "/v1/devices/phone", headers: fresh).status == .ok)
         }
     }
 

@@ -51,7 +51,7 @@ extension StoreConformanceTests {
         let applicationId = try await application(in: store)
         try await registered(store, applicationId, "phone")
         let keyId = try #require(try await store.appKeys(applicationId: applicationId).first?.keyId)
-        let nonce = SignedRequestRecord(keyId: keyId, nonce: "sync-write-nonce-01", expiresAt: Date().addingTimeInterval(600))
+        let nonce = SignedRequestRecord(keyId: keyId, nonce: "sync-write-nonce-01", signedAt: Self.now, receivedAt: Self.now)
         let rules = CommandSyncRules(
             applyAck: { _, _ in fatalError("no acks are sent") },
             deliver: { command in

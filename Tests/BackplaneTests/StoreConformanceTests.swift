@@ -181,7 +181,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     @Test(arguments: StoreKind.allCases)
     func aNonceIsAcceptedOnceUnderConcurrency(_ kind: StoreKind) async throws {
         let store = try await kind.make()
-        let record = SignedRequestRecord(keyId: "ak_1", nonce: "0123456789abcdef", expiresAt: Self.now.addingTimeInterval(600))
+        let record = SignedRequestRecord(keyId: "ak_1", nonce: "0123456789abcdef", signedAt: Self.now, receivedAt: Self.now)
         let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
             for _ in 0..<20 { group.addTask { try await store.recordSignedRequest(record) } }
             return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }

@@ -108,16 +108,24 @@ struct Client: Sendable {
     let raw: any TestClientProtocol
     let fixture: Fixture
 
-    /// A signed device request (app key only when `as` is nil).
+    /// A signed device request (app key only when `as` is nil). Signed again, once, when the
+    /// server answers that it was signed before a restart, as the SDK does (`notBefore`).
     func device(
         _ method: HTTPRequest.Method, _ path: String, json: some Encodable = Empty?.none, as identity: DeviceIdentity? = nil,
         signer: Signer? = nil, at time: Date = Date(), proofKey: P256.Signing.PrivateKey? = nil
     ) async throws -> TestResponse {
         let body = try Self.encode(json)
-        let headers = (signer ?? fixture.signer).headers(
-            method: method, path: path, body: body, deviceId: identity?.deviceId, credential: identity?.credential,
-            timestamp: Int64(time.timeIntervalSince1970), proofKey: proofKey)
-        return try await raw.execute(uri: path, method: method, headers: headers, body: ByteBuffer(bytes: body))
+        func send(at timestamp: Int64) async throws -> TestResponse {
+            let headers = (signer ?? fixture.signer).headers(
+                method: method, path: path, body: body, deviceId: identity?.deviceId, credential: identity?.credential,
+                timestamp: timestamp, proofKey: proofKey)
+            return try await raw.execute(uri: path, method: method, headers: headers, body: ByteBuffer(bytes: body))
+        }
+        let response = try await send(at: Int64(time.timeIntervalSince1970))
+        guard response.errorCode == .staleTimestamp,
+              let notBefore = (try? response.decode(ErrorBody.self))?.error.details?["notBefore"]?.intValue
+        else { return response }
+        return try await send(at: notBefore)
     }
 
     func raw(_ method: HTTPRequest.Method, _ path: String, headers: HTTPFields = [:], body: Data = Data()) async throws -> TestResponse {

@@ -262,6 +262,21 @@ import TestSupport
         await engine.shutdown()
     }
 
+    /// A backplane started again a moment ago refuses timestamps from before its restart (it
+    /// spent nonces in memory) and names the first it accepts: the engine signs again with that.
+    @Test func aSyncRightAfterTheBackplaneRestartsSignsAgainAndIsAnswered() async throws {
+        let server = try await InProcessBackplane.start()
+        let engine = BackplaneEngine(configuration: server.configuration(user: "ned", dataDirectory: temporaryDirectory("sdk-ned")))
+        try await engine.start()
+        let deviceId = try #require(await engine.status.deviceId)
+        _ = try await engine.sync()
+        await server.stop()
+        let restarted = try await server.restart()
+        defer { Task { await restarted.stop() } }
+        #expect(try await engine.sync().device.deviceId == deviceId)
+        await engine.shutdown()
+    }
+
     @Test func aReinstallWithItsIdentityStoreRegistersAsItselfAndAnotherInstallCannot() async throws {
         let server = try await InProcessBackplane.start()
         defer { Task { await server.stop() } }

@@ -113,8 +113,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
             }
             identity = .device(AuthenticatedDevice(applicationId: key.applicationId, deviceId: deviceId), nonceToRecord: nil, read: read)
         }
-        let signed = SignedRequestRecord(
-            keyId: keyId, nonce: nonce, expiresAt: Date(timeIntervalSince1970: Double(timestamp) + RequestSigning.allowedClockSkew + 60))
+        let signed = SignedRequestRecord(keyId: keyId, nonce: nonce, signedAt: Date(timeIntervalSince1970: Double(timestamp)), receivedAt: now)
         return (identity, signed)
     }
 }

@@ -135,12 +135,8 @@ public struct CommandService: Sendable {
         if acks.isEmpty, let open = openAlreadyRead, open.allSatisfy({ rules.deliver($0) == $0 }) {
             return (open.map(\.wire), [], false)
         }
-        let (results, open): ([CommandAckResult], [CommandRecord])
-        do {
-            (results, open) = try await store.syncCommands(
-                applicationId: applicationId, deviceId: deviceId, acks: acks, rules: rules, signedRequest: signedRequest)
-        } catch is NonceReusedError {
-            throw BackplaneError.nonceReused
+        let (results, open) = try await answeringNonceRefusals {
+            try await store.syncCommands(applicationId: applicationId, deviceId: deviceId, acks: acks, rules: rules, signedRequest: signedRequest)
         }
         countTransitions(acks: acks, results: results, open: open, now: now)
         return (open.map(\.wire), results, signedRequest != nil)

@@ -60,11 +60,8 @@ public struct EventService: Sendable {
             }
         }
         if !records.isEmpty || signedRequest != nil {
-            let outcomes: [EventInsertOutcome]
-            do {
-                outcomes = try await store.insertEvents(applicationId: applicationId, deviceId: deviceId, records, signedRequest: signedRequest)
-            } catch is NonceReusedError {
-                throw BackplaneError.nonceReused
+            let outcomes = try await answeringNonceRefusals {
+                try await store.insertEvents(applicationId: applicationId, deviceId: deviceId, records, signedRequest: signedRequest)
             }
             for (position, (record, outcome)) in zip(positions, zip(records, outcomes)) {
                 let sequence = record.event.sequence

@@ -185,6 +185,10 @@ extension SQLiteStore {
         migrator.registerMigration("v11: console indexes (command lists, find by nickname)") { db in
             try db.execute(sql: ConsoleIndexes.statements.map { $0 + ";" }.joined(separator: "\n"))
         }
+        migrator.registerMigration("v12: nonce lease") { db in
+            // One row: signed timestamps before it may be spent in memory alone (`SpentNonces`).
+            try db.execute(sql: "CREATE TABLE nonce_lease (id INTEGER PRIMARY KEY CHECK (id = 1), accepts_before INTEGER NOT NULL)")
+        }
         return migrator
     }
 }

@@ -84,8 +84,7 @@ extension SQLiteStore {
             let open = try await read { db in try Self.openCommands(db, applicationId: applicationId, deviceId: deviceId) }
             if open.allSatisfy({ rules.deliver($0) == $0 }) { return ([], open) }
         }
-        return try await write { db in
-            if let signedRequest, try !Self.record(db, signedRequest) { throw NonceReusedError() }
+        return try await write(spending: signedRequest) { db in
             var results: [CommandAckResult] = []
             for ack in acks {
                 let existing = try Self.command(db, applicationId: applicationId, commandId: ack.commandId)

@@ -8,8 +8,7 @@ extension SQLiteStore {
     public func insertEvents(
         applicationId: String, deviceId: String, _ events: [EventRecord], signedRequest: SignedRequestRecord?
     ) async throws -> [EventInsertOutcome] {
-        try await write { db in
-            if let signedRequest, try !Self.record(db, signedRequest) { throw NonceReusedError() }
+        try await write(spending: signedRequest) { db in
             let floor = try Int64.fetchOne(
                 db, sql: "SELECT deleted_through FROM event_floors WHERE application_id = ? AND device_id = ?",
                 arguments: [applicationId, deviceId]) ?? 0

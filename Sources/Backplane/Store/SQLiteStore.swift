@@ -8,8 +8,8 @@ import BackplaneWire
 /// but a power loss or kernel panic can roll back the last commits; FULL syncs the WAL on every
 /// commit, so anything the backplane acknowledged (a registration, an enqueued command) survives
 /// the machine going down too. The cost is one fsync per commit, which concurrent requests
-/// share (`GroupCommit`). A signed request writes its nonce; a quiet sync writes nothing else
-/// (last-seen times are written in batches, `LastSeenLog`).
+/// share (`GroupCommit`). A quiet sync writes nothing: its nonce is spent in memory under a
+/// durable lease (`SpentNonces`), and last-seen times are written in batches (`LastSeenLog`).
 public final class SQLiteStore: BackplaneStore {
     /// Private: every query goes through `read` and `write` below, the one place where the
     /// store's transactions begin.
@@ -18,6 +18,8 @@ public final class SQLiteStore: BackplaneStore {
     private let groupCommit: GroupCommit
     /// Connections for `pointRead`; none for a database in memory, which has one connection.
     private let pointReaders: PointReaders?
+    /// Signed requests' nonces, spent in memory under a durable lease (SQLiteStore+Nonces).
+    let spentNonces: SpentNonces
     /// Applications and app keys as recently read (`RecentReads`); cleared by this store's changes to them.
     let recentApplications = RecentReads<ApplicationRecord>()
     let recentAppKeys = RecentReads<AppKeyRecord>()
@@ -59,6 +61,7 @@ public final class SQLiteStore: BackplaneStore {
         try Self.migrator.migrate(writer)
         self.writer = writer
         self.groupCommit = GroupCommit(writer)
+        self.spentNonces = try Self.storedNonces(writer)
         self.pointReaders = try path.map { try PointReaders(path: $0, configuration: configuration) }
     }
 

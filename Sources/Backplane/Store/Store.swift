@@ -40,11 +40,13 @@ public protocol ApplicationStore: Sendable {
 
 /// Nonces of signed requests: each (key, nonce) is accepted once.
 public protocol NonceStore: Sendable {
-    /// Records a nonce for a key until `expiresAt`. False when it was already recorded (a replay).
+    /// Spends a nonce for a key until `expiresAt`. False when it was spent before (a replay). A
+    /// store that keeps nonces in memory throws `SignedBeforeRestartError` for a timestamp from
+    /// before it started, which it can no longer vouch for (SQLiteStore, `SpentNonces`).
     func recordSignedRequest(_ request: SignedRequestRecord) async throws -> Bool
     /// Forgets nonces that expired before `date`; returns how many.
     func pruneNonces(expiredBefore date: Date) async throws -> Int
-    /// Nonces kept (replay protection's table), for `/metrics`.
+    /// Nonces kept (replay protection's memory or table), for `/metrics`.
     func nonceCount() async throws -> Int
 }
 
@@ -107,8 +109,8 @@ public protocol CommandStore: Sendable {
     /// One transaction: applies the acknowledgements (with the download grants they release and
     /// the detaching of the device they ask for), then delivers the device's open commands.
     /// Returns the ack results and the commands still open after delivery, in delivery order.
-    /// With `signedRequest`, it always writes, and records that nonce in the same transaction
-    /// (`NonceReusedError` for a replay, changing nothing): the sync's one commit instead of two.
+    /// With `signedRequest`, it always writes, and spends that nonce with the same transaction
+    /// (refusals as `recordSignedRequest`'s, changing nothing): the sync's one commit instead of two.
     func syncCommands(
         applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules, signedRequest: SignedRequestRecord?
     ) async throws -> (results: [CommandAckResult], open: [CommandRecord])
@@ -160,8 +162,9 @@ public protocol FeedStore: Sendable {
 
 /// The event log.
 public protocol EventStore: Sendable {
-    /// One transaction: records the upload's signed request when given (throwing
-    /// `NonceReusedError` for a replay, keeping nothing), then stores each event unless its
+    /// One transaction: spends the upload's signed request's nonce when given (throwing
+    /// `NonceReusedError` for a replay, `SignedBeforeRestartError` as `recordSignedRequest`,
+    /// keeping nothing), then stores each event unless its
     /// (device, sequence) is known, and says what became of each, in order. Sequence numbers at or
     /// below what retention removed for the device count as known, so a late retry is not stored
     /// again. One commit for both: an upload costs one fsync, not two.

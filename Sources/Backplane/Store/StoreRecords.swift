@@ -230,13 +230,19 @@ public struct DeviceSighting: Sendable, Equatable {
 public struct SignedRequestRecord: Sendable, Equatable {
     public var keyId: String
     public var nonce: String
-    /// Kept until its timestamp can no longer pass the freshness check.
-    public var expiresAt: Date
+    /// The request's signed timestamp (whole seconds).
+    public var signedAt: Date
+    /// When the server checked it: the SQLite store's nonce lease counts from it (`SpentNonces`).
+    public var receivedAt: Date
 
-    public init(keyId: String, nonce: String, expiresAt: Date) {
+    /// Kept until its timestamp can no longer pass the freshness check, and a minute more.
+    public var expiresAt: Date { signedAt.addingTimeInterval(RequestSigning.allowedClockSkew + 60) }
+
+    public init(keyId: String, nonce: String, signedAt: Date, receivedAt: Date) {
         self.keyId = keyId
         self.nonce = nonce
-        self.expiresAt = expiresAt
+        self.signedAt = signedAt
+        self.receivedAt = receivedAt
     }
 }
 

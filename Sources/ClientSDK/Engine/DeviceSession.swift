@@ -32,7 +32,7 @@ actor DeviceSession {
         self.clock = clock
         self.broadcaster = broadcaster
         self.snapshot = snapshot
-        self.api = try BackplaneAPI(configuration: configuration, serverNow: { [clock] in clock.now() })
+        self.api = try BackplaneAPI(configuration: configuration, serverNow: { [clock] in clock.signingNow() })
         self.registration = try local.load(StoredRegistration.self, .registration)
     }
 

@@ -16,6 +16,11 @@ extension PostgresStore {
         (1, "the schema of SQLite migration v9", PostgresSchemaV1.statements),
         (2, "SQLite migration v10: token expiry, last use of keys and tokens", CredentialLifetimes.statements(time: "timestamptz(3)")),
         (3, "SQLite migration v11: console indexes", ConsoleIndexes.statements),
+        // Filled only by copy-data, with the SQLite server's last lease: timestamps before it
+        // are refused, as that server would have after a restart (it spent nonces in memory).
+        (4, "SQLite migration v12: nonce lease", [
+            "CREATE TABLE nonce_lease (id integer PRIMARY KEY CHECK (id = 1), accepts_before bigint NOT NULL)",
+        ]),
     ]
 
     /// Brings the database to the newest schema. Nodes starting together take turns on the

@@ -94,12 +94,24 @@ extension PostgresStore {
     }
 
     /// Records a signed request's nonce (in the caller's transaction, if any); false for a replay.
-    /// The primary key decides: of two nodes given the same request at once, one inserts.
+    /// The primary key decides: of two nodes given the same request at once, one inserts. A
+    /// timestamp before the lease copied from a SQLite server (copy-data) is refused with
+    /// `SignedBeforeRestartError`, as that server would have after a restart: it kept nonces in
+    /// memory, so the copy holds only some of them.
     static func record(_ connection: PostgresConnection, _ request: SignedRequestRecord, logger: Logger) async throws -> Bool {
-        try await !connection.rows("""
-            INSERT INTO nonces (key_id, nonce, expires_at) VALUES (\(request.keyId), \(request.nonce), \(request.expiresAt))
-            ON CONFLICT DO NOTHING RETURNING 1
-            """, logger: logger).isEmpty
+        let signedAt = SpentNonces.seconds(request.signedAt)
+        let row = try await connection.rows("""
+            WITH floor AS (SELECT accepts_before FROM nonce_lease WHERE id = 1),
+            spent AS (
+                INSERT INTO nonces (key_id, nonce, expires_at)
+                SELECT \(request.keyId), \(request.nonce), \(request.expiresAt)
+                WHERE NOT EXISTS (SELECT 1 FROM floor WHERE accepts_before > \(signedAt))
+                ON CONFLICT DO NOTHING RETURNING 1)
+            SELECT (SELECT accepts_before FROM floor), EXISTS (SELECT 1 FROM spent)
+            """, logger: logger).first
+        let (floor, spent) = try row?.decode((Int64?, Bool).self) ?? (nil, false)
+        if let floor, floor > signedAt { throw SignedBeforeRestartError(notBefore: floor, serverTime: request.receivedAt) }
+        return spent
     }
 
     public func pruneNonces(expiredBefore date: Date) async throws -> Int {

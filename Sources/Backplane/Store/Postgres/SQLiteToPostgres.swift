@@ -17,7 +17,7 @@ public enum SQLiteToPostgres {
         ("applications", true), ("app_keys", true), ("tokens", true), ("nonces", false), ("devices", true),
         ("commands", true), ("feeds", true), ("episodes", true), ("change_counters", false), ("episode_changes", true),
         ("subscriptions", true), ("events", true), ("event_floors", false), ("download_grants", true),
-        ("entitlement_keys", true), ("asset_policies", true),
+        ("entitlement_keys", true), ("asset_policies", true), ("nonce_lease", false),
     ]
 
     /// Identity columns whose sequences must continue after the copied values.
