@@ -90,10 +90,10 @@ extension DeviceRecord: SnakeCaseRecord {
         container["download_enabled"] = downloadEnabled
         container["credential_hash"] = credentialHash
         container["public_key"] = publicKey
-        container["registered_at"] = registeredAt
-        container["updated_at"] = updatedAt
-        container["last_seen_at"] = lastSeenAt
-        container["unregistered_at"] = unregisteredAt
+        container["registered_at"] = registeredAt.stored
+        container["updated_at"] = updatedAt.stored
+        container["last_seen_at"] = lastSeenAt.stored
+        container["unregistered_at"] = unregisteredAt.stored
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
@@ -154,8 +154,8 @@ extension CommandRecord: SnakeCaseRecord {
     private static let columns: [(name: String, value: @Sendable (CommandRecord) throws -> (any DatabaseValueConvertible)?)] = [
         ("row_id", { $0.rowId }), ("command_id", { $0.commandId }), ("application_id", { $0.applicationId }),
         ("device_id", { $0.deviceId }), ("type", { $0.type.rawValue }), ("asset_ids", { try StoredJSON.encode($0.assetIds) }),
-        ("state", { $0.state.rawValue }), ("created_at", { $0.createdAt }), ("updated_at", { $0.updatedAt }),
-        ("expires_at", { $0.expiresAt }), ("delivered_at", { $0.deliveredAt }), ("completed_at", { $0.completedAt }),
+        ("state", { $0.state.rawValue }), ("created_at", { $0.createdAt.stored }), ("updated_at", { $0.updatedAt.stored }),
+        ("expires_at", { $0.expiresAt.stored }), ("delivered_at", { $0.deliveredAt.stored }), ("completed_at", { $0.completedAt.stored }),
         ("failure_reason", { $0.failureReason }), ("deferrals", { $0.deferrals }),
     ]
 

@@ -81,7 +81,7 @@ extension SQLiteStore {
             let statement = try db.cachedStatement(
                 sql: "UPDATE devices SET last_seen_at = ? WHERE application_id = ? AND device_id = ? AND last_seen_at < ?")
             for sighting in sightings {
-                try statement.execute(arguments: [sighting.at, sighting.applicationId, sighting.deviceId, sighting.at])
+                try statement.execute(arguments: [sighting.at.stored, sighting.applicationId, sighting.deviceId, sighting.at.stored])
             }
         }
     }

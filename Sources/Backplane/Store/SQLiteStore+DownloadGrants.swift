@@ -96,7 +96,7 @@ extension SQLiteStore {
         guard let assetIds else {
             // All of them (a wipe, a kill, an unregistration), through a statement prepared once:
             // the query interface generated and authorized this SQL on every acknowledged wipe.
-            try db.cachedStatement(sql: releaseAllSQL).execute(arguments: [DownloadGrantState.released.rawValue, at, applicationId, deviceId])
+            try db.cachedStatement(sql: releaseAllSQL).execute(arguments: [DownloadGrantState.released.rawValue, at.stored, applicationId, deviceId])
             return
         }
         var request = DownloadGrantRecord

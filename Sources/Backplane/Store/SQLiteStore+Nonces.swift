@@ -56,7 +56,7 @@ extension SQLiteStore {
     /// Records `request`'s nonce and moves the lease to `lease`, inside `db`'s transaction.
     private static func record(_ db: Database, _ request: SignedRequestRecord, lease: Int64) throws {
         try db.cachedStatement(sql: "INSERT INTO nonces (key_id, nonce, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
-            .execute(arguments: [request.keyId, request.nonce, request.expiresAt])
+            .execute(arguments: [request.keyId, request.nonce, request.expiresAt.stored])
         // Loaded into memory on start, so a replay is refused there first; this is the backstop.
         guard db.changesCount == 1 else { throw NonceReusedError() }
         try db.cachedStatement(sql: """
