@@ -52,14 +52,17 @@ public enum RequestSigning {
 
     /// Lower-case hex, as used for the body hash and the signature.
     public static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
-        out.reserveCapacity(bytes.underestimatedCount * 2)
+        out.reserveCapacity(max(bytes.underestimatedCount, 32) * 2)
         for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+            out.append(hexDigit(byte >> 4))
+            out.append(hexDigit(byte & 0x0f))
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 
     /// Longest accepted `devicePublicKey` and `X-Backplane-Device-Proof` (both are about 87 characters).

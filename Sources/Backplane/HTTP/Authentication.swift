@@ -57,13 +57,11 @@ struct SignedRequestMiddleware: RouterMiddleware {
     /// Every check but the nonce's freshness; returns who signed and the nonce to record, last, so
     /// that only a request that passed every other check uses up its nonce.
     private func verify(_ request: Request, body: ByteBuffer, pathDeviceId: String?) async throws -> (Identity, SignedRequestRecord) {
-        func header(_ name: String) -> String? {
-            HTTPField.Name(name).flatMap { request.headers[$0] }
-        }
-        guard let keyId = header(RequestSigning.Header.keyId),
-              let timestampText = header(RequestSigning.Header.timestamp),
-              let nonce = header(RequestSigning.Header.nonce),
-              let signatureHex = header(RequestSigning.Header.signature)
+        func header(_ name: HTTPField.Name) -> String? { request.headers[name] }
+        guard let keyId = header(.backplaneKey),
+              let timestampText = header(.backplaneTimestamp),
+              let nonce = header(.backplaneNonce),
+              let signatureHex = header(.backplaneSignature)
         else {
             throw BackplaneError.invalidSignature(
                 "Device requests must be signed: send \(RequestSigning.Header.keyId), \(RequestSigning.Header.timestamp), "
@@ -88,7 +86,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
         guard let key = try await store.appKey(id: keyId), key.revokedAt == nil else {
             throw BackplaneError.invalidCredentials("Unknown or revoked app key '\(keyId)'.")
         }
-        let deviceId = header(RequestSigning.Header.deviceId)
+        let deviceId = header(.backplaneDeviceId)
         let stringToSign = RequestSigning.stringToSign(
             method: request.method.rawValue, pathAndQuery: request.head.path ?? "/", timestamp: timestamp, nonce: nonce,
             bodySHA256Hex: SHA256.hash(data: body.readableBytesView).hexString, deviceId: deviceId)
@@ -101,7 +99,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
 
         var identity = Identity.appKey(applicationId: key.applicationId, stringToSign: stringToSign)
         if requireDevice {
-            guard let deviceId, let credential = header(RequestSigning.Header.deviceCredential) else {
+            guard let deviceId, let credential = header(.backplaneDeviceCredential) else {
                 throw BackplaneError.invalidCredentials(
                     "Send \(RequestSigning.Header.deviceId) and \(RequestSigning.Header.deviceCredential) from the registration.")
             }
@@ -142,4 +140,15 @@ struct BearerTokenMiddleware: RouterMiddleware {
         context.identity = .token(applicationId: record.applicationId)
         return try await next(request, context)
     }
+}
+
+/// The signing headers' names, made once: `HTTPField.Name(String)` checks and lowercases its
+/// text on every call, and each signed request looks up six of them.
+extension HTTPField.Name {
+    static let backplaneKey = Self(RequestSigning.Header.keyId)!
+    static let backplaneTimestamp = Self(RequestSigning.Header.timestamp)!
+    static let backplaneNonce = Self(RequestSigning.Header.nonce)!
+    static let backplaneSignature = Self(RequestSigning.Header.signature)!
+    static let backplaneDeviceId = Self(RequestSigning.Header.deviceId)!
+    static let backplaneDeviceCredential = Self(RequestSigning.Header.deviceCredential)!
 }
