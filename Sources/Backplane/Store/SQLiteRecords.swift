@@ -53,21 +53,29 @@ extension DeviceRecord: SnakeCaseRecord {
         public static let unregisteredAt = Column("unregistered_at")
     }
 
-    /// Read by hand, not through `Decodable`: every signed device request reads its device,
-    /// and the decoder's keyed containers were most of that read's time in a profile. A value
-    /// that does not convert throws, as the decoder would (`row[...]` would stop the process).
+    /// The columns every read of a device selects, in the order `init(row:)` reads them: the
+    /// query interface selects them (`databaseSelection`), raw SQL through `selectSQL`.
+    static let columnNames = [
+        "row_id", "application_id", "device_id", "user_id", "external_device_id", "nickname", "platform", "model", "os_version",
+        "sdk_version", "app_version", "push_token", "download_enabled", "credential_hash", "public_key", "registered_at",
+        "updated_at", "last_seen_at", "unregistered_at",
+    ]
+    public static var databaseSelection: [any SQLSelectable] { columnNames.map { Column($0) } }
+    static let selectSQL = columnNames.joined(separator: ", ")
+
+    /// Read by hand, not through `Decodable`, and by index, not by name: every signed device
+    /// request reads its device, and the decoder's keyed containers, then the look-up of each
+    /// column's name, were most of that read's time in profiles. A value that does not convert
+    /// throws, as the decoder would (`row[...]` would stop the process).
     public init(row: Row) throws {
         self.init(
-            rowId: try row.decode(forColumn: "row_id"), applicationId: try row.decode(forColumn: "application_id"),
-            deviceId: try row.decode(forColumn: "device_id"), userId: try row.decode(forColumn: "user_id"),
-            externalDeviceId: try row.decode(forColumn: "external_device_id"), nickname: try row.decode(forColumn: "nickname"),
-            platform: try row.decode(forColumn: "platform"), model: try row.decode(forColumn: "model"),
-            osVersion: try row.decode(forColumn: "os_version"), sdkVersion: try row.decode(forColumn: "sdk_version"),
-            appVersion: try row.decode(forColumn: "app_version"), pushToken: try row.decode(forColumn: "push_token"),
-            downloadEnabled: try row.decode(forColumn: "download_enabled"), credentialHash: try row.decode(forColumn: "credential_hash"),
-            publicKey: try row.decode(forColumn: "public_key"), registeredAt: try row.decode(forColumn: "registered_at"),
-            updatedAt: try row.decode(forColumn: "updated_at"), lastSeenAt: try row.decode(forColumn: "last_seen_at"),
-            unregisteredAt: try row.decode(forColumn: "unregistered_at"))
+            rowId: try row.decode(atIndex: 0), applicationId: try row.decode(atIndex: 1), deviceId: try row.decode(atIndex: 2),
+            userId: try row.decode(atIndex: 3), externalDeviceId: try row.decode(atIndex: 4), nickname: try row.decode(atIndex: 5),
+            platform: try row.decode(atIndex: 6), model: try row.decode(atIndex: 7), osVersion: try row.decode(atIndex: 8),
+            sdkVersion: try row.decode(atIndex: 9), appVersion: try row.decode(atIndex: 10), pushToken: try row.decode(atIndex: 11),
+            downloadEnabled: try row.decode(atIndex: 12), credentialHash: try row.decode(atIndex: 13), publicKey: try row.decode(atIndex: 14),
+            registeredAt: try row.decode(atIndex: 15), updatedAt: try row.decode(atIndex: 16), lastSeenAt: try row.decode(atIndex: 17),
+            unregisteredAt: try row.decode(atIndex: 18))
     }
 
     /// Written by hand too: `Encodable` converted each property name to snake case on every
@@ -113,23 +121,25 @@ extension CommandRecord: SnakeCaseRecord {
         public static let type = Column("type")
     }
 
-    /// Read by hand, like `DeviceRecord`: every sync reads its device's open commands, and the
-    /// decoder's keyed containers cost more than the query. A value that does not convert throws.
+    /// Read by hand and by index, like `DeviceRecord`, from `columns` in their order: every
+    /// sync reads its device's open commands. A value that does not convert throws.
     public init(row: Row) throws {
-        let typeName: String = try row.decode(forColumn: "type"), stateName: String = try row.decode(forColumn: "state")
+        let typeName: String = try row.decode(atIndex: 4), stateName: String = try row.decode(atIndex: 6)
         guard let type = CommandType(rawValue: typeName), let state = CommandState(rawValue: stateName) else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Unknown command type '\(typeName)' or state '\(stateName)'."))
         }
-        let assetIds: String? = try row.decode(forColumn: "asset_ids")
+        let assetIds: String? = try row.decode(atIndex: 5)
         self.init(
-            rowId: try row.decode(forColumn: "row_id"), commandId: try row.decode(forColumn: "command_id"),
-            applicationId: try row.decode(forColumn: "application_id"), deviceId: try row.decode(forColumn: "device_id"), type: type,
-            assetIds: try assetIds.map { try StoredJSON.decode([String].self, $0) }, state: state,
-            createdAt: try row.decode(forColumn: "created_at"), updatedAt: try row.decode(forColumn: "updated_at"),
-            expiresAt: try row.decode(forColumn: "expires_at"), deliveredAt: try row.decode(forColumn: "delivered_at"),
-            completedAt: try row.decode(forColumn: "completed_at"), failureReason: try row.decode(forColumn: "failure_reason"),
-            deferrals: try row.decode(forColumn: "deferrals"))
+            rowId: try row.decode(atIndex: 0), commandId: try row.decode(atIndex: 1), applicationId: try row.decode(atIndex: 2),
+            deviceId: try row.decode(atIndex: 3), type: type, assetIds: try assetIds.map { try StoredJSON.decode([String].self, $0) },
+            state: state, createdAt: try row.decode(atIndex: 7), updatedAt: try row.decode(atIndex: 8), expiresAt: try row.decode(atIndex: 9),
+            deliveredAt: try row.decode(atIndex: 10), completedAt: try row.decode(atIndex: 11), failureReason: try row.decode(atIndex: 12),
+            deferrals: try row.decode(atIndex: 13))
     }
+
+    /// What every read of a command selects, in `columns`' order.
+    public static var databaseSelection: [any SQLSelectable] { columns.map { Column($0.name) } }
+    static let selectSQL = columns.map(\.name).joined(separator: ", ")
 
     /// Written by hand, like `DeviceRecord`: a sync that delivers or acknowledges a command
     /// updates it inside the write. `aCommandReadsBackAsWritten` fails if a column is left out.
@@ -150,7 +160,7 @@ extension CommandRecord: SnakeCaseRecord {
     }
 
     /// Every column with how to read its value, row id first: the one list `encode(to:)` and
-    /// `update` write.
+    /// `update` write and `init(row:)` reads (by position).
     private static let columns: [(name: String, value: @Sendable (CommandRecord) throws -> (any DatabaseValueConvertible)?)] = [
         ("row_id", { $0.rowId }), ("command_id", { $0.commandId }), ("application_id", { $0.applicationId }),
         ("device_id", { $0.deviceId }), ("type", { $0.type.rawValue }), ("asset_ids", { try StoredJSON.encode($0.assetIds) }),

@@ -122,12 +122,12 @@ extension SQLiteStore {
     /// instead of searching the open states.
     private static func openCommands(_ db: Database, applicationId: String, deviceId: String) throws -> [CommandRecord] {
         try CommandRecord.fetchAll(
-            db.cachedStatement(sql: "SELECT * FROM commands WHERE application_id = ? AND device_id = ? AND state IN ('pending', 'delivered')"),
+            db.cachedStatement(sql: "SELECT \(CommandRecord.selectSQL) FROM commands WHERE application_id = ? AND device_id = ? AND state IN ('pending', 'delivered')"),
             arguments: [applicationId, deviceId])
             .sorted { ($0.rowId ?? 0) < ($1.rowId ?? 0) }
     }
 
     private static func command(_ db: Database, applicationId: String, commandId: String) throws -> CommandRecord? {
-        try fetchOne(CommandRecord.self, db, sql: "SELECT * FROM commands WHERE application_id = ? AND command_id = ?", [applicationId, commandId])
+        try fetchOne(CommandRecord.self, db, sql: "SELECT \(CommandRecord.selectSQL) FROM commands WHERE application_id = ? AND command_id = ?", [applicationId, commandId])
     }
 }

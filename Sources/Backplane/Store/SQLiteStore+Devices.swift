@@ -87,7 +87,7 @@ extension SQLiteStore {
     }
 
     static func device(_ db: Database, applicationId: String, deviceId: String) throws -> DeviceRecord? {
-        try fetchOne(DeviceRecord.self, db, sql: "SELECT * FROM devices WHERE application_id = ? AND device_id = ?", [applicationId, deviceId])
+        try fetchOne(DeviceRecord.self, db, sql: "SELECT \(DeviceRecord.selectSQL) FROM devices WHERE application_id = ? AND device_id = ?", [applicationId, deviceId])
     }
 
     private static func limitState(_ db: Database, applicationId: String, userId: String, excluding deviceId: String) throws -> DeviceLimitState {

@@ -107,16 +107,20 @@ public final class SQLiteStore: BackplaneStore {
         try await transactionTimings.measure(.read) { try await writer.read(body) }
     }
 
-    /// A read transaction for the point reads every request makes (its app key, application,
-    /// device and the device's open commands): on the calling thread when one of `pointReaders`'
-    /// connections is free, which saves the two thread hand-offs of `read`; through `read` when
-    /// none is, or when SQLite answers busy. Only for look-ups by key: anything that scans or
-    /// pages goes through `read`.
+    /// The point reads every request makes (its app key, application, device and the device's
+    /// open commands): on the calling thread when one of `pointReaders`' connections is free,
+    /// which saves the two thread hand-offs of `read`; through `read` when none is, or when
+    /// SQLite answers busy. Only for look-ups by key: anything that scans or pages goes through
+    /// `read`. On the calling thread there is no transaction around `body` (its BEGIN and COMMIT
+    /// were a quarter of the quiet sync's read): each statement reads the latest commit, so
+    /// `body` must not need two statements to see the same one. (The device and then its open
+    /// commands may see a change committed between them; either is as a sync a moment later
+    /// would find it.)
     func pointRead<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
         guard let pointReaders, let connection = pointReaders.take() else { return try await read(body) }
         do {
             defer { pointReaders.giveBack(connection) }
-            return try transactionTimings.measure(.read) { try connection.read(body) }
+            return try transactionTimings.measure(.read) { try connection.inDatabase(body) }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
             return try await read(body)
         }
