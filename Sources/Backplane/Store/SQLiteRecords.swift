@@ -63,19 +63,21 @@ extension DeviceRecord: SnakeCaseRecord {
     public static var databaseSelection: [any SQLSelectable] { columnNames.map { Column($0) } }
     static let selectSQL = columnNames.joined(separator: ", ")
 
-    /// Read by hand, not through `Decodable`, and by index, not by name: every signed device
+    /// Read by hand, not through `Decodable`, and by position, not by name: every signed device
     /// request reads its device, and the decoder's keyed containers, then the look-up of each
-    /// column's name, were most of that read's time in profiles. A value that does not convert
-    /// throws, as the decoder would (`row[...]` would stop the process).
-    public init(row: Row) throws {
+    /// column's name, were most of that read's time in profiles. The hot reads step the statement
+    /// themselves (`ColumnCursor`). A value that does not convert throws, as the decoder would
+    /// (`row[...]` would stop the process).
+    public init(row: Row) throws { try self.init(columns: row) }
+
+    init(columns: some ColumnValues) throws {
         self.init(
-            rowId: try row.decode(atIndex: 0), applicationId: try row.decode(atIndex: 1), deviceId: try row.decode(atIndex: 2),
-            userId: try row.decode(atIndex: 3), externalDeviceId: try row.decode(atIndex: 4), nickname: try row.decode(atIndex: 5),
-            platform: try row.decode(atIndex: 6), model: try row.decode(atIndex: 7), osVersion: try row.decode(atIndex: 8),
-            sdkVersion: try row.decode(atIndex: 9), appVersion: try row.decode(atIndex: 10), pushToken: try row.decode(atIndex: 11),
-            downloadEnabled: try row.decode(atIndex: 12), credentialHash: try row.decode(atIndex: 13), publicKey: try row.decode(atIndex: 14),
-            registeredAt: try row.decode(atIndex: 15), updatedAt: try row.decode(atIndex: 16), lastSeenAt: try row.decode(atIndex: 17),
-            unregisteredAt: try row.decode(atIndex: 18))
+            rowId: try columns.value(0), applicationId: try columns.value(1), deviceId: try columns.value(2), userId: try columns.value(3),
+            externalDeviceId: try columns.value(4), nickname: try columns.value(5), platform: try columns.value(6), model: try columns.value(7),
+            osVersion: try columns.value(8), sdkVersion: try columns.value(9), appVersion: try columns.value(10), pushToken: try columns.value(11),
+            downloadEnabled: try columns.value(12), credentialHash: try columns.value(13), publicKey: try columns.value(14),
+            registeredAt: try columns.value(15), updatedAt: try columns.value(16), lastSeenAt: try columns.value(17),
+            unregisteredAt: try columns.value(18))
     }
 
     /// Written by hand too: `Encodable` converted each property name to snake case on every
@@ -123,18 +125,20 @@ extension CommandRecord: SnakeCaseRecord {
 
     /// Read by hand and by index, like `DeviceRecord`, from `columns` in their order: every
     /// sync reads its device's open commands. A value that does not convert throws.
-    public init(row: Row) throws {
-        let typeName: String = try row.decode(atIndex: 4), stateName: String = try row.decode(atIndex: 6)
+    public init(row: Row) throws { try self.init(columns: row) }
+
+    init(columns: some ColumnValues) throws {
+        let typeName: String = try columns.value(4), stateName: String = try columns.value(6)
         guard let type = CommandType(rawValue: typeName), let state = CommandState(rawValue: stateName) else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Unknown command type '\(typeName)' or state '\(stateName)'."))
         }
-        let assetIds: String? = try row.decode(atIndex: 5)
+        let assetIds: String? = try columns.value(5)
         self.init(
-            rowId: try row.decode(atIndex: 0), commandId: try row.decode(atIndex: 1), applicationId: try row.decode(atIndex: 2),
-            deviceId: try row.decode(atIndex: 3), type: type, assetIds: try assetIds.map { try StoredJSON.decode([String].self, $0) },
-            state: state, createdAt: try row.decode(atIndex: 7), updatedAt: try row.decode(atIndex: 8), expiresAt: try row.decode(atIndex: 9),
-            deliveredAt: try row.decode(atIndex: 10), completedAt: try row.decode(atIndex: 11), failureReason: try row.decode(atIndex: 12),
-            deferrals: try row.decode(atIndex: 13))
+            rowId: try columns.value(0), commandId: try columns.value(1), applicationId: try columns.value(2), deviceId: try columns.value(3),
+            type: type, assetIds: try assetIds.map { try StoredJSON.decode([String].self, $0) }, state: state,
+            createdAt: try columns.value(7), updatedAt: try columns.value(8), expiresAt: try columns.value(9),
+            deliveredAt: try columns.value(10), completedAt: try columns.value(11), failureReason: try columns.value(12),
+            deferrals: try columns.value(13))
     }
 
     /// What every read of a command selects, in `columns`' order.

@@ -121,13 +121,16 @@ extension SQLiteStore {
     /// ordered by row id, SQLite would walk the device's whole command history in row-id order
     /// instead of searching the open states.
     private static func openCommands(_ db: Database, applicationId: String, deviceId: String) throws -> [CommandRecord] {
-        try CommandRecord.fetchAll(
+        try Array(ColumnCursor(
             db.cachedStatement(sql: "SELECT \(CommandRecord.selectSQL) FROM commands WHERE application_id = ? AND device_id = ? AND state IN ('pending', 'delivered')"),
-            arguments: [applicationId, deviceId])
+            arguments: [applicationId, deviceId], element: { try CommandRecord(columns: $0) }))
             .sorted { ($0.rowId ?? 0) < ($1.rowId ?? 0) }
     }
 
     private static func command(_ db: Database, applicationId: String, commandId: String) throws -> CommandRecord? {
-        try fetchOne(CommandRecord.self, db, sql: "SELECT \(CommandRecord.selectSQL) FROM commands WHERE application_id = ? AND command_id = ?", [applicationId, commandId])
+        try ColumnCursor(
+            db.cachedStatement(sql: "SELECT \(CommandRecord.selectSQL) FROM commands WHERE application_id = ? AND command_id = ?"),
+            arguments: [applicationId, commandId], element: { try CommandRecord(columns: $0) }
+        ).next()
     }
 }

@@ -87,7 +87,10 @@ extension SQLiteStore {
     }
 
     static func device(_ db: Database, applicationId: String, deviceId: String) throws -> DeviceRecord? {
-        try fetchOne(DeviceRecord.self, db, sql: "SELECT \(DeviceRecord.selectSQL) FROM devices WHERE application_id = ? AND device_id = ?", [applicationId, deviceId])
+        try ColumnCursor(
+            db.cachedStatement(sql: "SELECT \(DeviceRecord.selectSQL) FROM devices WHERE application_id = ? AND device_id = ?"),
+            arguments: [applicationId, deviceId], element: { try DeviceRecord(columns: $0) }
+        ).next()
     }
 
     private static func limitState(_ db: Database, applicationId: String, userId: String, excluding deviceId: String) throws -> DeviceLimitState {
