@@ -4,10 +4,11 @@ import Foundation
 import GRDB
 import Testing
 
-/// The store writes dates without GRDB's `DateFormatter` (`StoredDate`): the text must be the
-/// same, byte for byte, or comparisons with dates GRDB wrote would change.
-struct StoredDateTests {
-    @Test func aStoredDateIsTheTextGRDBWrites() {
+/// Dates written by hand (`UTCDateText`) must be the same bytes as the formatters they replace:
+/// for the store, or comparisons with dates GRDB wrote would change; for the sync answer, or it
+/// would differ from every other answer's dates.
+struct UTCDateTextTests {
+    @Test func datesWrittenByHandAreTheFormattersBytes() {
         var generator = SystemRandomNumberGenerator()
         var dates = [
             Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: -0.0005), Date(timeIntervalSince1970: 0.9995),
@@ -24,6 +25,9 @@ struct StoredDateTests {
         }
         for date in dates {
             #expect(StoredDate(date).databaseValue == date.databaseValue, "\(date.timeIntervalSince1970)")
+            if UTCDateText.gregorianFourDigitYears.contains(date) {
+                #expect(UTCDateText.iso8601(date) == date.formatted(.iso8601), "\(date.timeIntervalSince1970)")
+            }
         }
         #expect(StoredDate(Date(timeIntervalSince1970: 1_800_000_000.5)).databaseValue == "2027-01-15 08:00:00.500".databaseValue)
     }

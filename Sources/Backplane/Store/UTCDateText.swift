@@ -1,0 +1,90 @@
+import Foundation
+
+/// Dates as text in UTC, written by hand for the hot paths, each the same bytes as the
+/// formatter it replaces (tests compare them over random instants): `StoredDate` for what GRDB
+/// stores, the sync answer for what `WireJSON.encoder()` writes. Foundation's formatters go
+/// through ICU or a format style per call, which profiles showed on both paths.
+enum UTCDateText {
+    /// "yyyy-MM-dd HH:mm:ss.SSS", as GRDB's `DateFormatter` writes it: Foundation adds half a
+    /// millisecond and ICU rounds down, so to the nearest millisecond. For years 1583 to 9999
+    /// (ICU's calendar is Julian before that; `StoredDate` checks).
+    static func stored(_ date: Date) -> String {
+        let milliseconds = Int64(((date.timeIntervalSinceReferenceDate + Date.timeIntervalBetween1970AndReferenceDate) * 1_000 + 0.5).rounded(.down))
+        var text = Text()
+        text.dateAndTime(milliseconds: milliseconds, separator: " ")
+        text.append(".")
+        text.digits(floorDivision(milliseconds, 1_000).remainder, 3)
+        return text.string
+    }
+
+    /// "yyyy-MM-ddTHH:mm:ssZ", as `Date.ISO8601FormatStyle()` (and so `WireJSON.encoder()`) writes
+    /// it: whole seconds, rounded down. For years 1583 to 9999 (the wire accepts no others).
+    static func iso8601(_ date: Date) -> String {
+        let seconds = (date.timeIntervalSinceReferenceDate + Date.timeIntervalBetween1970AndReferenceDate).rounded(.down)
+        var text = Text()
+        text.dateAndTime(milliseconds: Int64(seconds) * 1_000, separator: "T")
+        text.append("Z")
+        return text.string
+    }
+
+    /// Years 1583 to 9999, where both texts are as their formatters write them.
+    static let gregorianFourDigitYears = Date(timeIntervalSince1970: -12_212_553_600)..<Date(timeIntervalSince1970: 253_402_300_800)
+
+    private struct Text {
+        var bytes: [UInt8] = []
+
+        init() { bytes.reserveCapacity(24) }
+
+        var string: String { String(decoding: bytes, as: UTF8.self) }
+
+        mutating func append(_ character: Unicode.Scalar) { bytes.append(UInt8(ascii: character)) }
+
+        mutating func digits(_ value: Int64, _ count: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<count { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+
+        /// "yyyy-MM-dd", `separator`, "HH:mm:ss" of an instant in milliseconds since 1970.
+        mutating func dateAndTime(milliseconds: Int64, separator: Unicode.Scalar) {
+            let (days, millisecondOfDay) = floorDivision(milliseconds, 86_400_000)
+            let (year, month, day) = civilDate(daysSince1970: days)
+            let second = millisecondOfDay / 1_000
+            digits(year, 4)
+            append("-")
+            digits(month, 2)
+            append("-")
+            digits(day, 2)
+            append(separator)
+            digits(second / 3_600, 2)
+            append(":")
+            digits(second / 60 % 60, 2)
+            append(":")
+            digits(second % 60, 2)
+        }
+    }
+
+    private static func floorDivision(_ value: Int64, _ divisor: Int64) -> (quotient: Int64, remainder: Int64) {
+        let quotient = value >= 0 ? value / divisor : (value - divisor + 1) / divisor
+        return (quotient, value - quotient * divisor)
+    }
+
+    /// Howard Hinnant's days-to-civil algorithm (public domain): the Gregorian date of a day
+    /// counted from 1970-01-01.
+    private static func civilDate(daysSince1970 days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}
