@@ -75,7 +75,7 @@ struct WireJSONWriter {
 
     mutating func key(_ name: StaticString, _ value: Date) {
         key(name)
-        // By hand within the years it covers: a format style per call was most of writing a device.
+        // By hand within the years it covers: a format style per call was half of writing a device.
         string(UTCDateText.gregorianFourDigitYears.contains(value) ? UTCDateText.iso8601(value) : value.formatted(.iso8601))
     }
 
