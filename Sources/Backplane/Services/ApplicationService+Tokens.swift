@@ -37,7 +37,9 @@ extension ApplicationService {
     }
 
     public func tokens(applicationId: String) async throws -> [TokenInfo] {
-        try await store.tokens(applicationId: applicationId).map { (credentialUse?.latest($0) ?? $0).wire }
+        let read = { try await self.store.tokens(applicationId: applicationId) }
+        guard let credentialUse else { return try await read().map(\.wire) }
+        return try await credentialUse.latestTokens(read).map(\.wire)
     }
 
     /// The live token record of a presented bearer token, its use noted: the check behind every

@@ -54,7 +54,9 @@ public struct ApplicationService: Sendable {
     // MARK: app keys (rotation: add a key, ship it, then revoke the old one)
 
     public func appKeys(applicationId: String) async throws -> [AppKey] {
-        try await store.appKeys(applicationId: applicationId).map { (credentialUse?.latest($0) ?? $0).wire }
+        let read = { try await self.store.appKeys(applicationId: applicationId) }
+        guard let credentialUse else { return try await read().map(\.wire) }
+        return try await credentialUse.latestKeys(read).map(\.wire)
     }
 
     public func addAppKey(applicationId: String, now: Date = Date()) async throws -> CreatedAppKey {

@@ -28,20 +28,30 @@ public final class CredentialUseLog: Sendable {
         }
     }
 
-    func latest(_ key: AppKeyRecord) -> AppKeyRecord {
-        var key = key
-        key.lastUsedAt = Self.newer(key.lastUsedAt, noted.withLockedValue { $0.keys[key.keyId] })
-        return key
+    /// App keys as `read` returns them, each with the newer of its stored and noted last use.
+    /// What was noted is taken before the read: a batch written (and so forgotten here) between
+    /// the two is then in what the read returns. Taken after, such a time would be in neither.
+    func latestKeys(_ read: () async throws -> [AppKeyRecord]) async rethrows -> [AppKeyRecord] {
+        let noted = noted.withLockedValue { $0.keys }
+        return try await read().map { key in
+            var key = key
+            key.lastUsedAt = Self.newer(key.lastUsedAt, noted[key.keyId])
+            return key
+        }
     }
 
-    func latest(_ token: TokenRecord) -> TokenRecord {
-        var token = token
-        token.lastUsedAt = Self.newer(token.lastUsedAt, noted.withLockedValue { $0.tokens[token.id] })
-        return token
+    /// Tokens as `read` returns them, each with its newer last use, as `latestKeys`.
+    func latestTokens(_ read: () async throws -> [TokenRecord]) async rethrows -> [TokenRecord] {
+        let noted = noted.withLockedValue { $0.tokens }
+        return try await read().map { token in
+            var token = token
+            token.lastUsedAt = Self.newer(token.lastUsedAt, noted[token.id])
+            return token
+        }
     }
 
     /// Writes what was noted; on failure the times go back for the next batch (unless newer ones
-    /// came meanwhile). A time stays visible to `latest` until the store has it.
+    /// came meanwhile). A time stays noted until the store has it.
     public func flush(to store: any ApplicationStore) async throws {
         let batch = noted.withLockedValue { $0 }
         guard !batch.keys.isEmpty || !batch.tokens.isEmpty else { return }
