@@ -112,6 +112,7 @@ public actor BackplaneEngine {
         stop(becoming: .shutDown)
         await components?.syncLoop.finishInFlight()
         await components?.downloads.finishInFlight()
+        await components?.rights.finishInFlight()
         broadcaster.finish()
     }
 

@@ -139,6 +139,13 @@ final class RightsKeeper: Sendable {
         }
     }
 
+    /// Waits for the sweeps already queued: after the engine shut down they do nothing
+    /// (`sweepOnce`), and one that was running finishes before `shutdown` returns, so no sweep of
+    /// this engine deletes or records anything under a newer engine on the same data.
+    func finishInFlight() async {
+        _ = await lastSweep.withLock { $0 }?.value
+    }
+
     /// Sweeps soon (after a sync: the time is trusted again, the settings may have changed).
     func sweepSoon() {
         wake.signal()
