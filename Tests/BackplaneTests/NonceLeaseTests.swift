@@ -76,16 +76,49 @@ struct NonceLeaseTests {
     }
 
     /// A request whose write fails changed nothing: its nonce is given back, and the same
-    /// request may come again, whether the nonce was to be written or spent in memory.
+    /// request may come again, whether the nonce was to be written or spent in memory; a failed
+    /// write moves no lease.
     @Test func aFailedWriteGivesItsNonceBack() async throws {
         struct Refused: Error {}
-        let store = try SQLiteStore.inMemory()
+        let directory = temporaryDirectory("backplane-nonce-lease")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteStore(directory: directory)
         for name in ["written", "in-memory"] {
             let nonce = record(name)
             await #expect(throws: Refused.self) { _ = try await store.write(spending: nonce) { _ in throw Refused() } }
+            if name == "written" { #expect(try onDisk(directory) == (0, nil)) }
             #expect(try await store.recordSignedRequest(nonce))
             #expect(try await store.recordSignedRequest(nonce) == false)
         }
+    }
+
+    /// Of one nonce spent many times at once in memory alone, once is accepted.
+    @Test func aNonceSpentInMemoryIsAcceptedOnceUnderConcurrency() async throws {
+        let store = try SQLiteStore.inMemory()
+        #expect(try await store.recordSignedRequest(record("moves-the-lease")))
+        let nonce = record("in-memory", signedAt: Self.now.addingTimeInterval(1))
+        let accepted = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<50 { group.addTask { try await store.recordSignedRequest(nonce) } }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(accepted == 1)
+    }
+
+    /// A nonce found on disk when it was to be written stays spent: were it given back, its
+    /// replay would be spent in memory alone once the lease passed its timestamp.
+    @Test func aNonceFoundOnDiskStaysSpent() async throws {
+        let directory = temporaryDirectory("backplane-nonce-lease")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteStore(directory: directory)
+        let nonce = record("on-disk")
+        // On disk but not in memory, as no code path leaves it: written by another connection.
+        try await DatabaseQueue(path: directory.appendingPathComponent("backplane.sqlite").path).write { db in
+            try db.execute(sql: "INSERT INTO nonces (key_id, nonce, expires_at) VALUES (?, ?, ?)", arguments: [nonce.keyId, nonce.nonce, nonce.expiresAt])
+        }
+        #expect(try await store.recordSignedRequest(nonce) == false)
+        // The lease moves past its timestamp; the replay would now be spent in memory alone.
+        #expect(try await store.recordSignedRequest(record("moves-the-lease")))
+        #expect(try await store.recordSignedRequest(nonce) == false)
     }
 
     /// Pruning removes only nonces whose timestamp can no longer pass the freshness check, even

@@ -36,7 +36,7 @@ extension SQLiteStore {
 
     /// Records a nonce `spend` asked to keep durably, with the lease it asked for, in `body`'s
     /// transaction. A write that fails gives the nonce back: the request changed nothing and
-    /// may come again.
+    /// may come again, unless it failed because the nonce is on disk already.
     private func recordDurably<T: Sendable>(
         _ nonce: SignedRequestRecord, lease: Int64, _ body: @escaping @Sendable (Database) throws -> T
     ) async throws -> T {
@@ -47,6 +47,9 @@ extension SQLiteStore {
             }
             spentNonces.leaseCommitted(lease)
             return result
+        } catch is NonceReusedError {
+            // On disk already: spent, whatever memory said. Not given back.
+            throw NonceReusedError()
         } catch {
             spentNonces.giveBack(nonce)
             throw error
@@ -79,8 +82,10 @@ extension SQLiteStore {
     /// Forgets nonces that expired before `date`, in memory and on disk; returns how many were
     /// kept in memory, where every spent nonce is.
     public func pruneNonces(expiredBefore date: Date) async throws -> Int {
-        try await write { db in try db.execute(sql: "DELETE FROM nonces WHERE expires_at < ?", arguments: [date]) }
-        return spentNonces.prune(expiredBefore: date)
+        // Memory first: a write that fails must not leave it growing.
+        let forgotten = spentNonces.prune(expiredBefore: date)
+        try await write { db in try db.execute(sql: "DELETE FROM nonces WHERE expires_at < ?", arguments: [date.stored]) }
+        return forgotten
     }
 
     public func nonceCount() async throws -> Int { spentNonces.count }
