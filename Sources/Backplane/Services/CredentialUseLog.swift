@@ -33,20 +33,20 @@ public final class CredentialUseLog: Sendable {
     /// the two is then in what the read returns. Taken after, such a time would be in neither.
     func latestKeys(_ read: () async throws -> [AppKeyRecord]) async rethrows -> [AppKeyRecord] {
         let noted = noted.withLockedValue { $0.keys }
-        return try await read().map { key in
-            var key = key
-            key.lastUsedAt = Self.newer(key.lastUsedAt, noted[key.keyId])
-            return key
-        }
+        return Self.newer(try await read(), noted, id: \.keyId)
     }
 
     /// Tokens as `read` returns them, each with its newer last use, as `latestKeys`.
     func latestTokens(_ read: () async throws -> [TokenRecord]) async rethrows -> [TokenRecord] {
         let noted = noted.withLockedValue { $0.tokens }
-        return try await read().map { token in
-            var token = token
-            token.lastUsedAt = Self.newer(token.lastUsedAt, noted[token.id])
-            return token
+        return Self.newer(try await read(), noted, id: \.id)
+    }
+
+    private static func newer<Record: UsedCredential>(_ records: [Record], _ noted: [String: Date], id: KeyPath<Record, String>) -> [Record] {
+        records.map { record in
+            var record = record
+            record.lastUsedAt = newer(record.lastUsedAt, noted[record[keyPath: id]])
+            return record
         }
     }
 
@@ -69,3 +69,11 @@ public final class CredentialUseLog: Sendable {
         return max(a, b)
     }
 }
+
+/// A record with a last use: app keys and tokens.
+protocol UsedCredential {
+    var lastUsedAt: Date? { get set }
+}
+
+extension AppKeyRecord: UsedCredential {}
+extension TokenRecord: UsedCredential {}
