@@ -5,6 +5,7 @@
 # schema and PRAGMAs) as the registration baseline.
 #   benchmarks/sync/run.sh [SECONDS] [CONNECTIONS]      (defaults 10 and 32)
 #   SYNC_ONLY=TEXT runs only the scenarios whose names contain TEXT (e.g. "quiet").
+#   SYNC_REPEAT=N runs each scenario N times, each beside its own /healthz, and prints the medians.
 #   SLOW_FSYNC_US=800 makes every fsync of the server and of the raw loop wait that long first
 #   (benchmarks/slow-fsync, LD_PRELOAD): a disk like the one the goals were set on.
 set -euo pipefail
@@ -28,4 +29,4 @@ fi
 
 ${slow[@]+"${slow[@]}"} python3 benchmarks/sync/presign.py --url "http://127.0.0.1:$port" --key "$(value 'app key id')" \
     --secret="$(value 'app key secret')" --database "$work/data/backplane.sqlite" --out "$work" \
-    --seconds "$SECONDS_EACH" --connections "$CONNECTIONS" ${SYNC_ONLY:+--only "$SYNC_ONLY"}
+    --seconds "$SECONDS_EACH" --connections "$CONNECTIONS" ${SYNC_ONLY:+--only "$SYNC_ONLY"} ${SYNC_REPEAT:+--repeat "$SYNC_REPEAT"}
