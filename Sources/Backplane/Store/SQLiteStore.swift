@@ -93,9 +93,9 @@ public final class SQLiteStore: BackplaneStore {
     }
 
     /// One row through a statement prepared once per connection, for the reads every request
-    /// makes (its app key, device, application): GRDB's query interface generates, parses and
-    /// authorizes its SQL on each call, which a profile of the quiet sync showed as a fifth of
-    /// the server's time.
+    /// makes (its app key and application; its device goes through `ColumnCursor`): GRDB's query
+    /// interface generates, parses and authorizes its SQL on each call, which a profile of the
+    /// quiet sync showed as a fifth of the server's time.
     static func fetchOne<Record: FetchableRecord>(
         _ type: Record.Type, _ db: Database, sql: String, _ arguments: StatementArguments
     ) throws -> Record? {
