@@ -50,7 +50,10 @@ public enum RequestSigning {
             .joined(separator: "\n")
     }
 
-    /// Lower-case hex, as used for the body hash and the signature.
+    /// Lower-case hex, as used for the body hash and the signature. Inlinable, so that a caller
+    /// in another module loops over its own kind of bytes rather than a generic sequence's: the
+    /// server hashes every signed request's body (a profile showed the generic loop).
+    @inlinable
     public static func hex(_ bytes: some Sequence<UInt8>) -> String {
         var out = [UInt8]()
         out.reserveCapacity(max(bytes.underestimatedCount, 32) * 2)
@@ -61,7 +64,8 @@ public enum RequestSigning {
         return String(decoding: out, as: UTF8.self)
     }
 
-    private static func hexDigit(_ value: UInt8) -> UInt8 {
+    @usableFromInline
+    static func hexDigit(_ value: UInt8) -> UInt8 {
         value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 
