@@ -31,4 +31,34 @@ struct UTCDateTextTests {
         }
         #expect(StoredDate(Date(timeIntervalSince1970: 1_800_000_000.5)).databaseValue == "2027-01-15 08:00:00.500".databaseValue)
     }
+
+    /// Read back, the hand parse must give GRDB's `Date` to the bit: records compare equal, and
+    /// a date read and written again must not move.
+    @Test func storedDatesReadBackAsGRDBReadsThem() throws {
+        var generator = SystemRandomNumberGenerator()
+        var texts = ["2000-02-29 23:59:59.999", "1583-01-01 00:00:00.000", "9999-12-31 23:59:59.999", "1970-01-01 00:00:00.000"]
+        let range = UTCDateText.gregorianFourDigitYears.lowerBound.timeIntervalSince1970..<UTCDateText.gregorianFourDigitYears.upperBound.timeIntervalSince1970
+        for _ in 0..<20_000 {
+            texts.append(UTCDateText.stored(Date(timeIntervalSince1970: Double.random(in: range, using: &generator))))
+        }
+        for text in texts {
+            let byHand = try #require(UTCDateText.date(stored: text), "\(text)")
+            let byGRDB = try #require(Date.fromDatabaseValue(text.databaseValue))
+            #expect(byHand.timeIntervalSinceReferenceDate.bitPattern == byGRDB.timeIntervalSinceReferenceDate.bitPattern, "\(text)")
+            #expect(StoredDate.fromDatabaseValue(text.databaseValue)?.date == byGRDB)
+        }
+    }
+
+    /// Any other text is left to GRDB: its other forms still read, and what does not exist is
+    /// not made up by hand.
+    @Test func otherDateTextsAreLeftToGRDB() {
+        for text in ["2024-02-30 00:00:00.000", "2023-02-29 12:00:00.000", "2024-13-01 00:00:00.000", "2024-01-01 24:00:00.000",
+                     "2024-01-01 00:60:00.000", "1582-10-15 00:00:00.000", "2024-01-01T00:00:00.000", "2024-01-01 00:00:00",
+                     "2024-01-01 00:00:00.0000", "2024-01-01 00:00:0a.000", "+024-01-01 00:00:00.000", "2024-01-01"] {
+            #expect(UTCDateText.date(stored: text) == nil, "\(text)")
+            #expect(StoredDate.fromDatabaseValue(text.databaseValue)?.date == Date.fromDatabaseValue(text.databaseValue), "\(text)")
+        }
+        #expect(StoredDate.fromDatabaseValue(1_800_000_000.databaseValue)?.date == Date(timeIntervalSince1970: 1_800_000_000))
+        #expect(StoredDate.fromDatabaseValue(DatabaseValue.null) == nil)
+    }
 }

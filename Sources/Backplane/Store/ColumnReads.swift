@@ -10,9 +10,25 @@ protocol ColumnValues {
     func value<Value: DatabaseValueConvertible>(_ index: Int) throws -> Value
 }
 
+extension ColumnValues {
+    /// A date the store wrote (`StoredDate`: parsed by hand in the form it writes).
+    func date(_ index: Int) throws -> Date { try (value(index) as StoredDate).date }
+    func optionalDate(_ index: Int) throws -> Date? { try (value(index) as StoredDate?)?.date }
+}
+
 extension Row: ColumnValues {
     func value<Value: DatabaseValueConvertible>(_ index: Int) throws -> Value {
         try decode(Value.self, atIndex: index)
+    }
+}
+
+/// A row's columns from `offset` on: the second of two records a statement selects side by side.
+struct ShiftedColumns<Base: ColumnValues>: ColumnValues {
+    let base: Base
+    let offset: Int
+
+    func value<Value: DatabaseValueConvertible>(_ index: Int) throws -> Value {
+        try base.value(offset + index)
     }
 }
 

@@ -62,6 +62,8 @@ extension DeviceRecord: SnakeCaseRecord {
     ]
     public static var databaseSelection: [any SQLSelectable] { columnNames.map { Column($0) } }
     static let selectSQL = columnNames.joined(separator: ", ")
+    /// `selectSQL` for a query that names the table `alias`.
+    static func selectSQL(alias: String) -> String { columnNames.map { "\(alias).\($0)" }.joined(separator: ", ") }
 
     /// Read by hand, not through `Decodable`, and by position, not by name: every signed device
     /// request reads its device, and the decoder's keyed containers, then the look-up of each
@@ -76,8 +78,8 @@ extension DeviceRecord: SnakeCaseRecord {
             externalDeviceId: try columns.value(4), nickname: try columns.value(5), platform: try columns.value(6), model: try columns.value(7),
             osVersion: try columns.value(8), sdkVersion: try columns.value(9), appVersion: try columns.value(10), pushToken: try columns.value(11),
             downloadEnabled: try columns.value(12), credentialHash: try columns.value(13), publicKey: try columns.value(14),
-            registeredAt: try columns.value(15), updatedAt: try columns.value(16), lastSeenAt: try columns.value(17),
-            unregisteredAt: try columns.value(18))
+            registeredAt: try columns.date(15), updatedAt: try columns.date(16), lastSeenAt: try columns.date(17),
+            unregisteredAt: try columns.optionalDate(18))
     }
 
     /// Written by hand too: `Encodable` converted each property name to snake case on every
@@ -136,14 +138,16 @@ extension CommandRecord: SnakeCaseRecord {
         self.init(
             rowId: try columns.value(0), commandId: try columns.value(1), applicationId: try columns.value(2), deviceId: try columns.value(3),
             type: type, assetIds: try assetIds.map { try StoredJSON.decode([String].self, $0) }, state: state,
-            createdAt: try columns.value(7), updatedAt: try columns.value(8), expiresAt: try columns.value(9),
-            deliveredAt: try columns.value(10), completedAt: try columns.value(11), failureReason: try columns.value(12),
+            createdAt: try columns.date(7), updatedAt: try columns.date(8), expiresAt: try columns.optionalDate(9),
+            deliveredAt: try columns.optionalDate(10), completedAt: try columns.optionalDate(11), failureReason: try columns.value(12),
             deferrals: try columns.value(13))
     }
 
     /// What every read of a command selects, in `columns`' order.
     public static var databaseSelection: [any SQLSelectable] { columns.map { Column($0.name) } }
     static let selectSQL = columns.map(\.name).joined(separator: ", ")
+    /// `selectSQL` for a query that names the table `alias`.
+    static func selectSQL(alias: String) -> String { columns.map { "\(alias).\($0.name)" }.joined(separator: ", ") }
 
     /// Written by hand, like `DeviceRecord`: a sync that delivers or acknowledges a command
     /// updates it inside the write. `aCommandReadsBackAsWritten` fails if a column is left out.

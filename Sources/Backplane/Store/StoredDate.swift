@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 
 /// A date as GRDB stores it, "yyyy-MM-dd HH:mm:ss.SSS" in UTC, written without a
-/// `DateFormatter` (`UTCDateText.stored`). GRDB formats every `Date` through one shared
+/// `DateFormatter` (`UTCDateText.stored`) and read without a `Calendar`. GRDB formats every `Date` through one shared
 /// formatter, which goes through ICU: about 6 % of the writer thread's samples in a profile of
 /// acknowledging syncs, time no other write can share. The text is the same, byte for byte
 /// (`UTCDateTextTests`), so what GRDB wrote before and the store's SQL comparisons of dates
@@ -19,8 +19,11 @@ struct StoredDate: DatabaseValueConvertible {
         return UTCDateText.stored(date).databaseValue
     }
 
+    /// The text this type writes is parsed by hand (`UTCDateText.date(stored:)`), anything else
+    /// by GRDB.
     static func fromDatabaseValue(_ dbValue: DatabaseValue) -> StoredDate? {
-        Date.fromDatabaseValue(dbValue).map(StoredDate.init)
+        if case .string(let text) = dbValue.storage, let date = UTCDateText.date(stored: text) { return StoredDate(date) }
+        return Date.fromDatabaseValue(dbValue).map(StoredDate.init)
     }
 }
 
