@@ -49,7 +49,9 @@ struct WireJSONWriter {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
         bytes.append(UInt8(ascii: "\""))
         name.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        // One byte at a time: an array literal here is an allocation per key.
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
         needsComma = true
     }
 
@@ -75,8 +77,12 @@ struct WireJSONWriter {
 
     mutating func key(_ name: StaticString, _ value: Date) {
         key(name)
-        // By hand within the years it covers: a format style per call was half of writing a device.
-        string(UTCDateText.gregorianFourDigitYears.contains(value) ? UTCDateText.iso8601(value) : value.formatted(.iso8601))
+        // By hand within the years it covers, straight into the answer (the text has nothing to
+        // escape): a format style per call was half of writing a device.
+        guard UTCDateText.gregorianFourDigitYears.contains(value) else { return string(value.formatted(.iso8601)) }
+        bytes.append(UInt8(ascii: "\""))
+        UTCDateText.appendISO8601(value, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
     }
 
     mutating func key(_ name: StaticString, _ value: Date?) {
@@ -87,7 +93,8 @@ struct WireJSONWriter {
     mutating func key(_ name: StaticString, list: [some Encodable]) throws {
         key(name)
         if list.isEmpty {
-            bytes.append(contentsOf: [UInt8(ascii: "["), UInt8(ascii: "]")])
+            bytes.append(UInt8(ascii: "["))
+            bytes.append(UInt8(ascii: "]"))
         } else {
             bytes.append(contentsOf: try WireJSON.encoder().encode(list))
         }
@@ -174,11 +181,19 @@ struct WireJSONWriter {
         close()
     }
 
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
     /// A JSON string as `JSONEncoder` escapes it: quote, backslash and slash, the short escapes
     /// for backspace, form feed, newline, return and tab, `\u00xx` for other control characters,
     /// everything else as its UTF-8.
     mutating func string(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
+        // Most strings (ids, versions, platforms) have nothing to escape: copied whole.
+        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") && $0 != UInt8(ascii: "/") }) {
+            bytes.append(contentsOf: value.utf8)
+            bytes.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in value.utf8 {
             switch byte {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"):
@@ -189,7 +204,7 @@ struct WireJSONWriter {
             case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
             case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
             case 0x00..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
+                let hex = Self.hexDigits
                 bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
                                           hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
             default:

@@ -11,6 +11,7 @@ enum UTCDateText {
     static func stored(_ date: Date) -> String {
         let milliseconds = Int64(((date.timeIntervalSinceReferenceDate + Date.timeIntervalBetween1970AndReferenceDate) * 1_000 + 0.5).rounded(.down))
         var text = Text()
+        text.bytes.reserveCapacity(23)
         text.dateAndTime(milliseconds: milliseconds, separator: " ")
         text.append(".")
         text.digits(floorDivision(milliseconds, 1_000).remainder, 3)
@@ -20,11 +21,20 @@ enum UTCDateText {
     /// "yyyy-MM-ddTHH:mm:ssZ", as `Date.ISO8601FormatStyle()` (and so `WireJSON.encoder()`) writes
     /// it: whole seconds, rounded down. For years 1583 to 9999 (the wire accepts no others).
     static func iso8601(_ date: Date) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(20)
+        appendISO8601(date, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `iso8601`'s text added to `bytes`, for an answer written as bytes.
+    static func appendISO8601(_ date: Date, to bytes: inout [UInt8]) {
         let seconds = (date.timeIntervalSinceReferenceDate + Date.timeIntervalBetween1970AndReferenceDate).rounded(.down)
         var text = Text()
+        swap(&text.bytes, &bytes)  // writes into `bytes` itself, without a copy
         text.dateAndTime(milliseconds: Int64(seconds) * 1_000, separator: "T")
         text.append("Z")
-        return text.string
+        swap(&text.bytes, &bytes)
     }
 
     /// The instant a `stored` text names, as GRDB's parser would give it: the whole seconds since
@@ -84,8 +94,6 @@ enum UTCDateText {
 
     private struct Text {
         var bytes: [UInt8] = []
-
-        init() { bytes.reserveCapacity(24) }
 
         var string: String { String(decoding: bytes, as: UTF8.self) }
 
