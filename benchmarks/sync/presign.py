@@ -194,15 +194,25 @@ def main():
             # are fractional (replay.lua draws whole milliseconds around the mean): at peaks
             # over 10,000 req/s a whole-millisecond step moves the rate by a fifth.
             # Calibrated twice: an answer is quicker at the lower load the first pause gives.
+            # A full run that still lands outside 67-73 % of the peak (wrk's millisecond timers
+            # do not wait exactly what they are asked) corrects the pause by what it measured
+            # and runs again, at most three times; the last run is printed.
             target = 0.7 * rates[name]
             pause_ms = round(1000 * args.connections / target, 2)
+
+            def corrected(pause_ms, achieved):
+                answer_ms = 1000 * args.connections / achieved - pause_ms
+                return max(0.05, round(1000 * args.connections / target - answer_ms, 2))
+
             for _ in range(2):
                 write_lua(lua, quiet_syncs())
-                calibration = wrk(args.url + "/", 3, args.connections, lua, pause_ms)
-                answer_ms = 1000 * args.connections / calibration[0] - pause_ms
-                pause_ms = max(0.05, round(1000 * args.connections / target - answer_ms, 2))
-            write_lua(lua, quiet_syncs())
-            paced = wrk(args.url + "/", args.seconds, args.connections, lua, pause_ms)
+                pause_ms = corrected(pause_ms, wrk(args.url + "/", 3, args.connections, lua, pause_ms)[0])
+            for attempt in range(3):
+                write_lua(lua, quiet_syncs())
+                paced = wrk(args.url + "/", args.seconds, args.connections, lua, pause_ms)
+                if abs(paced[0] / rates[name] - 0.7) <= 0.03:
+                    break
+                pause_ms = corrected(pause_ms, paced[0])
             print(f"{'quiet sync, paced':24} {paced[0]:9,.0f} {paced[1]:8.2f} {paced[2]:8.2f} "
                   f"{paced[0] / rates[name]:>11.0%}P  p99 <= 10 ms at 70% of peak (P)")
     if "registration" not in rates:
