@@ -37,9 +37,10 @@ enum UTCDateText {
         swap(&text.bytes, &bytes)
     }
 
-    /// The instant a `stored` text names, as GRDB's parser would give it: the whole seconds since
-    /// 2001, then the milliseconds added as a fraction, which is the same `Double` as GRDB's
-    /// calendar arithmetic (`UTCDateTextTests` compares them). Nil for any other text, a date that
+    /// The instant a `stored` text names, as GRDB's parser would give it: computed in the order
+    /// Foundation's Gregorian calendar computes it (the time of day with its fraction as one
+    /// `Double`, then the day's start in seconds since 2001 added), so it is the same `Double`,
+    /// last bit included, where the sum is finer than a second near 2001 (`UTCDateTextTests`). Nil for any other text, a date that
     /// does not exist (February 30) or a year before 1583: the caller leaves those to GRDB.
     /// GRDB's parse goes through `Calendar`, about a twentieth of a device read in a profile.
     static func date(stored text: String) -> Date? {
@@ -53,9 +54,9 @@ enum UTCDateText {
                   year >= 1583, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
                   hour < 24, minute < 60, second < 60
             else { return nil }
-            let seconds = daysSince1970(year: year, month: month, day: day) * 86_400 + hour * 3_600 + minute * 60 + second
-            let sinceReference = Double(seconds) - Date.timeIntervalBetween1970AndReferenceDate
-            return Date(timeIntervalSinceReferenceDate: sinceReference + Double(millisecond) / 1_000)
+            let daysSince2001 = daysSince1970(year: year, month: month, day: day) - 11_323
+            let timeOfDay = Double(hour * 3_600 + minute * 60 + second) + Double(millisecond) / 1_000
+            return Date(timeIntervalSinceReferenceDate: Double(daysSince2001 * 86_400) + timeOfDay)
         }
     }
 
@@ -89,8 +90,10 @@ enum UTCDateText {
         return era * 146_097 + dayOfEra - 719_468
     }
 
-    /// Years 1583 to 9999, where both texts are as their formatters write them.
-    static let gregorianFourDigitYears = Date(timeIntervalSince1970: -12_212_553_600)..<Date(timeIntervalSince1970: 253_402_300_800)
+    /// Years 1583 to 9999, where both texts are as their formatters write them. It ends half a
+    /// millisecond early: `stored` rounds to the millisecond, and the last half millisecond of
+    /// 9999 would round into the year 10000, which has five digits.
+    static let gregorianFourDigitYears = Date(timeIntervalSince1970: -12_212_553_600)..<Date(timeIntervalSince1970: 253_402_300_799.9995)
 
     private struct Text {
         var bytes: [UInt8] = []
