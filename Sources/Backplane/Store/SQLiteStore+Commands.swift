@@ -29,15 +29,16 @@ extension SQLiteStore {
 
     public func deviceWithOpenCommands(applicationId: String, deviceId: String) async throws -> (DeviceRecord, [CommandRecord])? {
         try await pointRead { db in
-            let rows = try Array(ColumnCursor(
+            var device: DeviceRecord?  // from the first row; the others repeat it
+            let commands = try Array(ColumnCursor(
                 db.cachedStatement(sql: Self.deviceWithOpenCommandsSQL), arguments: [applicationId, deviceId],
-                element: { columns -> (DeviceRecord, CommandRecord?) in
+                element: { columns -> CommandRecord? in
+                    if device == nil { device = try DeviceRecord(columns: columns) }
                     let commandColumns = ShiftedColumns(base: columns, offset: DeviceRecord.columnNames.count)
-                    let command = try (commandColumns.value(0) as Int64?).map { _ in try CommandRecord(columns: commandColumns) }
-                    return (try DeviceRecord(columns: columns), command)
+                    return try (commandColumns.value(0) as Int64?).map { _ in try CommandRecord(columns: commandColumns) }
                 }))
-            guard let device = rows.first?.0 else { return nil }
-            return (device, rows.compactMap(\.1).sorted { ($0.rowId ?? 0) < ($1.rowId ?? 0) })
+            guard let device else { return nil }
+            return (device, commands.compactMap { $0 }.sorted { ($0.rowId ?? 0) < ($1.rowId ?? 0) })
         }
     }
 

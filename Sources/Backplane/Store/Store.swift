@@ -90,7 +90,7 @@ public protocol CommandStore: Sendable {
     func commands(applicationId: String, deviceId: String) async throws -> [CommandRecord]
     /// A device and its open commands (pending and delivered, in delivery order), read in one
     /// store call: a sync's credential check and its quiet answer. Nil when there is no such
-    /// device. (One read transaction on SQLite; on PostgreSQL two statements on one connection,
+    /// device. (One statement on SQLite; on PostgreSQL two statements on one connection,
     /// which may see different commits, as two separate reads would.)
     func deviceWithOpenCommands(applicationId: String, deviceId: String) async throws -> (DeviceRecord, [CommandRecord])?
     /// A page of the application's commands matching `filter`, newest first, with `rowId` below
