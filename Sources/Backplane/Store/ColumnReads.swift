@@ -8,10 +8,19 @@ import GRDBSQLite
 protocol ColumnValues {
     /// The value at `index` (0 for the leftmost column); nil only for an optional `Value`.
     func value<Value: DatabaseValueConvertible>(_ index: Int) throws -> Value
+    /// As `value`, for the kinds a device or command row holds most of: a statement reads them
+    /// straight from SQLite (`StatementColumns`), without a `DatabaseValue` and GRDB's generic
+    /// conversions, which showed in profiles of the device read every sync makes.
+    func text(_ index: Int) throws -> String
+    func optionalText(_ index: Int) throws -> String?
+    /// A date the store wrote (`StoredDate`: parsed by hand in the form it writes).
+    func date(_ index: Int) throws -> Date
+    func optionalDate(_ index: Int) throws -> Date?
 }
 
 extension ColumnValues {
-    /// A date the store wrote (`StoredDate`: parsed by hand in the form it writes).
+    func text(_ index: Int) throws -> String { try value(index) }
+    func optionalText(_ index: Int) throws -> String? { try value(index) }
     func date(_ index: Int) throws -> Date { try (value(index) as StoredDate).date }
     func optionalDate(_ index: Int) throws -> Date? { try (value(index) as StoredDate?)?.date }
 }
@@ -27,9 +36,11 @@ struct ShiftedColumns<Base: ColumnValues>: ColumnValues {
     let base: Base
     let offset: Int
 
-    func value<Value: DatabaseValueConvertible>(_ index: Int) throws -> Value {
-        try base.value(offset + index)
-    }
+    func value<Value: DatabaseValueConvertible>(_ index: Int) throws -> Value { try base.value(offset + index) }
+    func text(_ index: Int) throws -> String { try base.text(offset + index) }
+    func optionalText(_ index: Int) throws -> String? { try base.optionalText(offset + index) }
+    func date(_ index: Int) throws -> Date { try base.date(offset + index) }
+    func optionalDate(_ index: Int) throws -> Date? { try base.optionalDate(offset + index) }
 }
 
 /// The current row of a stepping SQLite statement.
@@ -44,6 +55,37 @@ struct StatementColumns: ColumnValues {
                 codingPath: [], debugDescription: "Column '\(column)' holds \(stored), which is not a \(Value.self)."))
         }
         return value
+    }
+
+    // TEXT, and NULL for the optionals, read here; any other storage goes through `value`, as
+    // GRDB would convert it (or refuse it).
+
+    func text(_ index: Int) throws -> String {
+        guard sqlite3_column_type(statement, CInt(index)) == SQLITE_TEXT else { return try value(index) }
+        return String(cString: sqlite3_column_text(statement, CInt(index)))  // as `DatabaseValue` reads it
+    }
+
+    func optionalText(_ index: Int) throws -> String? {
+        switch sqlite3_column_type(statement, CInt(index)) {
+        case SQLITE_NULL: nil
+        case SQLITE_TEXT: String(cString: sqlite3_column_text(statement, CInt(index)))
+        default: try value(index)
+        }
+    }
+
+    func date(_ index: Int) throws -> Date {
+        try storedText(index).flatMap(UTCDateText.date(storedUTF8:)) ?? (value(index) as StoredDate).date
+    }
+
+    func optionalDate(_ index: Int) throws -> Date? {
+        if sqlite3_column_type(statement, CInt(index)) == SQLITE_NULL { return nil }
+        return try date(index)
+    }
+
+    /// The column's text as SQLite holds it, valid until the statement steps; nil if not TEXT.
+    private func storedText(_ index: Int) -> UnsafeBufferPointer<UInt8>? {
+        guard sqlite3_column_type(statement, CInt(index)) == SQLITE_TEXT, let text = sqlite3_column_text(statement, CInt(index)) else { return nil }
+        return UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(statement, CInt(index))))
     }
 }
 

@@ -74,10 +74,11 @@ extension DeviceRecord: SnakeCaseRecord {
 
     init(columns: some ColumnValues) throws {
         self.init(
-            rowId: try columns.value(0), applicationId: try columns.value(1), deviceId: try columns.value(2), userId: try columns.value(3),
-            externalDeviceId: try columns.value(4), nickname: try columns.value(5), platform: try columns.value(6), model: try columns.value(7),
-            osVersion: try columns.value(8), sdkVersion: try columns.value(9), appVersion: try columns.value(10), pushToken: try columns.value(11),
-            downloadEnabled: try columns.value(12), credentialHash: try columns.value(13), publicKey: try columns.value(14),
+            rowId: try columns.value(0), applicationId: try columns.text(1), deviceId: try columns.text(2), userId: try columns.text(3),
+            externalDeviceId: try columns.optionalText(4), nickname: try columns.optionalText(5), platform: try columns.text(6),
+            model: try columns.optionalText(7), osVersion: try columns.optionalText(8), sdkVersion: try columns.optionalText(9),
+            appVersion: try columns.optionalText(10), pushToken: try columns.optionalText(11), downloadEnabled: try columns.value(12),
+            credentialHash: try columns.text(13), publicKey: try columns.optionalText(14),
             registeredAt: try columns.date(15), updatedAt: try columns.date(16), lastSeenAt: try columns.date(17),
             unregisteredAt: try columns.optionalDate(18))
     }
@@ -130,16 +131,16 @@ extension CommandRecord: SnakeCaseRecord {
     public init(row: Row) throws { try self.init(columns: row) }
 
     init(columns: some ColumnValues) throws {
-        let typeName: String = try columns.value(4), stateName: String = try columns.value(6)
+        let typeName = try columns.text(4), stateName = try columns.text(6)
         guard let type = CommandType(rawValue: typeName), let state = CommandState(rawValue: stateName) else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Unknown command type '\(typeName)' or state '\(stateName)'."))
         }
-        let assetIds: String? = try columns.value(5)
+        let assetIds = try columns.optionalText(5)
         self.init(
-            rowId: try columns.value(0), commandId: try columns.value(1), applicationId: try columns.value(2), deviceId: try columns.value(3),
+            rowId: try columns.value(0), commandId: try columns.text(1), applicationId: try columns.text(2), deviceId: try columns.text(3),
             type: type, assetIds: try assetIds.map { try StoredJSON.decode([String].self, $0) }, state: state,
             createdAt: try columns.date(7), updatedAt: try columns.date(8), expiresAt: try columns.optionalDate(9),
-            deliveredAt: try columns.optionalDate(10), completedAt: try columns.optionalDate(11), failureReason: try columns.value(12),
+            deliveredAt: try columns.optionalDate(10), completedAt: try columns.optionalDate(11), failureReason: try columns.optionalText(12),
             deferrals: try columns.value(13))
     }
 

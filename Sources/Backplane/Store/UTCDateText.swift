@@ -40,24 +40,28 @@ enum UTCDateText {
     /// The instant a `stored` text names, as GRDB's parser would give it: computed in the order
     /// Foundation's Gregorian calendar computes it (the time of day with its fraction as one
     /// `Double`, then the day's start in seconds since 2001 added), so it is the same `Double`,
-    /// last bit included, where the sum is finer than a second near 2001 (`UTCDateTextTests`). Nil for any other text, a date that
-    /// does not exist (February 30) or a year before 1583: the caller leaves those to GRDB.
-    /// GRDB's parse goes through `Calendar`, about a twentieth of a device read in a profile.
+    /// last bit included, where the sum is finer than a second near 2001 (`UTCDateTextTests`).
+    /// Nil for any other text, a date that does not exist (February 30) or a year before 1583:
+    /// the caller leaves those to GRDB. GRDB's parse goes through `Calendar`, about a twentieth
+    /// of a device read in a profile.
     static func date(stored text: String) -> Date? {
         var text = text
-        return text.withUTF8 { bytes -> Date? in
-            guard bytes.count == 23, bytes[4] == dash, bytes[7] == dash, bytes[10] == space, bytes[13] == colon,
-                  bytes[16] == colon, bytes[19] == dot,
-                  let year = number(bytes, 0, 4), let month = number(bytes, 5, 2), let day = number(bytes, 8, 2),
-                  let hour = number(bytes, 11, 2), let minute = number(bytes, 14, 2), let second = number(bytes, 17, 2),
-                  let millisecond = number(bytes, 20, 3),
-                  year >= 1583, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
-                  hour < 24, minute < 60, second < 60
-            else { return nil }
-            let daysSince2001 = daysSince1970(year: year, month: month, day: day) - 11_323
-            let timeOfDay = Double(hour * 3_600 + minute * 60 + second) + Double(millisecond) / 1_000
-            return Date(timeIntervalSinceReferenceDate: Double(daysSince2001 * 86_400) + timeOfDay)
-        }
+        return text.withUTF8(date(storedUTF8:))
+    }
+
+    /// `date(stored:)` of text as UTF-8 bytes (a column SQLite holds).
+    static func date(storedUTF8 bytes: UnsafeBufferPointer<UInt8>) -> Date? {
+        guard bytes.count == 23, bytes[4] == dash, bytes[7] == dash, bytes[10] == space, bytes[13] == colon,
+              bytes[16] == colon, bytes[19] == dot,
+              let year = number(bytes, 0, 4), let month = number(bytes, 5, 2), let day = number(bytes, 8, 2),
+              let hour = number(bytes, 11, 2), let minute = number(bytes, 14, 2), let second = number(bytes, 17, 2),
+              let millisecond = number(bytes, 20, 3),
+              year >= 1583, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+              hour < 24, minute < 60, second < 60
+        else { return nil }
+        let daysSince2001 = daysSince1970(year: year, month: month, day: day) - 11_323
+        let timeOfDay = Double(hour * 3_600 + minute * 60 + second) + Double(millisecond) / 1_000
+        return Date(timeIntervalSinceReferenceDate: Double(daysSince2001 * 86_400) + timeOfDay)
     }
 
     private static let dash = UInt8(ascii: "-"), space = UInt8(ascii: " "), colon = UInt8(ascii: ":"), dot = UInt8(ascii: ".")
