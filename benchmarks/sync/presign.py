@@ -128,7 +128,7 @@ def main():
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--devices", type=int, default=1_000)
     parser.add_argument("--only", help="run only the scenarios whose names contain this text")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each scenario beside /healthz; the median is printed")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each scenario beside /healthz; the median is printed")
     args = parser.parse_args()
     count = REQUESTS_PER_SECOND_CEILING * args.seconds
 

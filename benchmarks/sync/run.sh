@@ -5,7 +5,8 @@
 # schema and PRAGMAs) as the registration baseline.
 #   benchmarks/sync/run.sh [SECONDS] [CONNECTIONS]      (defaults 10 and 32)
 #   SYNC_ONLY=TEXT runs only the scenarios whose names contain TEXT (e.g. "quiet").
-#   SYNC_REPEAT=N runs each scenario N times, each beside its own /healthz, and prints the medians.
+#   SYNC_REPEAT=N runs each scenario N times (default 3), each beside its own /healthz, and prints
+#   the medians; SYNC_REPEAT=1 for single runs.
 #   SLOW_FSYNC_US=800 makes every fsync of the server and of the raw loop wait that long first
 #   (benchmarks/slow-fsync, LD_PRELOAD): a disk like the one the goals were set on.
 set -euo pipefail
