@@ -149,7 +149,7 @@ struct BearerTokenMiddleware: RouterMiddleware {
 /// of those were 3.6 % of the server's time in a profile of quiet syncs. The names are matched
 /// as literals, lower case as `canonicalName` is: comparing with a made `HTTPField.Name` retains
 /// its strings, which every thread shares, and that contended count showed in the profile too.
-/// (A misspelled name here refuses every signed request: the signing tests would fail.)
+/// `SigningHeadersTests` checks each literal against the protocol's header names.
 struct SigningHeaders {
     var keyId: String?
     var timestamp: String?
