@@ -27,7 +27,9 @@ struct UTCDateTextTests {
         for date in dates {
             #expect(StoredDate(date).databaseValue == date.databaseValue, "\(date.timeIntervalSince1970)")
             if UTCDateText.gregorianFourDigitYears.contains(date) {
-                #expect(UTCDateText.iso8601(date) == date.formatted(.iso8601), "\(date.timeIntervalSince1970)")
+                var iso8601: [UInt8] = []
+                UTCDateText.appendISO8601(date, to: &iso8601)
+                #expect(String(decoding: iso8601, as: UTF8.self) == date.formatted(.iso8601), "\(date.timeIntervalSince1970)")
             }
         }
         #expect(StoredDate(Date(timeIntervalSince1970: 1_800_000_000.5)).databaseValue == "2027-01-15 08:00:00.500".databaseValue)

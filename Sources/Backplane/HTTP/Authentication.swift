@@ -91,7 +91,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
         let deviceId = headers.deviceId
         let stringToSign = RequestSigning.stringToSign(
             method: request.method.rawValue, pathAndQuery: request.head.path ?? "/", timestamp: timestamp, nonce: nonce,
-            bodySHA256Hex: SHA256.hash(data: body.readableBytesView).withUnsafeBytes { RequestSigning.hex($0) }, deviceId: deviceId)
+            bodySHA256Hex: SHA256.hash(data: body.readableBytesView).hexString, deviceId: deviceId)
         var mac = Self.keyedMACs.mac(keyId: key.keyId, secret: key.secret)
         mac.update(data: Array(stringToSign.utf8))
         // `==` with bytes compares in constant time.

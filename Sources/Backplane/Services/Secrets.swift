@@ -72,3 +72,9 @@ extension Data {
 extension Sequence where Element == UInt8 {
     var hexString: String { RequestSigning.hex(self) }
 }
+
+extension Digest {
+    /// A digest's bytes hexed as a buffer rather than through the generic `Sequence`: every
+    /// signed request hashes its body, and every device request its credential.
+    var hexString: String { withUnsafeBytes { RequestSigning.hex($0) } }
+}

@@ -73,7 +73,7 @@ extension SQLiteStore {
         try writer.read { db in
             let lease = try Int64.fetchOne(db, sql: "SELECT accepts_before FROM nonce_lease WHERE id = 1") ?? 0
             let durable = try Row.fetchAll(db, sql: "SELECT key_id, nonce, expires_at FROM nonces").map { row in
-                (keyId: row["key_id"] as String, nonce: row["nonce"] as String, expiresAt: row["expires_at"] as Date)
+                (keyId: row["key_id"] as String, nonce: row["nonce"] as String, expiresAt: (row["expires_at"] as StoredDate).date)
             }
             return SpentNonces(lease: lease, durable: durable)
         }

@@ -113,9 +113,8 @@ public final class SQLiteStore: BackplaneStore {
     /// SQLite answers busy. Only for look-ups by key: anything that scans or pages goes through
     /// `read`. On the calling thread there is no transaction around `body` (its BEGIN and COMMIT
     /// were a quarter of the quiet sync's read): each statement reads the latest commit, so
-    /// `body` must not need two statements to see the same one. (The device and then its open
-    /// commands may see a change committed between them; either is as a sync a moment later
-    /// would find it.)
+    /// `body` must not need two statements to see the same one (so the device and its open
+    /// commands are one statement).
     func pointRead<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
         guard let pointReaders, let connection = pointReaders.take() else { return try await read(body) }
         do {

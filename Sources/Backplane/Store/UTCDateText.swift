@@ -18,16 +18,9 @@ enum UTCDateText {
         return text.string
     }
 
-    /// "yyyy-MM-ddTHH:mm:ssZ", as `Date.ISO8601FormatStyle()` (and so `WireJSON.encoder()`) writes
-    /// it: whole seconds, rounded down. For years 1583 to 9999 (the wire accepts no others).
-    static func iso8601(_ date: Date) -> String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(20)
-        appendISO8601(date, to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// `iso8601`'s text added to `bytes`, for an answer written as bytes.
+    /// Adds "yyyy-MM-ddTHH:mm:ssZ" to `bytes`, as `Date.ISO8601FormatStyle()` (and so
+    /// `WireJSON.encoder()`) writes it: whole seconds, rounded down. For years 1583 to 9999 (the
+    /// wire accepts no others).
     static func appendISO8601(_ date: Date, to bytes: inout [UInt8]) {
         let seconds = (date.timeIntervalSinceReferenceDate + Date.timeIntervalBetween1970AndReferenceDate).rounded(.down)
         var text = Text()
