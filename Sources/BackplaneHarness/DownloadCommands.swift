@@ -23,6 +23,7 @@ struct Download: AsyncParsableCommand {
     @Option(help: "HLS: subtitle languages, comma-separated (\"\" for none; default all).") var subtitles: String?
     @Option(name: .customLong("mime"), help: "Allowed media Content-Type (repeatable; default any).") var mimeTypes: [String] = []
     @Option(name: .customLong("parallel"), help: "Files fetched at once.") var parallelFiles = 4
+    @Flag(inversion: .prefixedNo, help: "Flush each file to disk before it counts as downloaded.") var flushFiles = true
     @Flag(help: "Run the engine until the asset completes or fails, showing progress.") var wait = false
 
     func run() async throws {
@@ -32,6 +33,7 @@ struct Download: AsyncParsableCommand {
             maxVideoBitrate: maxBitrate, audioLanguages: audio.map(Self.languages), subtitleLanguages: subtitles.map(Self.languages))
         var configuration = try connection.configuration()
         configuration.downloads.parallelFiles = parallelFiles
+        configuration.downloads.flushesFiles = flushFiles
         let engine = BackplaneEngine(configuration: configuration)
         guard wait else {
             do {

@@ -18,12 +18,15 @@ import TestSupport
         return names.filter { $0.hasSuffix(".partial") || $0.hasSuffix(".partial-info") }
     }
 
-    @Test func aFileIsFetchedWholeAndNeverAgain() async throws {
+    /// Flushed or not (`DownloadOptions.flushesFiles`), a fetched file ends whole at its path.
+    @Test(arguments: [true, false]) func aFileIsFetchedWholeAndNeverAgain(flushes: Bool) async throws {
         let origin = try await TestOrigin.start()
         defer { Task { await origin.stop() } }
         let bytes = TestOrigin.content(300_000)
         origin.serve("/movie.mp4", bytes)
         let file = destination("movie.mp4")
+        var fetcher = fetcher
+        fetcher.flushes = flushes
         let size = try await fetcher.fetch(.init(url: origin.url("/movie.mp4"), allowedMIMETypes: ["video/mp4"]), to: file)
         #expect(size == 300_000)
         #expect(try Data(contentsOf: file) == bytes)
@@ -72,6 +75,25 @@ import TestSupport
         #expect(try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file) == 300_000)
         #expect(try Data(contentsOf: file) == bytes)
         #expect(origin.requests("/movie.mp4") == 1, "nothing is asked for a file that is all there")
+        #expect(partials(beside: file).isEmpty)
+    }
+
+    @Test func resumeInformationWithoutAPartialFileIsStaleAndGoes() async throws {
+        let origin = try await TestOrigin.start()
+        defer { Task { await origin.stop() } }
+        let bytes = TestOrigin.content(200_000)
+        origin.serve("/movie.mp4", bytes)
+        let file = destination("movie.mp4")
+        // Left by an earlier download of another file at this path, whose partial file is gone.
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data(#"{"validator":"\"old\"","totalLength":999999}"#.utf8).write(to: file.appendingPathExtension("partial-info"))
+        origin.inject(.dropAfter(bytes: 80_000, times: 1), at: "/movie.mp4")
+        await #expect(throws: DownloadFailure.self) { try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file) }
+        // The new partial file is described by the new answer, not by the stale information.
+        try await fetcher.fetch(.init(url: origin.url("/movie.mp4")), to: file)
+        #expect(try Data(contentsOf: file) == bytes)
+        #expect(origin.requests("/movie.mp4") == 2)
+        #expect(origin.bytesServed("/movie.mp4") < 200_000 + 80_000, "the second request resumed")
         #expect(partials(beside: file).isEmpty)
     }
 

@@ -3,8 +3,10 @@
 # an HLS asset of SEGMENTS segments of SEGMENT_KIB KiB (default 1,000 × 512 KiB = 512 MiB) and
 # a flat file of FLAT_MIB MiB (default 1,024), each fetched by the release harness
 # (`download --wait`, PARALLEL files at once) and by curl with the same parallelism. Prints
-# both throughputs, their ratio and the harness's peak resident memory. Each is the best of
-# ROUNDS runs (default 3), curl and the harness taking turns.
+# both throughputs, their ratio and the harness's peak resident memory. The harness runs twice a
+# round: with its default, each file flushed to disk before it counts (`DownloadOptions.flushesFiles`),
+# and with --no-flush-files, as curl writes. Each is the best of ROUNDS runs (default 3), curl
+# and the harness taking turns.
 set -euo pipefail
 # A failing command inside $(...) stops the script too (a failed register or curl would
 # otherwise leave a figure behind).
@@ -117,30 +119,32 @@ curl_flat() {
     echo "$(echo "$end - $start" | bc) $(bytes_of "$dir") $(echo "$(now) - $start" | bc)"
 }
 
-# label, the SDK's runs ("s bytes rss" a line), curl's ("s bytes s-flushed" a line): the best of each.
+# label, the SDK's runs flushing each file and without ("s bytes rss" a line), curl's
+# ("s bytes s-flushed" a line): the best of each.
 report() {
-    python3 - "$1" "$2" "$3" <<'PY'
+    python3 - "$1" "$2" "$3" "$4" <<'PY'
 import sys
-label, sdk_runs, curl_runs = sys.argv[1], sys.argv[2], sys.argv[3]
-sdks = [list(map(float, l.split())) for l in sdk_runs.splitlines() if l.strip()]
-curls = [list(map(float, l.split())) for l in curl_runs.splitlines() if l.strip()]
+label, flushed_runs, unflushed_runs, curl_runs = sys.argv[1:5]
+runs = lambda text: [list(map(float, l.split())) for l in text.splitlines() if l.strip()]
+sdks = {"flushing each file": runs(flushed_runs), "not flushing": runs(unflushed_runs)}
+curls = runs(curl_runs)
 # Every run of a tool stores the same bytes, and both tools the same media (their playlists
 # differ: the SDK rewrites them to point at local files), or the figures compare different work.
-for tool, runs in (("SDK", sdks), ("curl", curls)):
-    if len({r[1] for r in runs}) != 1:
-        sys.exit(f"{label}: the {tool}'s runs stored different sizes: {sorted({r[1] for r in runs})}")
-if abs(sdks[0][1] - curls[0][1]) > 0.001 * curls[0][1]:
-    sys.exit(f"{label}: the SDK stored {sdks[0][1]:.0f} bytes, curl {curls[0][1]:.0f}")
-sdk = min(sdks, key=lambda r: r[0])
+for tool, tool_runs in (*(("SDK " + k, v) for k, v in sdks.items()), ("curl", curls)):
+    if len({r[1] for r in tool_runs}) != 1:
+        sys.exit(f"{label}: the {tool} runs stored different sizes: {sorted({r[1] for r in tool_runs})}")
+    if abs(tool_runs[0][1] - curls[0][1]) > 0.001 * curls[0][1]:
+        sys.exit(f"{label}: the {tool} runs stored {tool_runs[0][1]:.0f} bytes, curl {curls[0][1]:.0f}")
+rate = lambda b, s: b / s / 1e6
 c_sec, c_bytes = min(r[0] for r in curls), curls[0][1]
 c_flushed = min(r[2] for r in curls)
-s_sec, s_bytes, s_rss = sdk
-rate = lambda b, s: b / s / 1e6
-print(f"{label}: SDK {s_bytes/1e6:,.0f} MB in {s_sec:.2f} s = {rate(s_bytes, s_sec):,.0f} MB/s (files flushed to disk); "
-      f"curl {c_bytes/1e6:,.0f} MB in {c_sec:.2f} s = {rate(c_bytes, c_sec):,.0f} MB/s, "
-      f"{c_flushed:.2f} s = {rate(c_bytes, c_flushed):,.0f} MB/s with its files flushed; "
-      f"ratio {rate(s_bytes, s_sec) / rate(c_bytes, c_sec):.2f} to curl, {rate(s_bytes, s_sec) / rate(c_bytes, c_flushed):.2f} to curl + flush (goal >= 0.9); "
-      f"SDK peak RSS {s_rss/1024:.1f} MiB (goal <= 64)")
+print(f"{label}: curl {c_bytes/1e6:,.0f} MB in {c_sec:.2f} s = {rate(c_bytes, c_sec):,.0f} MB/s, "
+      f"{c_flushed:.2f} s = {rate(c_bytes, c_flushed):,.0f} MB/s with its files flushed (one sync -f at the end)")
+for name, tool_runs in sdks.items():
+    s_sec, s_bytes, s_rss = min(tool_runs, key=lambda r: r[0])
+    print(f"  SDK {name}: {s_bytes/1e6:,.0f} MB in {s_sec:.2f} s = {rate(s_bytes, s_sec):,.0f} MB/s; "
+          f"ratio {rate(s_bytes, s_sec) / rate(c_bytes, c_sec):.2f} to curl, {rate(s_bytes, s_sec) / rate(c_bytes, c_flushed):.2f} "
+          f"to curl + flush (goal >= 0.9); peak RSS {s_rss/1024:.1f} MiB (goal <= 64)")
 PY
 }
 
@@ -151,14 +155,16 @@ settle() { rm -rf "$@"; sync; }
 
 # Warm the page cache for both (the origin's files were just written, but make it even).
 cat "$origin"/hls/v/*.ts "$origin/flat.mp4" >/dev/null
-hls_curl=() hls_sdk=() flat_curl=() flat_sdk=()
+hls_curl=() hls_sdk=() hls_sdk_unflushed=() flat_curl=() flat_sdk=() flat_sdk_unflushed=()
 for round in $(seq "$ROUNDS"); do
     settle "$work/sdk-flat"; hls_curl+=("$(curl_hls "$work/curl-hls/$round")")
     settle; hls_sdk+=("$(sdk hls "$work/sdk-hls/$round" --url "$base/hls/master.m3u8" --hls)")
+    settle; hls_sdk_unflushed+=("$(sdk hls "$work/sdk-hls-unflushed/$round" --url "$base/hls/master.m3u8" --hls --no-flush-files)")
     settle; flat_curl+=("$(curl_flat "$work/curl-flat")")
     settle "$work/curl-flat"; flat_sdk+=("$(sdk flat "$work/sdk-flat/$round" --url "$base/flat.mp4")")
+    settle "$work/sdk-flat"; flat_sdk_unflushed+=("$(sdk flat "$work/sdk-flat/unflushed-$round" --url "$base/flat.mp4" --no-flush-files)")
 done
-settle "$work/sdk-flat" "$work/curl-hls" "$work/sdk-hls"
+settle "$work/sdk-flat" "$work/curl-hls" "$work/sdk-hls" "$work/sdk-hls-unflushed"
 echo "download benchmark: $SEGMENTS segments x $SEGMENT_KIB KiB, flat $FLAT_MIB MiB, $PARALLEL files at once, $(nproc) cores, best of $ROUNDS"
-report "HLS ($SEGMENTS segments)" "$(printf '%s\n' "${hls_sdk[@]}")" "$(printf '%s\n' "${hls_curl[@]}")"
-report "flat file" "$(printf '%s\n' "${flat_sdk[@]}")" "$(printf '%s\n' "${flat_curl[@]}")"
+report "HLS ($SEGMENTS segments)" "$(printf '%s\n' "${hls_sdk[@]}")" "$(printf '%s\n' "${hls_sdk_unflushed[@]}")" "$(printf '%s\n' "${hls_curl[@]}")"
+report "flat file" "$(printf '%s\n' "${flat_sdk[@]}")" "$(printf '%s\n' "${flat_sdk_unflushed[@]}")" "$(printf '%s\n' "${flat_curl[@]}")"

@@ -149,7 +149,8 @@ struct AssetDownloader: Sendable {
         _ file: DownloadFile, index: Int, request: DownloadRequest, directory: URL, budget: StorageBudget,
         tracker: ProgressTracker, beforeFile: @Sendable (Int64) throws -> Void
     ) async throws -> FileFetcher.Fetched {
-        let destination = directory.appendingPathComponent(file.relativePath)
+        // Said to be a file: otherwise Foundation asks the file system whether it is a directory.
+        let destination = directory.appendingPathComponent(file.relativePath, isDirectory: false)
         let fetchRequest = FileFetcher.Request(
             url: file.url, byteRange: file.byteRange, allowedMIMETypes: file.isMedia ? request.allowedMIMETypes : nil)
         var failures = 0
@@ -201,7 +202,7 @@ final class ProgressTracker: Sendable {
     init(files: [DownloadFile], directory: URL, report: @escaping @Sendable (AssetProgress) -> Void) {
         var state = State(bytes: [], totals: [], estimates: files.map(\.estimatedBytes))
         for file in files {
-            let destination = directory.appendingPathComponent(file.relativePath)
+            let destination = directory.appendingPathComponent(file.relativePath, isDirectory: false)
             if let size = FileFetcher.size(of: destination) {
                 state.bytes.append(size)
                 state.totals.append(size)

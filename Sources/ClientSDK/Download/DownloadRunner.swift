@@ -83,7 +83,7 @@ actor DownloadRunner {
         self.lifecycle = lifecycle
         self.broadcaster = broadcaster
         self.eventLogger = eventLogger
-        self.downloader = AssetDownloader(fetcher: FileFetcher(client: Self.client), parallelFiles: options.parallelFiles)
+        self.downloader = AssetDownloader(fetcher: FileFetcher(client: Self.client, flushes: options.flushesFiles), parallelFiles: options.parallelFiles)
         self.signal = signal
     }
 

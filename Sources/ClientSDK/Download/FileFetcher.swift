@@ -5,8 +5,8 @@ import NIOHTTP1
 import NIOPosix
 
 /// Fetches one remote file of a download (a flat file, an HLS segment, init section or key) to a
-/// local path: into `<path>.partial` first, renamed once complete and flushed to disk, so a file
-/// at its final path is always whole and is never fetched again. A partial file left by an
+/// local path: into `<path>.partial` first, renamed once complete (and flushed to disk, when
+/// `flushes`), so a file at its final path is always whole and is never fetched again. A partial file left by an
 /// interrupted fetch (or a killed app) is resumed with a `Range` request guarded by `If-Range`
 /// with the validator (`ETag`, else `Last-Modified`) its first answer carried; an origin that
 /// ignores the range or whose file changed answers in full, and the fetch starts over cleanly.
@@ -28,6 +28,8 @@ struct FileFetcher: Sendable {
     }
 
     let client: HTTPClient
+    /// Whether a complete file is flushed to disk before its rename (`DownloadOptions.flushesFiles`).
+    var flushes = true
     /// Files expected to be at least this large (or of unknown size) have their resume
     /// information written before their first byte, so that even a killed app resumes them.
     static let resumeInfoUpFrontBytes: Int64 = 4 << 20
@@ -63,6 +65,7 @@ struct FileFetcher: Sendable {
         let size: Int64
         fileprivate let partial: (handle: FileHandle, url: URL, info: URL?)?
         let destination: URL
+        fileprivate var flushes = true
 
         /// The flush waits for the disk, on NIO's blocking-I/O threads: on the concurrency
         /// pool's few threads it would hold up the other files' network reads while it waits.
@@ -72,14 +75,16 @@ struct FileFetcher: Sendable {
             do {
                 // Not cancelled with the task: a file whose bytes are all there is finished, and
                 // a pause must not read as a storage failure.
-                try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any()) {
-                    try partial.handle.synchronize()
-                }.get()
-                try FileManager.default.moveItem(at: partial.url, to: destination)
+                if flushes {
+                    try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any()) {
+                        try partial.handle.synchronize()
+                    }.get()
+                }
+                try FileFetcher.rename(partial.url, to: destination)
             } catch {
                 throw FileFetcher.storageFailure(error, destination)
             }
-            if let info = partial.info { try? FileManager.default.removeItem(at: info) }
+            if let info = partial.info { try? FileFetcher.removeIfPresent(info) }
         }
     }
 
@@ -88,25 +93,21 @@ struct FileFetcher: Sendable {
     func fetchUnflushed(
         _ request: Request, to destination: URL, budget: StorageBudget? = nil, progress: @Sendable (Progress) -> Void = { _ in }
     ) async throws(DownloadFailure) -> Fetched {
-        let files = FileManager.default
         if let size = Self.size(of: destination) { return Fetched(size: size, partial: nil, destination: destination) }
         let partial = destination.appendingPathExtension("partial")
         let infoURL = destination.appendingPathExtension("partial-info")
-        do {
-            try files.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
-        } catch {
-            throw Self.storageFailure(error, destination)
-        }
-        let infoData = try? Data(contentsOf: infoURL)
+        // Resume information is read only beside a partial file with bytes (most files have
+        // neither); without one it is stale, and goes before new information could pair with it.
+        var have = Self.size(of: partial) ?? 0
+        let infoData = have > 0 ? try? Data(contentsOf: infoURL) : nil
         var info = infoData.flatMap { try? JSONDecoder().decode(PartialInfo.self, from: $0) }
-        var have = info == nil ? 0 : Self.size(of: partial) ?? 0
-        if have == 0 { info = nil }
+        if info == nil { have = 0 }
         if have > 0, let length = request.byteRange.map({ Int64($0.length) }) ?? info?.totalLength, have >= length {
             if have == length {
                 // Every byte is there (stopped between the last write and the rename): no request.
                 do {
                     let handle = try FileHandle(forWritingTo: partial)
-                    return Fetched(size: have, partial: (handle, partial, infoURL), destination: destination)
+                    return Fetched(size: have, partial: (handle, partial, infoURL), destination: destination, flushes: flushes)
                 } catch {
                     throw Self.storageFailure(error, destination)
                 }
@@ -179,7 +180,7 @@ struct FileFetcher: Sendable {
         do {
             // A stale one would misdescribe the new partial file; and new information goes down
             // only once the old bytes are gone, or a kill in between would pair them.
-            if !infoStored, infoData != nil { try files.removeItem(at: infoURL) }
+            if !infoStored { try Self.removeIfPresent(infoURL) }
             handle = try Self.openPartial(partial, truncating: have == 0)
             try handle.seekToEnd()
             if !infoStored, expected.map({ $0 >= Self.resumeInfoUpFrontBytes }) ?? true {
@@ -237,18 +238,36 @@ struct FileFetcher: Sendable {
             throw DownloadFailure(.network, "The download of \(request.url.absoluteString) ended after \(have + written) of \(have + expected) bytes.")
         }
         finished = true
-        return Fetched(size: have + written, partial: (handle, partial, infoStored ? infoURL : nil), destination: destination)
+        return Fetched(size: have + written, partial: (handle, partial, infoStored ? infoURL : nil), destination: destination, flushes: flushes)
     }
 
     /// Opens the partial file for writing, creating it, and emptying it when the fetch starts
     /// over. Plain `open(2)`: `FileManager.createFile` writes a temporary file, flushes it to
     /// disk and renames it, a second flush per file that an empty file does not need.
+    /// Its directory is made only when the open finds none: once per directory, not per file.
     private static func openPartial(_ partial: URL, truncating: Bool) throws -> FileHandle {
-        let descriptor = open(partial.path, O_WRONLY | O_CREAT | O_CLOEXEC | (truncating ? O_TRUNC : 0), 0o644)
-        guard descriptor >= 0 else {
-            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncating ? O_TRUNC : 0)
+        var descriptor = open(partial.path, flags, 0o644)
+        if descriptor < 0, errno == ENOENT {
+            try FileManager.default.createDirectory(at: partial.deletingLastPathComponent(), withIntermediateDirectories: true)
+            descriptor = open(partial.path, flags, 0o644)
         }
+        guard descriptor >= 0 else { throw posixError() }
         return FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+    }
+
+    private static func posixError() -> POSIXError {
+        POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+    }
+
+    fileprivate static func removeIfPresent(_ file: URL) throws {
+        guard unlink(file.path) == 0 || errno == ENOENT else { throw posixError() }
+    }
+
+    /// `rename(2)`: `FileManager.moveItem` looks at both paths first, and refuses an existing
+    /// destination, which here can only be the same file finished by an earlier try.
+    fileprivate static func rename(_ source: URL, to destination: URL) throws {
+        guard Foundation.rename(source.path, destination.path) == 0 else { throw posixError() }
     }
 
     /// The range to ask for: the rest of the sub-range, or of the file after what is held.
@@ -274,8 +293,15 @@ struct FileFetcher: Sendable {
     }
 
     /// The size of the file at `url`, or nil when there is none.
+    /// The size of what is at `url`, nil when nothing is. Plain `stat(2)`: it runs for every file
+    /// of an asset, mostly for files that are not there yet, and `FileManager` builds an error
+    /// and an attribute dictionary each time.
     static func size(of url: URL) -> Int64? {
-        (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size].flatMap { ($0 as? NSNumber)?.int64Value }
+        url.withUnsafeFileSystemRepresentation { path in
+            var status = stat()
+            guard let path, stat(path, &status) == 0 else { return nil }
+            return Int64(status.st_size)
+        }
     }
 
     private static func noSpace(_ request: Request, _ bytes: Int64) -> DownloadFailure {
