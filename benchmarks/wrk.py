@@ -1,8 +1,18 @@
 """Runs `wrk` (Debian) and reads the figures the benchmarks print; shared by the benchmarks that
 use it. Every run is checked: an answer other than 2xx, or a failed connection, stops the
-benchmark rather than leave a figure behind."""
+benchmark rather than leave a figure behind (a benchmark may catch `SocketErrors` and run
+again with fresh requests)."""
 import re
 import subprocess
+
+
+class SocketErrors(SystemExit):
+    """wrk counted failed connects, reads, writes or timeouts; every answer it got was 2xx."""
+
+    def __init__(self, url, output):
+        line = re.search(r"^\s*Socket errors:.*$", output, re.M)
+        self.detail = line.group(0).strip() if line else "socket errors"
+        super().__init__(f"{url}: failed connections ({self.detail})\n{output}")
 
 
 class Figures:
@@ -33,6 +43,8 @@ def run(url, seconds, connections, script=None, script_args=(), headers=(), time
     if script_args:
         command += ["--", *map(str, script_args)]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    if re.search(r"Non-2xx|Socket errors", output):
-        raise SystemExit(f"{url}: answers other than 2xx, or failed connections\n{output}")
+    if "Non-2xx" in output:
+        raise SystemExit(f"{url}: answers other than 2xx\n{output}")
+    if "Socket errors" in output:
+        raise SocketErrors(url, output)
     return Figures(output)
