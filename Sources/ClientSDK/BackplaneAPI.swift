@@ -73,8 +73,11 @@ struct BackplaneAPI: Sendable {
         try await send("POST", "/v1/download-grants", body: request, as: device)
     }
 
+    /// Not repeated on a closed connection: a repeat of one that arrived is refused (the device is
+    /// no longer registered), which would hide that the first succeeded.
     func unregister(as device: DeviceCredentials) async throws -> DeviceResponse {
-        try await send("POST", "/v1/devices/\(Self.segment(device.deviceId))/unregister", body: Optional<SyncRequest>.none, as: device)
+        try await send(
+            "POST", "/v1/devices/\(Self.segment(device.deviceId))/unregister", body: Optional<SyncRequest>.none, as: device, repeatable: false)
     }
 
     func uploadEvents(_ batch: EventBatch, as device: DeviceCredentials) async throws -> EventBatchResponse {
@@ -85,8 +88,10 @@ struct BackplaneAPI: Sendable {
         try await send("PUT", "/v1/subscriptions/\(Self.segment(feedId))", body: request, as: device)
     }
 
+    /// Not repeated on a closed connection: a repeat of one that arrived would be answered 404.
     func unsubscribe(feedId: String, as device: DeviceCredentials) async throws {
-        let _: EmptyAnswer = try await send("DELETE", "/v1/subscriptions/\(Self.segment(feedId))", body: Optional<SyncRequest>.none, as: device)
+        let _: EmptyAnswer = try await send(
+            "DELETE", "/v1/subscriptions/\(Self.segment(feedId))", body: Optional<SyncRequest>.none, as: device, repeatable: false)
     }
 
     func subscriptions(as device: DeviceCredentials) async throws -> SubscriptionList {
@@ -112,8 +117,13 @@ struct BackplaneAPI: Sendable {
         var credential: String?
     }
 
+    /// Sends a request and reads its answer. When the connection closes under it
+    /// (`ConnectionClosedError`) a `repeatable` one is signed again and sent once more: the
+    /// backplane's routes are idempotent (registration by device id, events by sequence,
+    /// acknowledgements by command id, `PUT`s set state) but for the two that say otherwise.
     private func send<Body: Encodable, Answer: Decodable>(
-        _ method: String, _ route: String, body: Body?, as device: DeviceCredentials?, proof: DeviceProof? = nil
+        _ method: String, _ route: String, body: Body?, as device: DeviceCredentials?, proof: DeviceProof? = nil,
+        repeatable: Bool = true
     ) async throws -> Answer {
         let payload: Data
         do {
@@ -123,13 +133,21 @@ struct BackplaneAPI: Sendable {
         }
         let (url, pathAndQuery) = try url(for: route)
 
-        let request = TransportRequest(
+        var request = TransportRequest(
             method: method, url: url,
             headers: try headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device, proof: proof),
             body: payload, timeout: timeout)
         let response: TransportResponse
         do {
-            response = try await transport.send(request)
+            do {
+                response = try await transport.send(request)
+            } catch is ConnectionClosedError where repeatable {
+                // Signed again: if the first one did arrive, its nonce is spent.
+                request.headers = try headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device, proof: proof)
+                response = try await transport.send(request)
+            }
+        } catch let error as BackplaneClientError {
+            throw error
         } catch {
             throw BackplaneClientError(
                 kind: .communicationsFailure, message: "Could not reach the backplane at \(baseURL.absoluteString).", underlying: error)

@@ -29,9 +29,23 @@ public struct TransportResponse: Sendable {
     }
 }
 
-/// How the SDK talks HTTP. Throw for anything that is not an HTTP answer (no connection, timeout).
+/// How the SDK talks HTTP. Throw for anything that is not an HTTP answer (no connection, timeout);
+/// throw `ConnectionClosedError` when a connection closed under the request, and the SDK sends it
+/// once more.
 public protocol Transport: Sendable {
     func send(_ request: TransportRequest) async throws -> TransportResponse
+}
+
+/// The connection closed under the request before any answer came: typically a kept-alive
+/// connection that the backplane (restarted) or a proxy (idle timeout) had closed when the
+/// request went out on it. The SDK signs the request again and sends it once more, as its
+/// sync loop would after a backoff: every backplane request may be repeated.
+public struct ConnectionClosedError: Error {
+    public var underlying: any Error
+
+    public init(underlying: any Error) {
+        self.underlying = underlying
+    }
 }
 
 /// The default transport, on async-http-client.
@@ -58,8 +72,23 @@ public struct HTTPClientTransport: Transport {
         if !request.body.isEmpty {
             outgoing.body = .bytes(ByteBuffer(bytes: request.body))
         }
-        let response = try await client.execute(outgoing, timeout: .nanoseconds(Int64(request.timeout.seconds * 1e9)))
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(outgoing, timeout: .nanoseconds(Int64(request.timeout.seconds * 1e9)))
+        } catch where Self.closedUnderTheRequest(error) {
+            throw ConnectionClosedError(underlying: error)
+        }
         let body = try await response.body.collect(upTo: Self.maxResponseBytes)
         return TransportResponse(status: Int(response.status.code), body: Data(body.readableBytesView))
+    }
+
+    /// What async-http-client and NIO throw when the other end closed or reset the connection.
+    static func closedUnderTheRequest(_ error: any Error) -> Bool {
+        switch error {
+        case let error as HTTPClientError: error == .remoteConnectionClosed
+        case let error as IOError: error.errnoCode == ECONNRESET || error.errnoCode == EPIPE
+        case let error as ChannelError: error == .ioOnClosedChannel || error == .eof
+        default: false
+        }
     }
 }
