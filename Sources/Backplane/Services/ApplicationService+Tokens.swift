@@ -39,7 +39,7 @@ extension ApplicationService {
     public func tokens(applicationId: String) async throws -> [TokenInfo] {
         let read = { try await self.store.tokens(applicationId: applicationId) }
         guard let credentialUse else { return try await read().map(\.wire) }
-        return try await credentialUse.latestTokens(read).map(\.wire)
+        return try await credentialUse.latest(read).map(\.wire)
     }
 
     /// The live token record of a presented bearer token, its use noted: the check behind every

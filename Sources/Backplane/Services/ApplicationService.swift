@@ -56,7 +56,7 @@ public struct ApplicationService: Sendable {
     public func appKeys(applicationId: String) async throws -> [AppKey] {
         let read = { try await self.store.appKeys(applicationId: applicationId) }
         guard let credentialUse else { return try await read().map(\.wire) }
-        return try await credentialUse.latestKeys(read).map(\.wire)
+        return try await credentialUse.latest(read).map(\.wire)
     }
 
     public func addAppKey(applicationId: String, now: Date = Date()) async throws -> CreatedAppKey {

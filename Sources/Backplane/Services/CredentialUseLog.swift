@@ -5,7 +5,7 @@ import NIOConcurrencyHelpers
 /// last-seen batches (`LastSeenWriter`): a request writes nothing for it. Lists show the newer of
 /// the stored time and the one noted here. A crash loses the times of the last few seconds.
 public final class CredentialUseLog: Sendable {
-    private struct Uses {
+    struct Uses {
         var keys: [String: Date] = [:]
         var tokens: [String: Date] = [:]
     }
@@ -28,24 +28,14 @@ public final class CredentialUseLog: Sendable {
         }
     }
 
-    /// App keys as `read` returns them, each with the newer of its stored and noted last use.
-    /// What was noted is taken before the read: a batch written (and so forgotten here) between
-    /// the two is then in what the read returns. Taken after, such a time would be in neither.
-    func latestKeys(_ read: () async throws -> [AppKeyRecord]) async rethrows -> [AppKeyRecord] {
-        let noted = noted.withLockedValue { $0.keys }
-        return Self.newer(try await read(), noted, id: \.keyId)
-    }
-
-    /// Tokens as `read` returns them, each with its newer last use, as `latestKeys`.
-    func latestTokens(_ read: () async throws -> [TokenRecord]) async rethrows -> [TokenRecord] {
-        let noted = noted.withLockedValue { $0.tokens }
-        return Self.newer(try await read(), noted, id: \.id)
-    }
-
-    private static func newer<Record: UsedCredential>(_ records: [Record], _ noted: [String: Date], id: KeyPath<Record, String>) -> [Record] {
-        records.map { record in
+    /// App keys or tokens as `read` returns them, each with the newer of its stored and noted
+    /// last use. What was noted is taken before the read: a batch written (and so forgotten here)
+    /// between the two is then in what the read returns. Taken after, such a time would be in neither.
+    func latest<Record: UsedCredential>(_ read: () async throws -> [Record]) async rethrows -> [Record] {
+        let noted = noted.withLockedValue { $0[keyPath: Record.notedUses] }
+        return try await read().map { record in
             var record = record
-            record.lastUsedAt = newer(record.lastUsedAt, noted[record[keyPath: id]])
+            record.lastUsedAt = Self.newer(record.lastUsedAt, noted[record.usageId])
             return record
         }
     }
@@ -73,7 +63,18 @@ public final class CredentialUseLog: Sendable {
 /// A record with a last use: app keys and tokens.
 protocol UsedCredential {
     var lastUsedAt: Date? { get set }
+    /// Its id in the uses noted.
+    var usageId: String { get }
+    /// Where its kind's uses are noted.
+    static var notedUses: KeyPath<CredentialUseLog.Uses, [String: Date]> { get }
 }
 
-extension AppKeyRecord: UsedCredential {}
-extension TokenRecord: UsedCredential {}
+extension AppKeyRecord: UsedCredential {
+    var usageId: String { keyId }
+    static var notedUses: KeyPath<CredentialUseLog.Uses, [String: Date]> { \.keys }
+}
+
+extension TokenRecord: UsedCredential {
+    var usageId: String { id }
+    static var notedUses: KeyPath<CredentialUseLog.Uses, [String: Date]> { \.tokens }
+}

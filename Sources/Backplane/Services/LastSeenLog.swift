@@ -8,7 +8,10 @@ import NIOConcurrencyHelpers
 /// interval, a few seconds, while writes succeed); nothing else depends on them. This server's
 /// answers show the newer of the stored time and the one noted here, so a device and an admin
 /// see the same time before the batch is written as after; another process reading the
-/// database (the admin commands) sees the stored time.
+/// database (the admin commands) sees the stored time. One race is left: a device read from the
+/// store just before its batch commits and merged here just after the batch is forgotten shows
+/// the time before the batch, in that one answer (`CredentialUseLog` avoids it by taking its
+/// copy before the read, which here would copy every device noted for each answer).
 public final class LastSeenLog: Sendable {
     private let noted = NIOLockedValueBox<[DeviceKey: Date]>([:])
     /// The batch being written: answers keep showing its times until the store has them.
