@@ -133,14 +133,33 @@ struct AssetDownloader: Sendable {
         try Task.checkCancellation()
         do {
             for playlist in playlists {
-                try Data(playlist.text.utf8).write(to: directory.appendingPathComponent(playlist.path), options: .atomic)
+                try Data(playlist.text.utf8).write(to: directory.appendingPathComponent(playlist.path, isDirectory: false), options: .atomic)
             }
         } catch {
             throw DownloadFailure(.storage, "Could not write the local playlists: \(error).")
         }
+        if fetcher.flushes { try await flushNames(of: files, playlists: playlists.map(\.path), request: request, in: directory) }
         let size = tracker.current.bytes + Int64(playlists.reduce(0) { $0 + $1.text.utf8.count })
         let relativeDirectory = directory.path.dropFirst(contentRoot.path.count).drop { $0 == "/" }
         return LocalAsset(assetId: request.assetId, relativePath: "\(relativeDirectory)/\(mainPath)", size: size, addedAt: Date(), request: request)
+    }
+
+    /// Flushes the local playlists, then every directory of the asset once: the files' names are
+    /// entries of their directories, and a power loss must not leave a completed asset with
+    /// files under their partial names (each file's bytes were flushed before its rename).
+    private func flushNames(of files: [DownloadFile], playlists: [String], request: DownloadRequest, in directory: URL) async throws(DownloadFailure) {
+        let written = playlists.map { directory.appendingPathComponent($0, isDirectory: false) }
+        var directories = Set(files.map { directory.appendingPathComponent($0.relativePath, isDirectory: false).deletingLastPathComponent() })
+        directories.formUnion([directory, directory.deletingLastPathComponent()])
+        if request.kind == .hls { directories.insert(directory.appendingPathComponent(HLSDownloadPlan.originalDirectory)) }
+        do {
+            try await FileFetcher.waitingForTheDisk { [directories] in
+                for file in written { try LocalFiles.flush(path: file) }
+                for directory in directories { try LocalFiles.flush(path: directory) }
+            }
+        } catch {
+            throw DownloadFailure(.storage, "Could not flush the asset's files to disk: \(error).")
+        }
     }
 
     /// One file, tried until all its bytes are written (not yet flushed), up to `triesPerFile`
@@ -203,13 +222,13 @@ final class ProgressTracker: Sendable {
         var state = State(bytes: [], totals: [], estimates: files.map(\.estimatedBytes))
         for file in files {
             let destination = directory.appendingPathComponent(file.relativePath, isDirectory: false)
-            if let size = FileFetcher.size(of: destination) {
+            if let size = LocalFiles.size(of: destination) {
                 state.bytes.append(size)
                 state.totals.append(size)
                 state.sumKnownTotals += size
                 state.knownCount += 1
             } else {
-                state.bytes.append(FileFetcher.size(of: destination.appendingPathExtension("partial")) ?? 0)
+                state.bytes.append(LocalFiles.size(of: destination.appendingPathExtension("partial")) ?? 0)
                 state.totals.append(nil)
                 if let estimate = file.estimatedBytes { state.sumEstimatesOfUnknown += estimate } else { state.unknownWithoutEstimate += 1 }
             }

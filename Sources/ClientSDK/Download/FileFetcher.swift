@@ -5,9 +5,11 @@ import NIOHTTP1
 import NIOPosix
 
 /// Fetches one remote file of a download (a flat file, an HLS segment, init section or key) to a
-/// local path: into `<path>.partial` first, renamed once complete (and flushed to disk, when
-/// `flushes`), so a file at its final path is always whole and is never fetched again. A partial file left by an
-/// interrupted fetch (or a killed app) is resumed with a `Range` request guarded by `If-Range`
+/// local path: into `<path>.partial` first, renamed once complete, so a file at its final path is
+/// whole and is never fetched again. With `flushes` (the default) that holds across a power loss
+/// too: the file is flushed to disk before its rename; without, only across an app kill (a system
+/// crash can leave the renamed file short). A partial file left by an interrupted fetch (or a
+/// killed app) is resumed with a `Range` request guarded by `If-Range`
 /// with the validator (`ETag`, else `Last-Modified`) its first answer carried; an origin that
 /// ignores the range or whose file changed answers in full, and the fetch starts over cleanly.
 struct FileFetcher: Sendable {
@@ -57,8 +59,14 @@ struct FileFetcher: Sendable {
         return fetched.size
     }
 
-    /// A file whose bytes are all written but may not be on disk yet: `finish()` flushes it and
-    /// gives it its final name. Until then it is a partial file: a later fetch finishes it
+    /// Runs `body`, which waits for the disk, on NIO's blocking-I/O threads: on the concurrency
+    /// pool's few threads it would hold up the other files' network reads while it waits.
+    static func waitingForTheDisk(_ body: @escaping @Sendable () throws -> Void) async throws {
+        try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), body).get()
+    }
+
+    /// A file whose bytes are all written but may not be on disk yet: `finish()` flushes it (with
+    /// `flushes`) and gives it its final name. Until then it is a partial file: a later fetch finishes it
     /// without a request when its resume information is there (a large file's always is), else
     /// fetches it again.
     struct Fetched: Sendable {
@@ -67,24 +75,18 @@ struct FileFetcher: Sendable {
         let destination: URL
         fileprivate var flushes = true
 
-        /// The flush waits for the disk, on NIO's blocking-I/O threads: on the concurrency
-        /// pool's few threads it would hold up the other files' network reads while it waits.
         func finish() async throws(DownloadFailure) {
             guard let partial else { return }
             defer { try? partial.handle.close() }
             do {
                 // Not cancelled with the task: a file whose bytes are all there is finished, and
                 // a pause must not read as a storage failure.
-                if flushes {
-                    try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any()) {
-                        try partial.handle.synchronize()
-                    }.get()
-                }
-                try FileFetcher.rename(partial.url, to: destination)
+                if flushes { try await FileFetcher.waitingForTheDisk { try LocalFiles.flush(partial.handle) } }
+                try LocalFiles.rename(partial.url, to: destination)
             } catch {
                 throw FileFetcher.storageFailure(error, destination)
             }
-            if let info = partial.info { try? FileFetcher.removeIfPresent(info) }
+            if let info = partial.info { try? LocalFiles.removeIfPresent(info) }
         }
     }
 
@@ -93,12 +95,12 @@ struct FileFetcher: Sendable {
     func fetchUnflushed(
         _ request: Request, to destination: URL, budget: StorageBudget? = nil, progress: @Sendable (Progress) -> Void = { _ in }
     ) async throws(DownloadFailure) -> Fetched {
-        if let size = Self.size(of: destination) { return Fetched(size: size, partial: nil, destination: destination) }
+        if let size = LocalFiles.size(of: destination) { return Fetched(size: size, partial: nil, destination: destination) }
         let partial = destination.appendingPathExtension("partial")
         let infoURL = destination.appendingPathExtension("partial-info")
         // Resume information is read only beside a partial file with bytes (most files have
         // neither); without one it is stale, and goes before new information could pair with it.
-        var have = Self.size(of: partial) ?? 0
+        var have = LocalFiles.size(of: partial) ?? 0
         let infoData = have > 0 ? try? Data(contentsOf: infoURL) : nil
         var info = infoData.flatMap { try? JSONDecoder().decode(PartialInfo.self, from: $0) }
         if info == nil { have = 0 }
@@ -180,8 +182,8 @@ struct FileFetcher: Sendable {
         do {
             // A stale one would misdescribe the new partial file; and new information goes down
             // only once the old bytes are gone, or a kill in between would pair them.
-            if !infoStored { try Self.removeIfPresent(infoURL) }
-            handle = try Self.openPartial(partial, truncating: have == 0)
+            if !infoStored { try LocalFiles.removeIfPresent(infoURL) }
+            handle = try LocalFiles.openForWriting(partial, truncating: have == 0)
             try handle.seekToEnd()
             if !infoStored, expected.map({ $0 >= Self.resumeInfoUpFrontBytes }) ?? true {
                 try JSONEncoder().encode(resumeInfo).write(to: infoURL)
@@ -241,35 +243,6 @@ struct FileFetcher: Sendable {
         return Fetched(size: have + written, partial: (handle, partial, infoStored ? infoURL : nil), destination: destination, flushes: flushes)
     }
 
-    /// Opens the partial file for writing, creating it, and emptying it when the fetch starts
-    /// over. Plain `open(2)`: `FileManager.createFile` writes a temporary file, flushes it to
-    /// disk and renames it, a second flush per file that an empty file does not need.
-    /// Its directory is made only when the open finds none: once per directory, not per file.
-    private static func openPartial(_ partial: URL, truncating: Bool) throws -> FileHandle {
-        let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncating ? O_TRUNC : 0)
-        var descriptor = open(partial.path, flags, 0o644)
-        if descriptor < 0, errno == ENOENT {
-            try FileManager.default.createDirectory(at: partial.deletingLastPathComponent(), withIntermediateDirectories: true)
-            descriptor = open(partial.path, flags, 0o644)
-        }
-        guard descriptor >= 0 else { throw posixError() }
-        return FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
-    }
-
-    private static func posixError() -> POSIXError {
-        POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-    }
-
-    fileprivate static func removeIfPresent(_ file: URL) throws {
-        guard unlink(file.path) == 0 || errno == ENOENT else { throw posixError() }
-    }
-
-    /// `rename(2)`: `FileManager.moveItem` looks at both paths first, and refuses an existing
-    /// destination, which here can only be the same file finished by an earlier try.
-    fileprivate static func rename(_ source: URL, to destination: URL) throws {
-        guard Foundation.rename(source.path, destination.path) == 0 else { throw posixError() }
-    }
-
     /// The range to ask for: the rest of the sub-range, or of the file after what is held.
     private static func range(for byteRange: HLSMediaPlaylist.ByteRange?, have: Int64) -> (start: Int64, end: Int64?)? {
         if let byteRange {
@@ -290,18 +263,6 @@ struct FileFetcher: Sendable {
     private static func validator(_ headers: HTTPHeaders) -> String? {
         if let etag = headers.first(name: "etag"), !etag.hasPrefix("W/") { return etag }
         return headers.first(name: "last-modified")
-    }
-
-    /// The size of the file at `url`, or nil when there is none.
-    /// The size of what is at `url`, nil when nothing is. Plain `stat(2)`: it runs for every file
-    /// of an asset, mostly for files that are not there yet, and `FileManager` builds an error
-    /// and an attribute dictionary each time.
-    static func size(of url: URL) -> Int64? {
-        url.withUnsafeFileSystemRepresentation { path in
-            var status = stat()
-            guard let path, stat(path, &status) == 0 else { return nil }
-            return Int64(status.st_size)
-        }
     }
 
     private static func noSpace(_ request: Request, _ bytes: Int64) -> DownloadFailure {

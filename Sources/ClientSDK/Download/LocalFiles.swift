@@ -1,0 +1,89 @@
+import Foundation
+
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#endif
+
+/// The file system calls of the per-file download path, made directly. Most of them look for
+/// files that are not there yet, which `FileManager` answers by building an error (and, for a
+/// size, an attribute dictionary); `FileHandle.synchronize()` is a plain `fsync`, which on Apple
+/// platforms leaves the bytes in the drive's cache. Each call reads `errno` at once, inside the
+/// path's C string scope, before anything else can change it.
+enum LocalFiles {
+    /// The size of what is at `url`; nil when nothing is.
+    static func size(of url: URL) -> Int64? {
+        url.withUnsafeFileSystemRepresentation { path in
+            var status = stat()
+            guard let path, stat(path, &status) == 0 else { return nil }
+            return Int64(status.st_size)
+        }
+    }
+
+    /// Opens `url` for writing, creating it (and, when missing, its directory: once per
+    /// directory, not per file) and emptying it when `truncating`. (`FileManager.createFile`
+    /// writes a temporary file, flushes it and renames it: a second flush per file.)
+    static func openForWriting(_ url: URL, truncating: Bool) throws -> FileHandle {
+        let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncating ? O_TRUNC : 0)
+        var outcome = call(url) { open($0, flags, 0o644) }
+        if outcome.error == ENOENT {
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            outcome = call(url) { open($0, flags, 0o644) }
+        }
+        return FileHandle(fileDescriptor: try outcome.get(), closeOnDealloc: true)
+    }
+
+    static func removeIfPresent(_ url: URL) throws {
+        let outcome = call(url) { unlink($0) }
+        if outcome.error != ENOENT { _ = try outcome.get() }
+    }
+
+    /// `rename(2)`: it replaces an existing destination, where `FileManager.moveItem` looks at both
+    /// paths first and refuses one.
+    static func rename(_ source: URL, to destination: URL) throws {
+        let outcome: Outcome = source.withUnsafeFileSystemRepresentation { from in
+            guard let from else { return Outcome(value: -1, error: EINVAL) }
+            return call(destination) { Foundation.rename(from, $0) }
+        }
+        _ = try outcome.get()
+    }
+
+    /// Flushes the file's bytes to the storage device: `F_FULLFSYNC` where there is one (an Apple
+    /// platform's `fsync` stops at the drive's cache), else `fsync`.
+    static func flush(_ handle: FileHandle) throws {
+        let descriptor = handle.fileDescriptor
+        #if canImport(Darwin)
+        if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
+        #endif
+        guard fsync(descriptor) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    }
+
+    /// Flushes a file or a directory by path; a directory's flush makes the renames and new
+    /// names in it durable.
+    static func flush(path url: URL) throws {
+        let descriptor = try call(url) { open($0, O_RDONLY | O_CLOEXEC) }.get()
+        try flush(FileHandle(fileDescriptor: descriptor, closeOnDealloc: true))
+    }
+
+    /// What a call returned, or the `errno` it left.
+    struct Outcome {
+        var value: Int32
+        var error: Int32?
+
+        func get() throws -> Int32 {
+            if let error { throw POSIXError(POSIXErrorCode(rawValue: error) ?? .EIO) }
+            return value
+        }
+
+    }
+
+    private static func call(_ url: URL, _ body: (UnsafePointer<CChar>) -> Int32) -> Outcome {
+        url.withUnsafeFileSystemRepresentation { path in
+            guard let path else { return Outcome(value: -1, error: EINVAL) }
+            let value = body(path)
+            return Outcome(value: value, error: value < 0 ? errno : nil)
+        }
+    }
+
+}
