@@ -43,8 +43,11 @@ struct BackplaneAPI: Sendable {
 
     /// Signed with the app key and, as proof that this is the install holding the device id, with
     /// the device key; `credential` is sent too when the install still holds one.
+    /// Not repeated on a closed connection: a repeat of one that arrived is answered `existing`,
+    /// where the first was `created`, `moved` or `reactivated`.
     func register(_ request: RegisterDeviceRequest, deviceKey: P256.Signing.PrivateKey, credential: String?) async throws -> RegisterDeviceResponse {
-        try await send("POST", "/v1/devices/register", body: request, as: nil, proof: DeviceProof(key: deviceKey, credential: credential))
+        try await send(
+            "POST", "/v1/devices/register", body: request, as: nil, proof: DeviceProof(key: deviceKey, credential: credential), repeatable: false)
     }
 
     func sync(_ request: SyncRequest, as device: DeviceCredentials) async throws -> SyncResponse {
@@ -118,9 +121,11 @@ struct BackplaneAPI: Sendable {
     }
 
     /// Sends a request and reads its answer. When the connection closes under it
-    /// (`ConnectionClosedError`) a `repeatable` one is signed again and sent once more: the
-    /// backplane's routes are idempotent (registration by device id, events by sequence,
-    /// acknowledgements by command id, `PUT`s set state) but for the two that say otherwise.
+    /// (`ConnectionClosedError`) a `repeatable` one is signed again and sent again, up to
+    /// `repeatsOnClosedConnection` times (each closed connection leaves the pool, which may hold
+    /// several that the backplane closed when it restarted). Repeating is safe where the answer
+    /// to a repeat is the answer to the first (events by sequence, acknowledgements by command
+    /// id, reads, `PUT`s that set state); the three routes where it is not say so.
     private func send<Body: Encodable, Answer: Decodable>(
         _ method: String, _ route: String, body: Body?, as device: DeviceCredentials?, proof: DeviceProof? = nil,
         repeatable: Bool = true
@@ -139,12 +144,16 @@ struct BackplaneAPI: Sendable {
             body: payload, timeout: timeout)
         let response: TransportResponse
         do {
-            do {
-                response = try await transport.send(request)
-            } catch is ConnectionClosedError where repeatable {
-                // Signed again: if the first one did arrive, its nonce is spent.
-                request.headers = try headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device, proof: proof)
-                response = try await transport.send(request)
+            var repeats = 0
+            while true {
+                do {
+                    response = try await transport.send(request)
+                    break
+                } catch is ConnectionClosedError where repeatable && repeats < Self.repeatsOnClosedConnection {
+                    repeats += 1
+                    // Signed again: if the last one did arrive, its nonce is spent.
+                    request.headers = try headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device, proof: proof)
+                }
             }
         } catch let error as BackplaneClientError {
             throw error
@@ -169,6 +178,8 @@ struct BackplaneAPI: Sendable {
                 kind: .invalidResponse, status: response.status, message: "Could not read the backplane's answer.", underlying: error)
         }
     }
+
+    static let repeatsOnClosedConnection = 2
 
     /// The URL of a route under the base URL, and the path as it goes on the request line (and into the signature).
     func url(for route: String) throws -> (URL, String) {

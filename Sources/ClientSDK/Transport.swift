@@ -30,16 +30,17 @@ public struct TransportResponse: Sendable {
 }
 
 /// How the SDK talks HTTP. Throw for anything that is not an HTTP answer (no connection, timeout);
-/// throw `ConnectionClosedError` when a connection closed under the request, and the SDK sends it
-/// once more.
+/// throw `ConnectionClosedError` when a connection closed under the request, and the SDK may send
+/// it again.
 public protocol Transport: Sendable {
     func send(_ request: TransportRequest) async throws -> TransportResponse
 }
 
 /// The connection closed under the request before any answer came: typically a kept-alive
 /// connection that the backplane (restarted) or a proxy (idle timeout) had closed when the
-/// request went out on it. The SDK signs the request again and sends it once more, as its
-/// sync loop would after a backoff: every backplane request may be repeated.
+/// request went out on it. The SDK signs the request again and sends it again (at most twice),
+/// as its sync loop would after a backoff, unless a repeat could be answered differently from
+/// the first (registering, unregistering, unsubscribing).
 public struct ConnectionClosedError: Error {
     public var underlying: any Error
 

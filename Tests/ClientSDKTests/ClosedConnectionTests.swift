@@ -13,7 +13,10 @@ import BackplaneWire
     @Test func aKeptAliveConnectionClosedUnderARequestIsReportedAsClosed() async throws {
         let server = try await ClosingServer.start()
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
-        defer { _ = client.shutdown() }
+        defer {
+            _ = client.shutdown()
+            server.channel.close(promise: nil)
+        }
         let transport = HTTPClientTransport(client: client)
         let request = TransportRequest(
             method: "GET", url: URL(string: "http://127.0.0.1:\(server.port)/")!, headers: [], body: Data(), timeout: .seconds(10))
@@ -22,49 +25,80 @@ import BackplaneWire
         // The same kept-alive connection; the server closes it on reading the request.
         await #expect(throws: ConnectionClosedError.self) { try await transport.send(request) }
         #expect(server.connections == 1, "both requests went out on one connection")
-        try await server.stop()
     }
 
     @Test func aSyncWhoseConnectionClosedIsSignedAgainAndAnswered() async throws {
         let server = try await InProcessBackplane.start()
         defer { Task { await server.stop() } }
-        let transport = ClosingOnceTransport(path: "/v1/sync")
-        var configuration = server.configuration(user: "olga", dataDirectory: temporaryDirectory("sdk-olga"))
-        configuration.transport = transport
-        let engine = BackplaneEngine(configuration: configuration)
-        try await engine.start()
-        transport.closeNext()
+        let transport = ClosingTransport(path: "/v1/sync")
+        let engine = try await startedEngine(server, user: "olga", transport: transport)
+        // The backplane answered the first two; the answers were lost with their connections.
+        transport.close(next: 2)
 
-        // The backplane answered the first one; the answer was lost with the connection.
         let result = try await engine.sync()
         #expect(result.device.deviceId == (await engine.status.deviceId))
         let nonces = transport.nonces
-        #expect(nonces.count == 2)
-        #expect(Set(nonces).count == 2, "the second request is signed again: the first one's nonce is spent")
+        #expect(nonces.count == 3)
+        #expect(Set(nonces).count == 3, "each repeat is signed again: the one before's nonce is spent")
         await engine.shutdown()
+    }
+
+    @Test func aConnectionThatKeepsClosingEndsInACommunicationsFailure() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        let transport = ClosingTransport(path: "/v1/sync")
+        let engine = try await startedEngine(server, user: "oleg", transport: transport)
+        transport.close(next: 10)
+
+        let error = await #expect(throws: BackplaneClientError.self) { try await engine.sync() }
+        #expect(error?.kind == .communicationsFailure)
+        #expect(transport.nonces.count == 1 + BackplaneAPI.repeatsOnClosedConnection)
+        await engine.shutdown()
+    }
+
+    @Test func anUnsubscribeWhoseConnectionClosedIsNotRepeated() async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        let transport = ClosingTransport(path: "/v1/subscriptions/news")
+        let engine = try await startedEngine(server, user: "otto", transport: transport)
+        transport.close(next: 1)
+
+        // A repeat of one that arrived would be answered 404, hiding that it worked.
+        let error = await #expect(throws: BackplaneClientError.self) { try await engine.subscriptions.unsubscribe(feedId: "news") }
+        #expect(error?.kind == .communicationsFailure)
+        #expect(transport.nonces.count == 1)
+        await engine.shutdown()
+    }
+
+    private func startedEngine(_ server: InProcessBackplane, user: String, transport: ClosingTransport) async throws -> BackplaneEngine {
+        var configuration = server.configuration(user: user, dataDirectory: temporaryDirectory("sdk-\(user)"))
+        configuration.transport = transport
+        let engine = BackplaneEngine(configuration: configuration)
+        try await engine.start()
+        return engine
     }
 }
 
-/// Sends requests to `path` for real; after `closeNext()`, the next one's answer is dropped and
+/// Sends requests to `path` for real; after `close(next: n)`, the next `n` answers are dropped and
 /// `ConnectionClosedError` thrown, as when a connection closes after the request went out.
-private final class ClosingOnceTransport: Transport {
+private final class ClosingTransport: Transport {
     let inner = HTTPClientTransport()
     let path: String
-    private let state = Mutex((closeNext: false, nonces: [String]()))
+    private let state = Mutex((closing: 0, nonces: [String]()))
 
     init(path: String) {
         self.path = path
     }
 
-    func closeNext() { state.withLock { $0 = (true, []) } }
+    func close(next count: Int) { state.withLock { $0 = (count, []) } }
     var nonces: [String] { state.withLock { $0.nonces } }
 
     func send(_ request: TransportRequest) async throws -> TransportResponse {
         guard request.url.path == path else { return try await inner.send(request) }
         let close = state.withLock { state in
-            defer { state.closeNext = false }
             state.nonces.append(request.headers.first { $0.name == RequestSigning.Header.nonce }?.value ?? "")
-            return state.closeNext
+            defer { state.closing = max(state.closing - 1, 0) }
+            return state.closing > 0
         }
         let response = try await inner.send(request)
         if close { throw ConnectionClosedError(underlying: ChannelError.eof) }
@@ -95,10 +129,6 @@ private final class ClosingServer: Sendable {
             }
             .bind(host: "127.0.0.1", port: 0).get()
         return ClosingServer(channel: channel, accepted: accepted)
-    }
-
-    func stop() async throws {
-        try await channel.close()
     }
 
     private final class AnswerOnce: ChannelInboundHandler {
