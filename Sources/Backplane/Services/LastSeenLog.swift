@@ -13,17 +13,22 @@ import NIOConcurrencyHelpers
 /// the time before the batch, in that one answer (`CredentialUseLog` avoids it by taking its
 /// copy before the read, which here would copy every device noted for each answer).
 public final class LastSeenLog: Sendable {
-    private let noted = NIOLockedValueBox<[DeviceKey: Date]>([:])
-    /// The batch being written: answers keep showing its times until the store has them.
-    private let writing = NIOLockedValueBox<[DeviceKey: Date]>([:])
+    private struct Times {
+        var noted: [DeviceKey: Date] = [:]
+        /// The batch being written: answers keep showing its times until the store has them.
+        var writing: [DeviceKey: Date] = [:]
+    }
+
+    /// One lock for both: a batch moves from `noted` to `writing` at once, never in neither.
+    private let times = NIOLockedValueBox(Times())
 
     public init() {}
 
     func saw(applicationId: String, deviceId: String, at time: Date) {
         let key = DeviceKey(applicationId: applicationId, deviceId: deviceId)
-        noted.withLockedValue { noted in
-            if let earlier = noted[key], earlier >= time { return }
-            noted[key] = time
+        times.withLockedValue { times in
+            if let earlier = times.noted[key], earlier >= time { return }
+            times.noted[key] = time
         }
     }
 
@@ -31,7 +36,7 @@ public final class LastSeenLog: Sendable {
     func latest(_ device: DeviceRecord) -> DeviceRecord {
         let key = DeviceKey(applicationId: device.applicationId, deviceId: device.deviceId)
         // Every answer about a device comes here: no allocation on the way.
-        let time = max(noted.withLockedValue { $0[key] } ?? .distantPast, writing.withLockedValue { $0[key] } ?? .distantPast)
+        let time = times.withLockedValue { max($0.noted[key] ?? .distantPast, $0.writing[key] ?? .distantPast) }
         guard time > device.lastSeenAt else { return device }
         var device = device
         device.lastSeenAt = time
@@ -44,12 +49,12 @@ public final class LastSeenLog: Sendable {
     @discardableResult
     public func flush(to store: any DeviceStore) async throws -> Int {
         // Taken out whole: requests noting times meanwhile do not copy or wait for the batch.
-        let batch = noted.withLockedValue { noted in
-            defer { noted = [:] }
-            return noted
+        let batch = times.withLockedValue { times in
+            times.writing = times.noted
+            times.noted = [:]
+            return times.writing
         }
-        writing.withLockedValue { $0 = batch }
-        defer { writing.withLockedValue { $0 = [:] } }
+        defer { times.withLockedValue { $0.writing = [:] } }
         let sightings = batch.map { DeviceSighting(applicationId: $0.key.applicationId, deviceId: $0.key.deviceId, at: $0.value) }
         var written = 0
         do {
@@ -59,11 +64,11 @@ public final class LastSeenLog: Sendable {
                 written += chunk.count
             }
         } catch {
-            noted.withLockedValue { noted in
+            times.withLockedValue { times in
                 for sighting in sightings[written...] {
                     let key = DeviceKey(applicationId: sighting.applicationId, deviceId: sighting.deviceId)
-                    if let newer = noted[key], newer >= sighting.at { continue }
-                    noted[key] = sighting.at
+                    if let newer = times.noted[key], newer >= sighting.at { continue }
+                    times.noted[key] = sighting.at
                 }
             }
             throw error
