@@ -138,24 +138,30 @@ struct AssetDownloader: Sendable {
         } catch {
             throw DownloadFailure(.storage, "Could not write the local playlists: \(error).")
         }
-        if fetcher.flushes { try await flushNames(of: files, playlists: playlists.map(\.path), request: request, in: directory) }
+        if fetcher.flushes {
+            try await flushNames(of: files, playlists: playlists.map(\.path), request: request, in: directory, contentRoot: contentRoot)
+        }
         let size = tracker.current.bytes + Int64(playlists.reduce(0) { $0 + $1.text.utf8.count })
         let relativeDirectory = directory.path.dropFirst(contentRoot.path.count).drop { $0 == "/" }
         return LocalAsset(assetId: request.assetId, relativePath: "\(relativeDirectory)/\(mainPath)", size: size, addedAt: Date(), request: request)
     }
 
-    /// Flushes the local playlists, then every directory of the asset once: the files' names are
-    /// entries of their directories, and a power loss must not leave a completed asset with
-    /// files under their partial names (each file's bytes were flushed before its rename).
-    private func flushNames(of files: [DownloadFile], playlists: [String], request: DownloadRequest, in directory: URL) async throws(DownloadFailure) {
+    /// Flushes the local playlists, then every directory of the asset once, up to the data
+    /// directory (the first download creates `content/`): the files' names are entries of their
+    /// directories, and a power loss must not leave a completed asset with files under their
+    /// partial names. Each file's bytes were flushed before its rename; on Apple platforms only
+    /// as far as an ordering barrier, and these full flushes take the drive's cache with them.
+    private func flushNames(
+        of files: [DownloadFile], playlists: [String], request: DownloadRequest, in directory: URL, contentRoot: URL
+    ) async throws(DownloadFailure) {
         let written = playlists.map { directory.appendingPathComponent($0, isDirectory: false) }
         var directories = Set(files.map { directory.appendingPathComponent($0.relativePath, isDirectory: false).deletingLastPathComponent() })
-        directories.formUnion([directory, directory.deletingLastPathComponent()])
-        if request.kind == .hls { directories.insert(directory.appendingPathComponent(HLSDownloadPlan.originalDirectory)) }
+        directories.formUnion([directory, contentRoot, contentRoot.deletingLastPathComponent()])
+        if request.kind == .hls { directories.insert(directory.appendingPathComponent(HLSDownloadPlan.originalDirectory, isDirectory: true)) }
         do {
             try await FileFetcher.waitingForTheDisk { [directories] in
                 for file in written { try LocalFiles.flush(path: file) }
-                for directory in directories { try LocalFiles.flush(path: directory) }
+                for directory in directories { try LocalFiles.flush(path: directory, isDirectory: true) }
             }
         } catch {
             throw DownloadFailure(.storage, "Could not flush the asset's files to disk: \(error).")

@@ -9,7 +9,7 @@ import Glibc
 /// The file system calls of the per-file download path, made directly. Most of them look for
 /// files that are not there yet, which `FileManager` answers by building an error (and, for a
 /// size, an attribute dictionary); `FileHandle.synchronize()` is a plain `fsync`, which on Apple
-/// platforms leaves the bytes in the drive's cache. Each call reads `errno` at once, inside the
+/// platforms neither orders writes nor leaves the drive's cache. Each call reads `errno` at once, inside the
 /// path's C string scope, before anything else can change it.
 enum LocalFiles {
     /// The size of what is at `url`; nil when nothing is.
@@ -49,21 +49,28 @@ enum LocalFiles {
         _ = try outcome.get()
     }
 
-    /// Flushes the file's bytes to the storage device: `F_FULLFSYNC` where there is one (an Apple
-    /// platform's `fsync` stops at the drive's cache), else `fsync`.
-    static func flush(_ handle: FileHandle) throws {
+    /// Flushes the file's bytes. Not `fully`, far enough that a rename after it cannot reach the
+    /// disk before them: `fsync` on Linux (which flushes the drive's cache too), an ordering
+    /// barrier (`F_BARRIERFSYNC`) on Apple platforms, where a full flush of the drive's cache per
+    /// segment would cost much and one per asset (`fully`, `F_FULLFSYNC`) covers them all.
+    static func flush(_ handle: FileHandle, fully: Bool = false) throws {
         let descriptor = handle.fileDescriptor
         #if canImport(Darwin)
-        if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
+        if fcntl(descriptor, fully ? F_FULLFSYNC : F_BARRIERFSYNC) == 0 { return }
         #endif
         guard fsync(descriptor) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
     }
 
-    /// Flushes a file or a directory by path; a directory's flush makes the renames and new
-    /// names in it durable.
-    static func flush(path url: URL) throws {
+    /// Flushes a file fully by path. A directory's flush makes the renames and new names in it
+    /// durable; a file system that cannot flush a directory (`EINVAL`, `ENOTSUP`, `EBADF`) is
+    /// taken at its word, as SQLite does.
+    static func flush(path url: URL, isDirectory: Bool = false) throws {
         let descriptor = try call(url) { open($0, O_RDONLY | O_CLOEXEC) }.get()
-        try flush(FileHandle(fileDescriptor: descriptor, closeOnDealloc: true))
+        do {
+            try flush(FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), fully: true)
+        } catch let error as POSIXError where isDirectory && [EINVAL, ENOTSUP, EBADF].contains(error.code.rawValue) {
+            return
+        }
     }
 
     /// What a call returned, or the `errno` it left.
