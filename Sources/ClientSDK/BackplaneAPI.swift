@@ -43,11 +43,11 @@ struct BackplaneAPI: Sendable {
 
     /// Signed with the app key and, as proof that this is the install holding the device id, with
     /// the device key; `credential` is sent too when the install still holds one.
-    /// Not repeated on a closed connection: a repeat of one that arrived is answered `existing`,
-    /// where the first was `created`, `moved` or `reactivated`.
+    /// Repeated on a closed connection like the rest: a repeat of one that arrived is answered
+    /// `existing` (where the first was `created`, `moved` or `reactivated`), as the engine's own
+    /// next registration would be; not repeating it would only add a failure.
     func register(_ request: RegisterDeviceRequest, deviceKey: P256.Signing.PrivateKey, credential: String?) async throws -> RegisterDeviceResponse {
-        try await send(
-            "POST", "/v1/devices/register", body: request, as: nil, proof: DeviceProof(key: deviceKey, credential: credential), repeatable: false)
+        try await send("POST", "/v1/devices/register", body: request, as: nil, proof: DeviceProof(key: deviceKey, credential: credential))
     }
 
     func sync(_ request: SyncRequest, as device: DeviceCredentials) async throws -> SyncResponse {
@@ -125,7 +125,8 @@ struct BackplaneAPI: Sendable {
     /// `repeatsOnClosedConnection` times (each closed connection leaves the pool, which may hold
     /// several that the backplane closed when it restarted). Repeating is safe where the answer
     /// to a repeat is the answer to the first (events by sequence, acknowledgements by command
-    /// id, reads, `PUT`s that set state); the three routes where it is not say so.
+    /// id, reads, `PUT`s that set state) or what a later retry would get anyway (registration);
+    /// the two routes where it is neither say so.
     private func send<Body: Encodable, Answer: Decodable>(
         _ method: String, _ route: String, body: Body?, as device: DeviceCredentials?, proof: DeviceProof? = nil,
         repeatable: Bool = true

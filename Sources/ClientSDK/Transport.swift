@@ -39,8 +39,8 @@ public protocol Transport: Sendable {
 /// The connection closed under the request before any answer came: typically a kept-alive
 /// connection that the backplane (restarted) or a proxy (idle timeout) had closed when the
 /// request went out on it. The SDK signs the request again and sends it again (at most twice),
-/// as its sync loop would after a backoff, unless a repeat could be answered differently from
-/// the first (registering, unregistering, unsubscribing).
+/// as its sync loop would after a backoff, unless a repeat of one that arrived would be refused
+/// (unregistering, unsubscribing).
 public struct ConnectionClosedError: Error {
     public var underlying: any Error
 

@@ -8,7 +8,7 @@ import BackplaneWire
 @testable import ClientSDK
 
 /// A connection that closes under a request: the default transport says so, and the SDK signs the
-/// request again and sends it once more.
+/// request again and sends it again (up to `repeatsOnClosedConnection` times) where a repeat is safe.
 @Suite struct ClosedConnectionTests {
     @Test func aKeptAliveConnectionClosedUnderARequestIsReportedAsClosed() async throws {
         let server = try await ClosingServer.start()
