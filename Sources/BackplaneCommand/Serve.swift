@@ -104,7 +104,8 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel!) ?? .info  // checked in validate()
-        if logFormat == "json" { LoggingSystem.bootstrap { JSONLogHandler(label: $0) } }
+        let json = logFormat == "json"
+        LoggingSystem.bootstrap { json ? JSONLogHandler(label: $0) as any LogHandler : TextLogHandler(label: $0) }
         // One server per data directory; `restore` waits for none. Held until the process ends.
         let lock = data.databaseURL == nil ? try DataDirectoryLock(directory: data.url) : nil
         defer { lock?.release() }

@@ -80,9 +80,25 @@ import TestSupport
         #expect(object["level"] == "warning" && object["label"] == "backplane")
         #expect(object["time"].map { $0.hasSuffix("Z") && $0.contains(".") } == true)
     }
+
+    @Test func textLinesAreStreamLogHandlersWithTheMetadataOfTheLoggerAndTheCall() throws {
+        let lines = Lines()
+        var logger = Logger(label: "backplane") { label in TextLogHandler(label: label, write: lines.append) }
+        logger[metadataKey: "request_id"] = "r-1"
+        logger[metadataKey: "app"] = "shop"
+        logger.debug("not written at info")
+        logger.warning("store slow", metadata: ["app": "films", "ms": "120"], source: "Store")
+
+        let line = try #require(lines.text.split(separator: "\n").first.map(String.init))
+        #expect(lines.text.split(separator: "\n").count == 1)
+        // `2026-11-24T15:04:05+0000 warning backplane : app=films ms=120 request_id=r-1 [Store] store slow`
+        let time = try #require(line.split(separator: " ").first)
+        #expect(time.count == 24 && time.dropFirst(19).allSatisfy { "+-0123456789".contains($0) })
+        #expect(line.dropFirst(25) == "warning backplane : app=films ms=120 request_id=r-1 [Store] store slow")
+    }
 }
 
-/// What a `JSONLogHandler` wrote.
+/// What a `JSONLogHandler` or `TextLogHandler` wrote.
 private final class Lines: Sendable {
     private let data = Mutex(Data())
 
