@@ -99,6 +99,22 @@ import TestSupport
         }
     }
 
+    @Test func aKeptAliveConnectionInUseOutlivesTheLimits() async throws {
+        let fixture = try await Fixture.make()
+        // Limits long enough for a loaded test run to answer within them.
+        let limits = TransportLimits(requestHeadTimeout: .seconds(3), requestBodyTimeout: .seconds(3))
+        try await RealPort.serve(fixture, limits: limits) { port in
+            let busy = try RawConnection(port: port)
+            // Twelve requests half a second apart: six seconds, twice the limits, never idle for them.
+            for index in 0..<12 {
+                #expect(await busy.send(Data("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)), "request \(index) could not be sent")
+                #expect(await busy.readResponse(timeout: 5)?.status == 200, "request \(index) was not answered")
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            #expect(await busy.readUntilClosed(timeout: 15).closed, "then idle, it is cut off")
+        }
+    }
+
     @Test func connectionsBeyondTheLimitWaitForAFreeSlot() async throws {
         let fixture = try await Fixture.make()
         try await RealPort.serve(fixture, limits: TransportLimits(maxConnections: 2)) { port in
