@@ -105,7 +105,9 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel!) ?? .info  // checked in validate()
         let json = logFormat == "json"
-        LoggingSystem.bootstrap { json ? JSONLogHandler(label: $0) as any LogHandler : TextLogHandler(label: $0) }
+        LoggingSystem.bootstrap({ label, provider in
+            json ? JSONLogHandler(label: label) as any LogHandler : TextLogHandler(label: label, metadataProvider: provider)
+        }, metadataProvider: nil)
         // One server per data directory; `restore` waits for none. Held until the process ends.
         let lock = data.databaseURL == nil ? try DataDirectoryLock(directory: data.url) : nil
         defer { lock?.release() }

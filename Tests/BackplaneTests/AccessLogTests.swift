@@ -88,13 +88,15 @@ import TestSupport
         logger[metadataKey: "app"] = "shop"
         logger.debug("not written at info")
         logger.warning("store slow", metadata: ["app": "films", "ms": "120"], source: "Store")
+        logger.error("write failed", error: CocoaError(.fileWriteOutOfSpace), source: "Store")
 
-        let line = try #require(lines.text.split(separator: "\n").first.map(String.init))
-        #expect(lines.text.split(separator: "\n").count == 1)
-        // `2026-11-24T15:04:05+0000 warning backplane : app=films ms=120 request_id=r-1 [Store] store slow`
-        let time = try #require(line.split(separator: " ").first)
+        let written = lines.text.split(separator: "\n").map(String.init)
+        #expect(written.count == 2)
+        // `2026-11-24T15:04:05+0000 warning backplane: app=films ms=120 request_id=r-1 [Store] store slow`
+        let time = try #require(written.first?.split(separator: " ").first)
         #expect(time.count == 24 && time.dropFirst(19).allSatisfy { "+-0123456789".contains($0) })
-        #expect(line.dropFirst(25) == "warning backplane : app=films ms=120 request_id=r-1 [Store] store slow")
+        #expect(written.first?.dropFirst(25) == "warning backplane: app=films ms=120 request_id=r-1 [Store] store slow")
+        #expect(written.last.map { $0.contains(" error.type=") && $0.contains(" error.message=") && $0.hasSuffix(" [Store] write failed") } == true)
     }
 }
 

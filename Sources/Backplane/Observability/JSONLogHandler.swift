@@ -15,9 +15,13 @@ public struct JSONLogHandler: LogHandler {
     }
 
     /// Log lines go to standard error, as the text format's do; standard output keeps the lines
-    /// scripts read (the port, first-run credentials).
+    /// scripts read (the port, first-run credentials). One line at a time: a long line is
+    /// written in several calls, which another thread's line must not come between.
     /// A failed write (a closed pipe, a full disk) loses the line rather than the process.
-    public static let standardError: @Sendable (Data) -> Void = { try? FileHandle.standardError.write(contentsOf: $0) }
+    public static let standardError: @Sendable (Data) -> Void = { line in
+        standardErrorLock.withLock { try? FileHandle.standardError.write(contentsOf: line) }
+    }
+    private static let standardErrorLock = NSLock()
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
