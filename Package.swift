@@ -134,6 +134,9 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // The connection guard on a channel whose clock the test moves.
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 // Triggers a graceful shutdown, as SIGTERM would, without a signal.
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                 // Makes a backup look as if a newer version wrote it.

@@ -63,6 +63,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// 1.5 % of a quiet sync's time. It fires at or before `deadline` and then looks again.
     private var deadline: NIODeadline?
     private var timer: (task: Scheduled<Void>, at: NIODeadline)?
+    /// Requests whose head was read and whose answer has not ended: while one is being worked on
+    /// nothing is late, however long the route takes.
+    private var unanswered = 0
+    /// A request's body is still arriving (its head was read, its end not yet).
+    private var readingBody = false
     private var responding = false
     private var refusal: Refusal?
     private var refusalBody: ByteBuffer?
@@ -92,9 +97,16 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head: arm(context, limits.requestBodyTimeout)
-        case .end: disarm()
-        case .body: break
+        case .head:
+            unanswered += 1
+            readingBody = true
+            rearm(context)
+        case .end:
+            readingBody = false
+            rearm(context)
+        case .body:
+            // The whole body has one deadline, set at its head: a trickle does not move it.
+            break
         }
         context.fireChannelRead(data)
     }
@@ -120,7 +132,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
             }
             context.write(wrapOutboundOut(.end(trailers)), promise: promise)
-            arm(context, limits.requestHeadTimeout)
+            unanswered = max(unanswered - 1, 0)
+            rearm(context)
         case .body:
             context.write(data, promise: promise)
         }
@@ -178,8 +191,21 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         self.refusal = refusal
     }
 
+    /// The deadline for what the connection waits for now: the rest of a body, nothing while a
+    /// request is being answered, else the next request's head. (An answer can end before its
+    /// request's body does, say a 404 sent at once; the connection is idle once the body is in.)
+    private func rearm(_ context: ChannelHandlerContext) {
+        if readingBody {
+            arm(context, limits.requestBodyTimeout)
+        } else if unanswered > 0 {
+            disarm()
+        } else {
+            arm(context, limits.requestHeadTimeout)
+        }
+    }
+
     private func arm(_ context: ChannelHandlerContext, _ timeout: Duration) {
-        let deadline = NIODeadline.now() + TimeAmount(timeout)
+        let deadline = context.eventLoop.now + TimeAmount(timeout)
         self.deadline = deadline
         // A timer due no later than the new deadline will look again when it fires.
         if let timer, timer.at <= deadline { return }
@@ -206,7 +232,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private func timerFired(channel: any Channel, on eventLoop: any EventLoop) {
         timer = nil
         guard let deadline else { return }
-        if deadline <= .now() {
+        if deadline <= eventLoop.now {
             // Too slow or idle: nothing useful can be said to a client that is not sending.
             channel.close(promise: nil)
         } else {
