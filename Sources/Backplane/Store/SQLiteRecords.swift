@@ -62,8 +62,6 @@ extension DeviceRecord: SnakeCaseRecord {
     ]
     public static var databaseSelection: [any SQLSelectable] { columnNames.map { Column($0) } }
     static let selectSQL = columnNames.joined(separator: ", ")
-    /// `selectSQL` for a query that names the table `alias`.
-    static func selectSQL(alias: String) -> String { columnNames.map { "\(alias).\($0)" }.joined(separator: ", ") }
 
     /// Read by hand, not through `Decodable`, and by position, not by name: every signed device
     /// request reads its device, and the decoder's keyed containers, then the look-up of each
@@ -145,10 +143,9 @@ extension CommandRecord: SnakeCaseRecord {
     }
 
     /// What every read of a command selects, in `columns`' order.
-    public static var databaseSelection: [any SQLSelectable] { columns.map { Column($0.name) } }
-    static let selectSQL = columns.map(\.name).joined(separator: ", ")
-    /// `selectSQL` for a query that names the table `alias`.
-    static func selectSQL(alias: String) -> String { columns.map { "\(alias).\($0.name)" }.joined(separator: ", ") }
+    public static var databaseSelection: [any SQLSelectable] { columnNames.map { Column($0) } }
+    static let columnNames = columns.map(\.name)
+    static let selectSQL = columnNames.joined(separator: ", ")
 
     /// Written by hand, like `DeviceRecord`: a sync that delivers or acknowledges a command
     /// updates it inside the write. `aCommandReadsBackAsWritten` fails if a column is left out.

@@ -48,11 +48,16 @@ extension SQLiteStore {
     /// profile. A row per open command, the device's columns then the command's; or one row with
     /// the command's columns NULL.
     private static let deviceWithOpenCommandsSQL = """
-        SELECT \(DeviceRecord.selectSQL(alias: "d")), \(CommandRecord.selectSQL(alias: "c"))
+        SELECT \(qualified(DeviceRecord.columnNames, by: "d")), \(qualified(CommandRecord.columnNames, by: "c"))
         FROM devices d LEFT JOIN commands c
             ON c.application_id = d.application_id AND c.device_id = d.device_id AND c.state IN ('pending', 'delivered')
         WHERE d.application_id = ? AND d.device_id = ?
         """
+
+    /// Column names for a select list, each as `alias.name`.
+    private static func qualified(_ names: [String], by alias: String) -> String {
+        names.map { "\(alias).\($0)" }.joined(separator: ", ")
+    }
 
     public func commands(applicationId: String, filter: CommandFilter, beforeRowId: Int64?, limit: Int) async throws -> [CommandRecord] {
         try await read { db in
