@@ -111,7 +111,7 @@ struct AssetDownloader: Sendable {
                         fetching -= 1
                         flushing += 1
                         group.addTask {
-                            try await file.finish()
+                            try await fetcher.finish(file)
                             return .flushed
                         }
                     case .flushed:
@@ -125,7 +125,7 @@ struct AssetDownloader: Sendable {
                 // fetched again), then the first failure is the download's.
                 group.cancelAll()
                 while let result = await group.nextResult() {
-                    if case .success(.fetched(let file)) = result { try? await file.finish() }
+                    if case .success(.fetched(let file)) = result { try? await fetcher.finish(file) }
                 }
                 throw error
             }

@@ -55,7 +55,7 @@ struct FileFetcher: Sendable {
         _ request: Request, to destination: URL, budget: StorageBudget? = nil, progress: @Sendable (Progress) -> Void = { _ in }
     ) async throws(DownloadFailure) -> Int64 {
         let fetched = try await fetchUnflushed(request, to: destination, budget: budget, progress: progress)
-        try await fetched.finish()
+        try await finish(fetched)
         return fetched.size
     }
 
@@ -65,32 +65,31 @@ struct FileFetcher: Sendable {
         try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), body).get()
     }
 
-    /// A file whose bytes are all written but may not be on disk yet: `finish()` flushes it (with
-    /// `flushes`) and gives it its final name. Until then it is a partial file: a later fetch finishes it
-    /// without a request when its resume information is there (a large file's always is), else
-    /// fetches it again.
+    /// A file whose bytes are all written but may not be on disk yet: `finish(_:)` flushes it
+    /// (with `flushes`) and gives it its final name. Until then it is a partial file: a later
+    /// fetch finishes it without a request when its resume information is there (a large file's
+    /// always is), else fetches it again.
     struct Fetched: Sendable {
         let size: Int64
         fileprivate let partial: (handle: FileHandle, url: URL, info: URL?)?
         let destination: URL
-        fileprivate var flushes = true
-
-        func finish() async throws(DownloadFailure) {
-            guard let partial else { return }
-            defer { try? partial.handle.close() }
-            do {
-                // Not cancelled with the task: a file whose bytes are all there is finished, and
-                // a pause must not read as a storage failure.
-                if flushes { try await FileFetcher.waitingForTheDisk { try LocalFiles.flush(partial.handle) } }
-                try LocalFiles.rename(partial.url, to: destination)
-            } catch {
-                throw FileFetcher.storageFailure(error, destination)
-            }
-            if let info = partial.info { try? LocalFiles.removeIfPresent(info) }
-        }
     }
 
-    /// `fetch` but for the flush and the rename, which are the caller's: it calls `finish()`,
+    func finish(_ fetched: Fetched) async throws(DownloadFailure) {
+        guard let partial = fetched.partial else { return }
+        defer { try? partial.handle.close() }
+        do {
+            // Not cancelled with the task: a file whose bytes are all there is finished, and a
+            // pause must not read as a storage failure.
+            if flushes { try await Self.waitingForTheDisk { try LocalFiles.flush(partial.handle) } }
+            try LocalFiles.rename(partial.url, to: fetched.destination)
+        } catch {
+            throw Self.storageFailure(error, fetched.destination)
+        }
+        if let info = partial.info { try? LocalFiles.removeIfPresent(info) }
+    }
+
+    /// `fetch` but for the flush and the rename, which are the caller's: it calls `finish(_:)`,
     /// and may fetch the next file while the disk catches up.
     func fetchUnflushed(
         _ request: Request, to destination: URL, budget: StorageBudget? = nil, progress: @Sendable (Progress) -> Void = { _ in }
@@ -109,7 +108,7 @@ struct FileFetcher: Sendable {
                 // Every byte is there (stopped between the last write and the rename): no request.
                 do {
                     let handle = try FileHandle(forWritingTo: partial)
-                    return Fetched(size: have, partial: (handle, partial, infoURL), destination: destination, flushes: flushes)
+                    return Fetched(size: have, partial: (handle, partial, infoURL), destination: destination)
                 } catch {
                     throw Self.storageFailure(error, destination)
                 }
@@ -240,7 +239,7 @@ struct FileFetcher: Sendable {
             throw DownloadFailure(.network, "The download of \(request.url.absoluteString) ended after \(have + written) of \(have + expected) bytes.")
         }
         finished = true
-        return Fetched(size: have + written, partial: (handle, partial, infoStored ? infoURL : nil), destination: destination, flushes: flushes)
+        return Fetched(size: have + written, partial: (handle, partial, infoStored ? infoURL : nil), destination: destination)
     }
 
     /// The range to ask for: the rest of the sub-range, or of the file after what is held.
@@ -269,7 +268,7 @@ struct FileFetcher: Sendable {
         DownloadFailure(.noSpace, "No room for \(bytes) more bytes of \(request.url.absoluteString) under the storage rules.")
     }
 
-    fileprivate static func storageFailure(_ error: any Error, _ destination: URL) -> DownloadFailure {
+    private static func storageFailure(_ error: any Error, _ destination: URL) -> DownloadFailure {
         DownloadFailure(.storage, "Could not write \(destination.lastPathComponent): \(error).")
     }
 }
