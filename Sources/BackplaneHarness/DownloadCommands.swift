@@ -23,7 +23,7 @@ struct Download: AsyncParsableCommand {
     @Option(help: "HLS: subtitle languages, comma-separated (\"\" for none; default all).") var subtitles: String?
     @Option(name: .customLong("mime"), help: "Allowed media Content-Type (repeatable; default any).") var mimeTypes: [String] = []
     @Option(name: .customLong("parallel"), help: "Files fetched at once.") var parallelFiles = 4
-    @Flag(inversion: .prefixedNo, help: "Flush each file to disk before it counts as downloaded.") var flushFiles = true
+    @Flag(inversion: .prefixedNo, help: "Flush each file to disk before it counts as downloaded (the SDK's default: no).") var flushFiles = false
     @Flag(help: "Run the engine until the asset completes or fails, showing progress.") var wait = false
 
     func run() async throws {

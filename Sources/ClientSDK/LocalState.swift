@@ -339,6 +339,7 @@ final class LocalStore: Sendable {
         case feedCursor = "feed-cursor"
         case downloadsSwitchedOff = "downloads-switched-off"
         case trustedClock = "trusted-clock"
+        case unflushedDownloads = "unflushed-downloads"
     }
 
     func load<Value: Decodable>(_ type: Value.Type, _ key: Key) throws -> Value? {

@@ -4,9 +4,9 @@
 # a flat file of FLAT_MIB MiB (default 1,024), each fetched by the release harness
 # (`download --wait`, PARALLEL files at once) and by curl with the same parallelism. Prints
 # both throughputs, their ratio and the harness's peak resident memory. The harness runs twice a
-# round: with its default, each file flushed to disk before it counts (`DownloadOptions.flushesFiles`),
-# and with --no-flush-files, as curl writes. Each is the best of ROUNDS runs (default 3), curl
-# and the harness taking turns.
+# round: with its default, files left to the kernel as curl leaves them, and with --flush-files,
+# each file flushed to disk before it counts (`DownloadOptions.flushesFiles`). Each is the best of
+# ROUNDS runs (default 3), curl and the harness taking turns.
 set -euo pipefail
 # A failing command inside $(...) stops the script too (a failed register or curl would
 # otherwise leave a figure behind).
@@ -126,7 +126,7 @@ report() {
 import sys
 label, flushed_runs, unflushed_runs, curl_runs = sys.argv[1:5]
 runs = lambda text: [list(map(float, l.split())) for l in text.splitlines() if l.strip()]
-sdks = {"flushing each file": runs(flushed_runs), "not flushing": runs(unflushed_runs)}
+sdks = {"default (not flushing)": runs(unflushed_runs), "--flush-files": runs(flushed_runs)}
 curls = runs(curl_runs)
 # Every run of a tool stores the same bytes, and both tools the same media (their playlists
 # differ: the SDK rewrites them to point at local files), or the figures compare different work.
@@ -158,11 +158,11 @@ cat "$origin"/hls/v/*.ts "$origin/flat.mp4" >/dev/null
 hls_curl=() hls_sdk=() hls_sdk_unflushed=() flat_curl=() flat_sdk=() flat_sdk_unflushed=()
 for round in $(seq "$ROUNDS"); do
     settle "$work/sdk-flat"; hls_curl+=("$(curl_hls "$work/curl-hls/$round")")
-    settle; hls_sdk+=("$(sdk hls "$work/sdk-hls/$round" --url "$base/hls/master.m3u8" --hls)")
-    settle; hls_sdk_unflushed+=("$(sdk hls "$work/sdk-hls/unflushed-$round" --url "$base/hls/master.m3u8" --hls --no-flush-files)")
+    settle; hls_sdk+=("$(sdk hls "$work/sdk-hls/$round" --url "$base/hls/master.m3u8" --hls --flush-files)")
+    settle; hls_sdk_unflushed+=("$(sdk hls "$work/sdk-hls/unflushed-$round" --url "$base/hls/master.m3u8" --hls)")
     settle; flat_curl+=("$(curl_flat "$work/curl-flat")")
-    settle "$work/curl-flat"; flat_sdk+=("$(sdk flat "$work/sdk-flat/$round" --url "$base/flat.mp4")")
-    settle "$work/sdk-flat"; flat_sdk_unflushed+=("$(sdk flat "$work/sdk-flat/unflushed-$round" --url "$base/flat.mp4" --no-flush-files)")
+    settle "$work/curl-flat"; flat_sdk+=("$(sdk flat "$work/sdk-flat/$round" --url "$base/flat.mp4" --flush-files)")
+    settle "$work/sdk-flat"; flat_sdk_unflushed+=("$(sdk flat "$work/sdk-flat/unflushed-$round" --url "$base/flat.mp4")")
 done
 settle "$work/sdk-flat" "$work/curl-hls" "$work/sdk-hls"
 echo "download benchmark: $SEGMENTS segments x $SEGMENT_KIB KiB, flat $FLAT_MIB MiB, $PARALLEL files at once, $(nproc) cores, best of $ROUNDS"

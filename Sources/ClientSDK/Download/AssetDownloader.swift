@@ -47,11 +47,27 @@ struct AssetDownloader: Sendable {
         }
         // Reads back everything fetched: what cannot be planned now would fail later.
         _ = try HLSDownloadPlan.make(request: request, directory: directory)
+        // The download is planned from these whenever it runs, also after a system crash (each
+        // file was flushed before its rename; here the names), up to the data directory.
+        let content = directory.deletingLastPathComponent()
+        do {
+            try await FileFetcher.waitingForTheDisk {
+                for name in [originals, directory, content, content.deletingLastPathComponent()] {
+                    try LocalFiles.flush(path: name, isDirectory: true)
+                }
+            }
+        } catch {
+            throw DownloadFailure(.storage, "Could not flush the asset's playlists to disk: \(error).")
+        }
     }
 
+    /// Playlists are flushed whatever `DownloadOptions.flushesFiles` says: they are fetched once,
+    /// when the asset is queued, and the download is planned from them.
     private func fetchPlaylist(_ url: URL, to file: URL) async throws(DownloadFailure) {
+        var flushing = fetcher
+        flushing.flushes = true
         do {
-            try await fetcher.fetch(.init(url: url), to: file, budget: StorageBudget(Int64(HLSPlaylist.maxBytes)))
+            try await flushing.fetch(.init(url: url), to: file, budget: StorageBudget(Int64(HLSPlaylist.maxBytes)))
         } catch where error.kind == .noSpace {
             throw DownloadFailure(.playlist, "\(url.absoluteString): \(HLSPlaylistError.tooLarge(HLSPlaylist.maxBytes))")
         }

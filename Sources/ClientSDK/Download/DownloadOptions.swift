@@ -22,12 +22,18 @@ public struct DownloadOptions: Sendable {
     }
     /// Download over an expensive (cellular) network.
     public var downloadOverCellular: Bool
-    /// Flush each downloaded file to the disk before it counts as downloaded. An app kill
-    /// loses nothing either way (written bytes are the system's); with the flush a power loss or
-    /// a system crash cannot either, without it one in the seconds after a file was written can
-    /// leave that file short. The flush costs throughput wherever the disk is slower than the
-    /// network: `benchmarks/download` measures both.
+    /// Flush each downloaded file to the disk before it counts as downloaded (default off).
+    /// Without the flush, written files are the system's to write, as a browser's or curl's are:
+    /// an app kill loses nothing, and a power loss or a system crash in the seconds after a file
+    /// was written is caught at the engine's next start (the system's run has changed): a
+    /// completed asset whose files no longer add up to its size is downloaded again, and one
+    /// still downloading starts over. With the flush nothing is ever downloaded twice, at the
+    /// cost of throughput wherever the disk is slower than the network (`benchmarks/download`
+    /// measures both). Where the SDK cannot tell one run of the system from the next, files are
+    /// flushed whatever this says.
     public var flushesFiles: Bool
+    /// Which run of the operating system this is (`BootSession`); tests stand in a restart.
+    var bootSession: @Sendable () -> String? = BootSession.current
     /// What the network is; the default says always available, never cellular (Linux, tests).
     public var network: any NetworkMonitor
     /// How long the engine waits before the next pass through the queue when assets of the
@@ -66,7 +72,7 @@ public struct DownloadOptions: Sendable {
 
     public init(
         parallelFiles: Int = 4, maxStorage: Int64? = nil, headroom: Int64 = 500 << 20, maxDownloadedAssets: Int = 100,
-        downloadOverCellular: Bool = false, flushesFiles: Bool = true, network: any NetworkMonitor = AlwaysOnNetwork(),
+        downloadOverCellular: Bool = false, flushesFiles: Bool = false, network: any NetworkMonitor = AlwaysOnNetwork(),
         retryPassDelay: Duration = .seconds(30), storageRecheck: Duration = .seconds(30), askPermission: PermissionAsking = .whenLimited,
         permissionTiming: PermissionTiming = .atDownloadStart
     ) {

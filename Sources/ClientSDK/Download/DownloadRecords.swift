@@ -124,20 +124,25 @@ extension LocalStore {
                 db, sql: "SELECT EXISTS (SELECT 1 FROM downloads WHERE asset_id = ?) OR EXISTS (SELECT 1 FROM assets WHERE asset_id = ?)",
                 arguments: [request.assetId, request.assetId]) ?? false
             guard !known else { return false }
-            // Positions may have gaps (removals leave them); only the rows after the new one move.
-            let position: Int
-            if let index, let taken = try Int.fetchOne(
-                db, sql: "SELECT position FROM downloads ORDER BY position LIMIT 1 OFFSET ?", arguments: [max(index, 0)]) {
-                try db.execute(sql: "UPDATE downloads SET position = position + 1 WHERE position >= ?", arguments: [taken])
-                position = taken
-            } else {
-                position = (try Int.fetchOne(db, sql: "SELECT MAX(position) FROM downloads") ?? -1) + 1
-            }
-            try db.execute(
-                sql: "INSERT INTO downloads (asset_id, position, request, added_at) VALUES (?, ?, ?, ?)",
-                arguments: [request.assetId, position, data, Date()])
+            try Self.insertDownload(request.assetId, request: data, at: index, db)
             return true
         }
+    }
+
+    /// A new row of the queue at `index` (nil: at the end).
+    static func insertDownload(_ assetId: String, request: Data, at index: Int?, _ db: Database) throws {
+        // Positions may have gaps (removals leave them); only the rows after the new one move.
+        let position: Int
+        if let index, let taken = try Int.fetchOne(
+            db, sql: "SELECT position FROM downloads ORDER BY position LIMIT 1 OFFSET ?", arguments: [max(index, 0)]) {
+            try db.execute(sql: "UPDATE downloads SET position = position + 1 WHERE position >= ?", arguments: [taken])
+            position = taken
+        } else {
+            position = (try Int.fetchOne(db, sql: "SELECT MAX(position) FROM downloads") ?? -1) + 1
+        }
+        try db.execute(
+            sql: "INSERT INTO downloads (asset_id, position, request, added_at) VALUES (?, ?, ?, ?)",
+            arguments: [assetId, position, request, Date()])
     }
 
     /// Moves a queued asset to `index`; returns whether it is queued.

@@ -30,9 +30,14 @@ actor DownloadRunner {
     /// last sync did not say: download turned off).
     let requestSync: @Sendable () -> Void
     private nonisolated let tasks = Mutex(Tasks())
+    /// The system run files are written in without flushes (`noteUnflushed`); nil when the
+    /// engine flushes them.
+    nonisolated let unflushedBoot: String?
 
     private struct Tasks {
         var loop: Task<Void, Never>?
+        /// The loop `stop()` cancelled, until it has ended (it flushes the asset it stopped).
+        var stoppedLoop: Task<Void, Never>?
         var network: Task<Void, Never>?
         var current: (assetId: String, task: Task<LocalAsset, any Error>)?
     }
@@ -83,7 +88,10 @@ actor DownloadRunner {
         self.lifecycle = lifecycle
         self.broadcaster = broadcaster
         self.eventLogger = eventLogger
-        self.downloader = AssetDownloader(fetcher: FileFetcher(client: Self.client, flushes: options.flushesFiles), parallelFiles: options.parallelFiles)
+        // Files go unflushed only where a restart of the system can be told at the next start.
+        let boot = options.flushesFiles ? nil : options.bootSession()
+        self.unflushedBoot = boot
+        self.downloader = AssetDownloader(fetcher: FileFetcher(client: Self.client, flushes: boot == nil), parallelFiles: options.parallelFiles)
         self.signal = signal
     }
 
@@ -111,17 +119,23 @@ actor DownloadRunner {
             tasks.loop?.cancel()
             tasks.network?.cancel()
             tasks.current?.task.cancel()
+            if let loop = tasks.loop { tasks.stoppedLoop = loop }
             tasks.loop = nil
             tasks.network = nil
         }
     }
 
-    /// Waits for the asset download under way to end after `stop()`, for at most `limit`: a
-    /// fetch that does not notice its cancellation (an origin that stopped sending) must not
-    /// hold the app's shutdown. Its partial files stay, and the next start resumes them.
+    /// Waits for the asset download under way to end after `stop()`, and the loop with it, for
+    /// at most `limit` each: a fetch that does not notice its cancellation (an origin that
+    /// stopped sending) must not hold the app's shutdown. Its partial files stay, and the next
+    /// start resumes them.
     func finishInFlight(within limit: Duration = .seconds(5)) async {
         if let current = tasks.withLock({ $0.current?.task }) {
             _ = await current.waitForCompletion(upTo: limit)
+        }
+        if let loop = tasks.withLock({ $0.stoppedLoop }) {
+            _ = await loop.waitForCompletion(upTo: limit)
+            tasks.withLock { if $0.stoppedLoop == loop { $0.stoppedLoop = nil } }
         }
         setStatus(.stopped)
     }
@@ -129,6 +143,7 @@ actor DownloadRunner {
     // MARK: the loop
 
     private func run() async {
+        recoverFromSystemRestart()
         while lifecycle.isRunning, !Task.isCancelled {
             // Ids only: the one chosen is the only row decoded.
             let runnable = (try? local.runnableDownloadIds()) ?? []
@@ -221,6 +236,7 @@ actor DownloadRunner {
         let completedBytes = (try? local.assets().reduce(0) { $0 + $1.size }) ?? 0
         let budget = StorageBudget(storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes))
         let progress = ProgressReporter(assetId: assetId, local: local, broadcaster: broadcaster)
+        noteUnflushed(assetId)
         let task = Task { [downloader, content] in
             try await downloader.download(
                 request, in: directory, relativeTo: content.root, budget: budget,
@@ -235,6 +251,7 @@ actor DownloadRunner {
         let result = await task.result
         tasks.withLock { $0.current = nil }
         progress.flush()
+        if case .failure = result { await flushStopped(assetId) }
         switch result {
         case .success(let asset):
             completed(asset, after: ContinuousClock.now - started)
