@@ -108,13 +108,13 @@ extension DownloadRunner {
     /// The queue in order (completed assets are not in it).
     func queue() throws -> [DownloadAsset] {
         let block = currentBlock()
-        return try local.access { try $0.queuedDownloads() }.map { DownloadAsset(queued: $0, state: state(of: $0, block: block)) }
+        return try local.access { try $0.queuedDownloads() }.map { DownloadAsset(queued: withLiveProgress($0), state: state(of: $0, block: block)) }
     }
 
     /// A queued or completed asset.
     func asset(_ assetId: String) throws -> DownloadAsset? {
         if let queued = try local.access({ try $0.queuedDownload(assetId: assetId) }) {
-            return DownloadAsset(queued: queued, state: state(of: queued, block: currentBlock()))
+            return DownloadAsset(queued: withLiveProgress(queued), state: state(of: queued, block: currentBlock()))
         }
         return try local.access { try $0.asset(assetId: assetId) }.map { DownloadAsset(completed: $0, root: content.root) }
     }

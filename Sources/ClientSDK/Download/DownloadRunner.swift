@@ -40,6 +40,8 @@ actor DownloadRunner {
         var stoppedLoop: Task<Void, Never>?
         var network: Task<Void, Never>?
         var current: (assetId: String, task: Task<LocalAsset, any Error>)?
+        /// The current asset's progress, ahead of what is stored.
+        var progress: ProgressReporter?
     }
 
     /// Assets whose try in this pass ended in an error.
@@ -236,6 +238,7 @@ actor DownloadRunner {
         let completedBytes = (try? local.assets().reduce(0) { $0 + $1.size }) ?? 0
         let budget = StorageBudget(storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes))
         let progress = ProgressReporter(assetId: assetId, local: local, broadcaster: broadcaster)
+        tasks.withLock { $0.progress = progress }
         noteUnflushed(assetId)
         let task = Task { [downloader, content] in
             try await downloader.download(
@@ -249,8 +252,11 @@ actor DownloadRunner {
         }
         tasks.withLock { $0.current = (assetId, task) }
         let result = await task.result
-        tasks.withLock { $0.current = nil }
         progress.flush()
+        tasks.withLock {
+            $0.current = nil
+            $0.progress = nil
+        }
         if case .failure = result { await flushStopped(assetId) }
         switch result {
         case .success(let asset):
@@ -329,6 +335,16 @@ actor DownloadRunner {
 
     // MARK: what the app and the commands ask
 
+    /// A queued asset as the app sees it: with the progress heard, when it is downloading.
+    nonisolated func withLiveProgress(_ queued: QueuedDownload) -> QueuedDownload {
+        guard let progress = tasks.withLock({ $0.progress }), progress.assetId == queued.assetId, let last = progress.last else { return queued }
+        var queued = queued
+        queued.bytesDownloaded = last.bytes
+        queued.expectedBytes = last.expected
+        queued.expectedIsEstimate = last.isEstimate
+        return queued
+    }
+
     /// Cancels the asset download under way if it is one of `assetIds` (any when nil), and
     /// waits until it has stopped writing, for at most `limit`: a fetch that does not notice
     /// its cancellation must not hold a remote wipe. Were it to write on after that, it writes
@@ -341,55 +357,6 @@ actor DownloadRunner {
         guard let current else { return }
         current.cancel()
         _ = await current.waitForCompletion(upTo: limit)
-    }
-}
-
-/// Hands an asset's progress on at most once per percent or per second, storing it as it goes
-/// so that the queue shows it after a restart.
-private final class ProgressReporter: Sendable {
-    private let assetId: String
-    let local: LocalStore
-    let broadcaster: EventBroadcaster
-    private let state = Mutex(State())
-
-    private struct State {
-        var last: AssetProgress?
-        var reportedFraction: Double = -1
-        var reportedAt = ContinuousClock.now - .seconds(10)
-    }
-
-    init(assetId: String, local: LocalStore, broadcaster: EventBroadcaster) {
-        self.assetId = assetId
-        self.local = local
-        self.broadcaster = broadcaster
-    }
-
-    func report(_ progress: AssetProgress) {
-        let fraction = progress.expected.map { $0 > 0 ? min(Double(progress.bytes) / Double($0), 1) : 0 }
-        let due = state.withLock { state -> Bool in
-            state.last = progress
-            let now = ContinuousClock.now
-            guard (fraction ?? 0) - state.reportedFraction >= 0.01 || now - state.reportedAt >= .seconds(1) else { return false }
-            state.reportedFraction = fraction ?? 0
-            state.reportedAt = now
-            return true
-        }
-        guard due else { return }
-        store(progress)
-        broadcaster.emit(.downloadProgress(assetId: assetId, bytes: progress.bytes, expectedBytes: progress.expected, fraction: fraction))
-    }
-
-    /// Stores the last progress heard.
-    func flush() {
-        if let last = state.withLock({ $0.last }) { store(last) }
-    }
-
-    private func store(_ progress: AssetProgress) {
-        _ = try? local.updateDownload(assetId: assetId) { download in
-            download.bytesDownloaded = progress.bytes
-            download.expectedBytes = progress.expected
-            download.expectedIsEstimate = progress.isEstimate
-        }
     }
 }
 
