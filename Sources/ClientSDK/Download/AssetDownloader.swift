@@ -239,18 +239,26 @@ final class ProgressTracker: Sendable {
     private let state: Mutex<State>
     private let report: @Sendable (AssetProgress) -> Void
 
-    /// Starts from what is already on disk: complete files and partial ones.
+    /// Starts from what is already on disk: complete files and partial ones. A directory that is
+    /// not there yet (a download starting) is looked for once, not once per file in it.
     init(files: [DownloadFile], directory: URL, report: @escaping @Sendable (AssetProgress) -> Void) {
         var state = State(bytes: [], totals: [], estimates: files.map(\.estimatedBytes))
+        var directoryExists: [Substring: Bool] = [:]
         for file in files {
-            let destination = directory.appendingPathComponent(file.relativePath, isDirectory: false)
-            if let size = LocalFiles.size(of: destination) {
+            let parent = file.relativePath.lastIndex(of: "/").map { file.relativePath[..<$0] } ?? ""
+            let present = directoryExists[parent] ?? {
+                let exists = LocalFiles.size(of: directory.appendingPathComponent(String(parent), isDirectory: true)) != nil
+                directoryExists[parent] = exists
+                return exists
+            }()
+            let destination = present ? directory.appendingPathComponent(file.relativePath, isDirectory: false) : nil
+            if let destination, let size = LocalFiles.size(of: destination) {
                 state.bytes.append(size)
                 state.totals.append(size)
                 state.sumKnownTotals += size
                 state.knownCount += 1
             } else {
-                state.bytes.append(LocalFiles.size(of: destination.appendingPathExtension("partial")) ?? 0)
+                state.bytes.append(destination.flatMap { LocalFiles.size(of: $0.appendingPathExtension("partial")) } ?? 0)
                 state.totals.append(nil)
                 if let estimate = file.estimatedBytes { state.sumEstimatesOfUnknown += estimate } else { state.unknownWithoutEstimate += 1 }
             }

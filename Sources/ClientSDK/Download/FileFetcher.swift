@@ -6,9 +6,10 @@ import NIOPosix
 
 /// Fetches one remote file of a download (a flat file, an HLS segment, init section or key) to a
 /// local path: into `<path>.partial` first, renamed once complete, so a file at its final path is
-/// whole and is never fetched again. With `flushes` (the default) that holds across a power loss
-/// too: the file is flushed to disk before its rename; without, only across an app kill (a system
-/// crash can leave the renamed file short). A partial file left by an interrupted fetch (or a
+/// whole and is never fetched again. With `flushes` that holds across a power loss too: the file
+/// is flushed to disk before its rename; without (the engine's default), only across an app kill:
+/// a system crash can leave the renamed file short, which the engine looks for at its next start
+/// (`SystemRestart.swift`). A partial file left by an interrupted fetch (or a
 /// killed app) is resumed with a `Range` request guarded by `If-Range`
 /// with the validator (`ETag`, else `Last-Modified`) its first answer carried; an origin that
 /// ignores the range or whose file changed answers in full, and the fetch starts over cleanly.
@@ -180,8 +181,10 @@ struct FileFetcher: Sendable {
         let handle: FileHandle
         do {
             // A stale one would misdescribe the new partial file; and new information goes down
-            // only once the old bytes are gone, or a kill in between would pair them.
-            if !infoStored { try LocalFiles.removeIfPresent(infoURL) }
+            // only once the old bytes are gone, or a kill in between would pair them. Looked for
+            // first: an unlink takes the directory's lock, which the files fetched beside this
+            // one need to be created and renamed, even when there is nothing to unlink.
+            if !infoStored, LocalFiles.size(of: infoURL) != nil { try LocalFiles.removeIfPresent(infoURL) }
             handle = try LocalFiles.openForWriting(partial, truncating: have == 0)
             try handle.seekToEnd()
             if !infoStored, expected.map({ $0 >= Self.resumeInfoUpFrontBytes }) ?? true {

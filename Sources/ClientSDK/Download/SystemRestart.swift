@@ -25,7 +25,7 @@ enum BootSession {
         var buffer = [CChar](repeating: 0, count: 64)
         var length = buffer.count
         if sysctlbyname("kern.bootsessionuuid", &buffer, &length, nil, 0) == 0, buffer[0] != 0 {
-            return String(cString: buffer)
+            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         }
         var started = timeval()
         var size = MemoryLayout<timeval>.size
