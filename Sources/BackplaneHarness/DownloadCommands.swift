@@ -63,9 +63,12 @@ struct DownloadWaiter {
         defer { stop.cancel() }
         let terminal = isatty(STDOUT_FILENO) == 1
         do {
+            // The first sync goes on while the asset is checked and queued, as it would in an
+            // app whose engine is running already.
+            async let started: Void = engine.start()
             let queued = try await queue()
             if queued.state == .completed { finish(queued, terminal: terminal) }
-            try await engine.start()
+            try await started
         } catch let error as BackplaneClientError {
             await engine.shutdown()
             Output.fail(error)
