@@ -21,12 +21,19 @@ import TestSupport
         let trailer = TestOrigin.content(200_000, seed: 6)
         first.origin.serve("/movies/movie.mp4", movie)
         first.origin.serve("/movies/trailer.mp4", trailer)
+        _ = TestHLSAsset(serving: first.origin, segments: 6, segmentBytes: 10_000)
         for name in ["movie", "trailer"] {
             try await first.engine.downloads.enqueue(DownloadRequest(assetId: name, url: first.origin.url("/movies/\(name).mp4")))
         }
+        // An HLS asset too: its size counts keys and local playlists, not the originals.
+        try await first.engine.downloads.enqueue(DownloadRequest(assetId: "show", url: first.origin.url("/hls/master.m3u8"), kind: .hls))
         let cut = try #require(try await first.waitForOutcome("movie").localURL)
         #expect(try await first.waitForOutcome("trailer").state == .completed)
+        let show = try #require(try await first.waitForOutcome("show").localURL).deletingLastPathComponent()
         await first.engine.shutdown()
+        let hlsRequests = first.origin.requests(under: "/hls/")
+        // What a kill between a file's rename and its resume file's removal leaves: not the asset's bytes.
+        try Data("{}".utf8).write(to: show.appendingPathComponent("video/0.mp4.partial-info"))
         // The system stopped before the movie's last pages reached the disk.
         let handle = try FileHandle(forWritingTo: cut)
         try handle.truncate(atOffset: 250_000)
@@ -41,19 +48,30 @@ import TestSupport
         let file = try #require(again.localURL)
         #expect(try Data(contentsOf: file) == movie)
         #expect(first.origin.requests("/movies/movie.mp4") == 2)
-        // The trailer's file adds up: it is not fetched again, and stays completed.
+        // The trailer's and the show's files add up: they are not fetched again, and stay completed.
         #expect(first.origin.requests("/movies/trailer.mp4") == 1)
+        #expect(first.origin.requests(under: "/hls/") == hlsRequests)
         #expect(try await second.engine.downloads.asset("trailer")?.state == .completed)
+        #expect(try await second.engine.downloads.asset("show")?.state == .completed)
         await second.engine.shutdown()
 
-        // Checked once: the next start in the same run of the system checks nothing.
+        // The movie, downloaded again in run 2, was flushed at this start in the same run: a
+        // later restart of the system finds nothing to doubt, even with its file cut short.
         let third = try await DownloadBench.start(dataDirectory: dataDirectory, server: first.server, origin: first.origin) {
             $0.bootSession = { "run-2" }
         }
-        try await Task.sleep(for: .milliseconds(200))
+        try await third.wait("the engine idle") { try await third.engine.downloads.status() == .idle }
+        await third.engine.shutdown()
+        let handle2 = try FileHandle(forWritingTo: cut)
+        try handle2.truncate(atOffset: 100_000)
+        try handle2.close()
+        let fourth = try await DownloadBench.start(dataDirectory: dataDirectory, server: first.server, origin: first.origin) {
+            $0.bootSession = { "run-3" }
+        }
+        try await fourth.wait("the engine idle") { try await fourth.engine.downloads.status() == .idle }
         #expect(first.origin.requests("/movies/movie.mp4") == 2)
-        #expect(third.events.count("downloadWarning") == 0)
-        await third.stop()
+        #expect(fourth.events.count("downloadWarning") == 0)
+        await fourth.stop()
     }
 
     @Test func aDownloadUnderWayAtASystemCrashStartsOverAndOneStoppedCleanlyGoesOn() async throws {

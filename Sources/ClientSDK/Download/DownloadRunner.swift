@@ -132,11 +132,12 @@ actor DownloadRunner {
     /// stopped sending) must not hold the app's shutdown. Its partial files stay, and the next
     /// start resumes them.
     func finishInFlight(within limit: Duration = .seconds(5)) async {
+        let deadline = ContinuousClock.now + limit
         if let current = tasks.withLock({ $0.current?.task }) {
             _ = await current.waitForCompletion(upTo: limit)
         }
         if let loop = tasks.withLock({ $0.stoppedLoop }) {
-            _ = await loop.waitForCompletion(upTo: limit)
+            _ = await loop.waitForCompletion(upTo: max(deadline - ContinuousClock.now, .zero))
             tasks.withLock { if $0.stoppedLoop == loop { $0.stoppedLoop = nil } }
         }
         setStatus(.stopped)
@@ -145,7 +146,7 @@ actor DownloadRunner {
     // MARK: the loop
 
     private func run() async {
-        recoverFromSystemRestart()
+        await settleUnflushed()
         while lifecycle.isRunning, !Task.isCancelled {
             // Ids only: the one chosen is the only row decoded.
             let runnable = (try? local.runnableDownloadIds()) ?? []
@@ -257,23 +258,30 @@ actor DownloadRunner {
             $0.current = nil
             $0.progress = nil
         }
-        if case .failure = result { await flushStopped(assetId) }
         switch result {
         case .success(let asset):
             completed(asset, after: ContinuousClock.now - started)
         case .failure(let blocked as Blocked):
             setBlock(blocked.reason)
+            await flushStopped(assetId)
         case .failure(let failure as DownloadFailure) where failure.kind == .noSpace:
             roomWhenStorageRanOut = storageRoom(assetBytes: 0)
             setBlock(.storage)
             setStatus(.blocked(.storage))
+            await flushStopped(assetId)
             _ = await signal.wait(upTo: options.storageRecheck)
         case .failure(let failure as DownloadFailure):
             failed(assetId, failure)
+            await flushStopped(assetId)
         case .failure:
             // Cancelled: by stop(), a pause, a removal or a rule; whoever cancelled has said why.
-            break
+            await flushStopped(assetId)
         }
+    }
+
+    /// Whether `assetId` is the asset being downloaded now.
+    nonisolated func isDownloading(_ assetId: String) -> Bool {
+        tasks.withLock { $0.current?.assetId == assetId }
     }
 
     private func completed(_ asset: LocalAsset, after elapsed: Duration) {

@@ -61,13 +61,13 @@ enum LocalFiles {
         guard fsync(descriptor) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
     }
 
-    /// Flushes a file fully by path. A directory's flush makes the renames and new names in it
+    /// Flushes a file by path (fully unless told otherwise). A directory's flush makes the renames and new names in it
     /// durable; a file system that cannot flush a directory (`EINVAL`, `ENOTSUP`, `EBADF`) is
     /// taken at its word, as SQLite does.
-    static func flush(path url: URL, isDirectory: Bool = false) throws {
+    static func flush(path url: URL, isDirectory: Bool = false, fully: Bool = true) throws {
         let descriptor = try call(url) { open($0, O_RDONLY | O_CLOEXEC) }.get()
         do {
-            try flush(FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), fully: true)
+            try flush(FileHandle(fileDescriptor: descriptor, closeOnDealloc: true), fully: fully)
         } catch let error as POSIXError where isDirectory && [EINVAL, ENOTSUP, EBADF].contains(error.code.rawValue) {
             return
         }

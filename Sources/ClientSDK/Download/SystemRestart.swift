@@ -24,13 +24,10 @@ enum BootSession {
         #elseif canImport(Darwin)
         var buffer = [CChar](repeating: 0, count: 64)
         var length = buffer.count
-        if sysctlbyname("kern.bootsessionuuid", &buffer, &length, nil, 0) == 0, buffer[0] != 0 {
-            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        }
-        var started = timeval()
-        var size = MemoryLayout<timeval>.size
-        guard sysctlbyname("kern.boottime", &started, &size, nil, 0) == 0 else { return nil }
-        return "boot-time-\(started.tv_sec).\(started.tv_usec)"
+        // Not `kern.boottime`: the system moves it when the clock is set, which would look like
+        // a restart.
+        guard sysctlbyname("kern.bootsessionuuid", &buffer, &length, nil, 0) == 0, buffer[0] != 0 else { return nil }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         #else
         return nil
         #endif
@@ -63,53 +60,67 @@ extension DownloadRunner {
 
     /// An asset download stopped short (paused, blocked, failed, the engine stopped): its files
     /// so far are flushed, so that a restart of the system later does not make it start over.
-    /// Best effort: an app killed before this ends leaves the asset listed, and it starts over.
+    /// Best effort: an app killed before this ends leaves the asset listed, for the next start.
     func flushStopped(_ assetId: String) async {
-        guard let boot = unflushedBoot else { return }
+        guard let boot = unflushedBoot, await flushFiles(of: assetId) else { return }
+        // A loop started since may be writing it again, unflushed.
+        guard !isDownloading(assetId) else { return }
+        unlist(assetId, boot: boot)
+    }
+
+    /// Runs before the loop's first download. An asset listed by this run of the system was left
+    /// by an app kill: its bytes are the system's, whole, and are flushed now. One listed by an
+    /// earlier run may have lost its last bytes with that run: a completed one whose files do
+    /// not add up to its size is downloaded again (its files deleted, the original playlists
+    /// kept); a queued one starts over, any of its files being possibly short. Each asset is
+    /// unlisted once settled, so a crash part-way leaves the rest for the next start.
+    func settleUnflushed() async {
+        guard let record = try? local.access({ try $0.load(UnflushedDownloads.self, .unflushedDownloads) }) else { return }
+        let current = options.bootSession()
+        for (boot, assetIds) in record.assetIdsByBoot {
+            for assetId in assetIds {
+                let settled = boot == current ? await flushFiles(of: assetId) : checkAfterRestart(assetId)
+                if settled { unlist(assetId, boot: boot) }
+            }
+        }
+    }
+
+    /// Whether the asset's files are on disk now (or it has none left).
+    private func flushFiles(of assetId: String) async -> Bool {
         let directory = content.directory(for: assetId)
         do {
             try await FileFetcher.waitingForTheDisk { try Self.flushTree(directory) }
-            try local.access { local in
-                var record = try local.load(UnflushedDownloads.self, .unflushedDownloads) ?? UnflushedDownloads()
-                record.assetIdsByBoot[boot]?.removeAll { $0 == assetId }
-                try local.save(record, .unflushedDownloads)
-            }
+            return true
         } catch {
-            // Still listed: checked after a restart of the system.
+            // Deleted meanwhile, or the flush failed: listed still, unless the asset is gone.
+            return (try? local.access { try $0.asset(assetId: assetId) == nil && $0.queuedDownload(assetId: assetId) == nil }) ?? false
         }
     }
 
-    /// Runs before the first download: the assets written without flushes in an earlier run of
-    /// the system may have lost their last bytes. A completed one whose files do not add up to
-    /// its recorded size is downloaded again (the damaged files are deleted, the original
-    /// playlists kept); a queued one starts over, its files being of unknown length.
-    func recoverFromSystemRestart() {
-        guard let record = try? local.access({ try $0.load(UnflushedDownloads.self, .unflushedDownloads) }) else { return }
-        let current = options.bootSession()
-        let earlier = record.assetIdsByBoot.filter { $0.key != current }
-        guard !earlier.isEmpty else { return }
-        for assetId in Set(earlier.values.joined()) {
-            if let asset = try? local.access({ try $0.asset(assetId: assetId) }) {
-                guard let request = asset.request, Self.bytesOnDisk(of: content.directory(for: assetId)) != asset.size else { continue }
-                downloadAgain(asset, request: request)
-            } else if (try? local.access({ try $0.queuedDownload(assetId: assetId) })) != nil {
-                try? Self.removeMedia(in: content.directory(for: assetId))
-                _ = try? local.access { try $0.updateDownload(assetId: assetId) { $0.bytesDownloaded = 0 } }
-            }
-        }
-        var cleared = record
-        for boot in earlier.keys { cleared.assetIdsByBoot[boot] = nil }
-        try? local.access { try $0.save(cleared, .unflushedDownloads) }
-    }
-
-    private func downloadAgain(_ asset: LocalAsset, request: DownloadRequest) {
+    /// After a restart of the system; whether the asset is settled.
+    private func checkAfterRestart(_ assetId: String) -> Bool {
+        let directory = content.directory(for: assetId)
         do {
-            try Self.removeMedia(in: content.directory(for: asset.assetId))
-            try local.access { try $0.requeueDamagedAsset(asset.assetId, request: request) }
+            if let asset = try local.access({ try $0.asset(assetId: assetId) }) {
+                guard let request = asset.request, Self.bytesOnDisk(of: directory) != asset.size else { return true }
+                try downloadAgain(asset, request: request)
+            } else if try local.access({ try $0.queuedDownload(assetId: assetId) }) != nil {
+                try Self.removeMedia(in: directory)
+                _ = try local.access { try $0.updateDownload(assetId: assetId) { $0.bytesDownloaded = 0 } }
+            }
+            return true
         } catch {
-            broadcaster.emit(.downloadWarning(assetId: asset.assetId, message: "Could not queue the damaged download again: \(error)."))
-            return
+            broadcaster.emit(.downloadWarning(assetId: assetId, message: "Could not check the download after a restart of the system: \(error)."))
+            return false
         }
+    }
+
+    private func downloadAgain(_ asset: LocalAsset, request: DownloadRequest) throws {
+        let licensed = try local.access { try $0.assetIdsHoldingLicense(queued: false) }.contains(asset.assetId)
+        try Self.removeMedia(in: content.directory(for: asset.assetId))
+        // Deleted meanwhile (a remote wipe, an expiry): it stays deleted.
+        guard try local.access({ try $0.requeueDamagedAsset(asset.assetId, request: request) }) else { return }
+        if licensed { content.release([asset.assetId]) }
         let message = "The system stopped before the download's last files were written; it is downloaded again."
         _ = try? eventLogger.log(.assetDeleted(assetId: asset.assetId, reason: .internal))
         _ = try? eventLogger.log(.queuedForDownload(assetId: asset.assetId))
@@ -117,30 +128,44 @@ extension DownloadRunner {
         if let queued = try? self.asset(asset.assetId) { broadcaster.emit(.downloadQueued(queued)) }
     }
 
+    private func unlist(_ assetId: String, boot: String) {
+        try? local.access { local in
+            guard var record = try local.load(UnflushedDownloads.self, .unflushedDownloads) else { return }
+            record.assetIdsByBoot[boot]?.removeAll { $0 == assetId }
+            if record.assetIdsByBoot[boot]?.isEmpty == true { record.assetIdsByBoot[boot] = nil }
+            try local.save(record, .unflushedDownloads)
+        }
+    }
+
     /// Bytes of an asset's files as the engine counts them: all but the original playlists.
     static func bytesOnDisk(of directory: URL) -> Int64 {
         var total: Int64 = 0
-        for file in mediaFiles(in: directory) {
+        // A resume file left by a kill between a file's rename and its removal is not the asset's.
+        for file in mediaFiles(in: directory) where !file.lastPathComponent.hasSuffix(".partial-info") {
             total += Int64((try? file.resourceValues(forKeys: [.fileSizeKey]))?.fileSize ?? 0)
         }
         return total
     }
 
     /// Deletes an asset's downloaded files, keeping the original playlists it was planned from
-    /// (flushed when they were fetched).
+    /// (flushed when they were fetched), and flushes the deletions: a second crash must not
+    /// bring short files back under their final names.
     static func removeMedia(in directory: URL) throws {
         let top = (try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? []
         for item in top where item.lastPathComponent != HLSDownloadPlan.originalDirectory {
             try FileManager.default.removeItem(at: item)
         }
+        if !top.isEmpty { try LocalFiles.flush(path: directory, isDirectory: true) }
     }
 
-    /// Flushes every file and directory under `directory`, and the directory itself.
+    /// Flushes every file and directory under `directory` (on Apple platforms each as far as an
+    /// ordering barrier), then the directory itself fully, taking the drive's cache with it.
     static func flushTree(_ directory: URL) throws {
+        guard LocalFiles.size(of: directory) != nil else { return }
         guard let walk = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.isDirectoryKey]) else { return }
         for case let item as URL in walk {
             let isDirectory = (try? item.resourceValues(forKeys: [.isDirectoryKey]))?.isDirectory ?? false
-            try LocalFiles.flush(path: item, isDirectory: isDirectory)
+            try LocalFiles.flush(path: item, isDirectory: isDirectory, fully: false)
         }
         try LocalFiles.flush(path: directory, isDirectory: true)
     }
@@ -167,16 +192,18 @@ extension LocalStore {
     /// A completed asset found damaged goes back to the head of the queue, in one transaction:
     /// its record goes (its grant reported deleted; a new download asks again), and its
     /// subscription item, if any, is queued again.
-    func requeueDamagedAsset(_ assetId: String, request: DownloadRequest) throws {
+    /// Returns false, changing nothing, when the asset's record is gone (deleted meanwhile).
+    func requeueDamagedAsset(_ assetId: String, request: DownloadRequest) throws -> Bool {
         let data = try Self.encoder.encode(request)
-        try queue.write { db in
+        return try queue.write { db in
             try Self.reportGrant(ofAsset: assetId, in: "assets", .deleted, db)
             try db.execute(sql: "DELETE FROM assets WHERE asset_id = ?", arguments: [assetId])
-            guard try !(Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM downloads WHERE asset_id = ?)", arguments: [assetId]) ?? false) else { return }
+            guard db.changesCount > 0 else { return false }
             try Self.insertDownload(assetId, request: data, at: 0, db)
             try db.execute(
                 sql: "UPDATE subscription_items SET state = ? WHERE asset_id = ? AND state = ?",
                 arguments: [SubscriptionItem.State.queued.rawValue, assetId, SubscriptionItem.State.downloaded.rawValue])
+            return true
         }
     }
 }
