@@ -33,6 +33,21 @@ import TestSupport
         await bench.stop()
     }
 
+    @Test func aFileBrokenOffMidwayResumesInTheSamePassWithoutStartingOver() async throws {
+        let bench = try await DownloadBench.start()
+        let movie = TestOrigin.content(1_000_000, seed: 9)
+        bench.origin.serve("/movies/broken.mp4", movie)
+        bench.origin.inject(.dropAfter(bytes: 600_000, times: 1), at: "/movies/broken.mp4")
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "broken", url: bench.origin.url("/movies/broken.mp4")))
+        let asset = try await bench.waitForOutcome("broken")
+        #expect(asset.state == .completed)
+        #expect(try Data(contentsOf: try #require(asset.localURL)) == movie)
+        // The second try asked for the rest, though the first began in a directory not there yet.
+        #expect(bench.origin.requests("/movies/broken.mp4") == 2)
+        #expect(bench.origin.bytesServed("/movies/broken.mp4") < 1_100_000)
+        await bench.stop()
+    }
+
     @Test func aSizeOtherThanTheCatalogueDeclaresCompletesWithAWarning() async throws {
         let bench = try await DownloadBench.start()
         bench.origin.serve("/movies/short.mp4", TestOrigin.content(40_000))

@@ -195,12 +195,17 @@ struct AssetDownloader: Sendable {
         let fetchRequest = FileFetcher.Request(
             url: file.url, byteRange: file.byteRange, allowedMIMETypes: file.isMedia ? request.allowedMIMETypes : nil)
         var failures = 0
+        // Only the first try: a failed one may leave a partial file.
+        var inNewDirectory = tracker.inNewDirectory(index)
         while true {
             try Task.checkCancellation()
             try beforeFile(tracker.current.bytes)
             let before = tracker.bytes(of: index)
+            defer { inNewDirectory = false }
             do {
-                let fetched = try await fetcher.fetchUnflushed(fetchRequest, to: destination, budget: budget) { tracker.update(index, $0) }
+                let fetched = try await fetcher.fetchUnflushed(fetchRequest, to: destination, budget: budget, inNewDirectory: inNewDirectory) {
+                    tracker.update(index, $0)
+                }
                 tracker.update(index, FileFetcher.Progress(bytes: fetched.size, total: fetched.size))
                 return fetched
             } catch {
@@ -238,12 +243,15 @@ final class ProgressTracker: Sendable {
 
     private let state: Mutex<State>
     private let report: @Sendable (AssetProgress) -> Void
+    /// Files whose directory was not there when the download began.
+    private let newDirectory: [Bool]
 
     /// Starts from what is already on disk: complete files and partial ones. A directory that is
     /// not there yet (a download starting) is looked for once, not once per file in it.
     init(files: [DownloadFile], directory: URL, report: @escaping @Sendable (AssetProgress) -> Void) {
         var state = State(bytes: [], totals: [], estimates: files.map(\.estimatedBytes))
         var directoryExists: [Substring: Bool] = [:]
+        var newDirectory: [Bool] = []
         for file in files {
             let parent = file.relativePath.lastIndex(of: "/").map { file.relativePath[..<$0] } ?? ""
             let present = directoryExists[parent] ?? {
@@ -251,6 +259,7 @@ final class ProgressTracker: Sendable {
                 directoryExists[parent] = exists
                 return exists
             }()
+            newDirectory.append(!present)
             let destination = present ? directory.appendingPathComponent(file.relativePath, isDirectory: false) : nil
             if let destination, let size = LocalFiles.size(of: destination) {
                 state.bytes.append(size)
@@ -265,9 +274,13 @@ final class ProgressTracker: Sendable {
             state.sumBytes += state.bytes.last!
         }
         self.state = Mutex(state)
+        self.newDirectory = newDirectory
         self.report = report
         report(current)
     }
+
+    /// Whether the file's directory was not there when the download began: then nothing of it is.
+    func inNewDirectory(_ index: Int) -> Bool { newDirectory[index] }
 
     var current: AssetProgress {
         state.withLock { state in

@@ -91,16 +91,19 @@ struct FileFetcher: Sendable {
     }
 
     /// `fetch` but for the flush and the rename, which are the caller's: it calls `finish(_:)`,
-    /// and may fetch the next file while the disk catches up.
+    /// and may fetch the next file while the disk catches up. `inNewDirectory`: the caller knows
+    /// the file's directory did not exist when the download began, so that none of the file's
+    /// names can be there (most files of a download starting) and none is looked for.
     func fetchUnflushed(
-        _ request: Request, to destination: URL, budget: StorageBudget? = nil, progress: @Sendable (Progress) -> Void = { _ in }
+        _ request: Request, to destination: URL, budget: StorageBudget? = nil, inNewDirectory: Bool = false,
+        progress: @Sendable (Progress) -> Void = { _ in }
     ) async throws(DownloadFailure) -> Fetched {
-        if let size = LocalFiles.size(of: destination) { return Fetched(size: size, partial: nil, destination: destination) }
+        if !inNewDirectory, let size = LocalFiles.size(of: destination) { return Fetched(size: size, partial: nil, destination: destination) }
         let partial = destination.appendingPathExtension("partial")
         let infoURL = destination.appendingPathExtension("partial-info")
         // Resume information is read only beside a partial file with bytes (most files have
         // neither); without one it is stale, and goes before new information could pair with it.
-        var have = LocalFiles.size(of: partial) ?? 0
+        var have = inNewDirectory ? 0 : LocalFiles.size(of: partial) ?? 0
         let infoData = have > 0 ? try? Data(contentsOf: infoURL) : nil
         var info = infoData.flatMap { try? JSONDecoder().decode(PartialInfo.self, from: $0) }
         if info == nil { have = 0 }
@@ -184,7 +187,7 @@ struct FileFetcher: Sendable {
             // only once the old bytes are gone, or a kill in between would pair them. Looked for
             // first: an unlink takes the directory's lock, which the files fetched beside this
             // one need to be created and renamed, even when there is nothing to unlink.
-            if !infoStored, LocalFiles.size(of: infoURL) != nil { try LocalFiles.removeIfPresent(infoURL) }
+            if !infoStored, !inNewDirectory, LocalFiles.size(of: infoURL) != nil { try LocalFiles.removeIfPresent(infoURL) }
             handle = try LocalFiles.openForWriting(partial, truncating: have == 0)
             try handle.seekToEnd()
             if !infoStored, expected.map({ $0 >= Self.resumeInfoUpFrontBytes }) ?? true {
