@@ -120,10 +120,12 @@ curl_flat() {
 }
 
 # label, the SDK's runs flushing each file and without ("s bytes rss" a line), curl's
-# ("s bytes s-flushed" a line): the best of each.
+# ("s bytes s-flushed" a line), each in round order: the best of each, and the median of the
+# rounds' ratios (within a round the tools ran one after the other, so a machine that slows
+# down over the run, as this file system does after thousands of new files, moves both).
 report() {
     python3 - "$1" "$2" "$3" "$4" <<'PY'
-import sys
+import statistics, sys
 label, flushed_runs, unflushed_runs, curl_runs = sys.argv[1:5]
 runs = lambda text: [list(map(float, l.split())) for l in text.splitlines() if l.strip()]
 sdks = {"default (not flushing)": runs(unflushed_runs), "--flush-files": runs(flushed_runs)}
@@ -142,9 +144,11 @@ print(f"{label}: curl {c_bytes/1e6:,.0f} MB in {c_sec:.2f} s = {rate(c_bytes, c_
       f"{c_flushed:.2f} s = {rate(c_bytes, c_flushed):,.0f} MB/s with its files flushed (one sync -f at the end)")
 for name, tool_runs in sdks.items():
     s_sec, s_bytes, s_rss = min(tool_runs, key=lambda r: r[0])
+    rounds = [c[0] / s[0] for c, s in zip(curls, tool_runs)]
     print(f"  SDK {name}: {s_bytes/1e6:,.0f} MB in {s_sec:.2f} s = {rate(s_bytes, s_sec):,.0f} MB/s; "
           f"ratio {rate(s_bytes, s_sec) / rate(c_bytes, c_sec):.2f} to curl (goal >= 0.9), {rate(s_bytes, s_sec) / rate(c_bytes, c_flushed):.2f} "
-          f"to curl + flush; peak RSS {s_rss/1024:.1f} MiB (goal <= 64)")
+          f"to curl + flush; peak RSS {max(r[2] for r in tool_runs)/1024:.1f} MiB (goal <= 64)")
+    print(f"    each round, curl's time over the SDK's: {', '.join(f'{r:.2f}' for r in rounds)}; median {statistics.median(rounds):.2f}")
 PY
 }
 
@@ -157,12 +161,13 @@ settle() { rm -rf "$@"; sync; }
 cat "$origin"/hls/v/*.ts "$origin/flat.mp4" >/dev/null
 hls_curl=() hls_sdk=() hls_sdk_unflushed=() flat_curl=() flat_sdk=() flat_sdk_unflushed=()
 for round in $(seq "$ROUNDS"); do
+    # The SDK's default runs right after curl: the two the goal compares.
     settle "$work/sdk-flat"; hls_curl+=("$(curl_hls "$work/curl-hls/$round")")
-    settle; hls_sdk+=("$(sdk hls "$work/sdk-hls/$round" --url "$base/hls/master.m3u8" --hls --flush-files)")
     settle; hls_sdk_unflushed+=("$(sdk hls "$work/sdk-hls/unflushed-$round" --url "$base/hls/master.m3u8" --hls)")
+    settle; hls_sdk+=("$(sdk hls "$work/sdk-hls/$round" --url "$base/hls/master.m3u8" --hls --flush-files)")
     settle; flat_curl+=("$(curl_flat "$work/curl-flat")")
-    settle "$work/curl-flat"; flat_sdk+=("$(sdk flat "$work/sdk-flat/$round" --url "$base/flat.mp4" --flush-files)")
-    settle "$work/sdk-flat"; flat_sdk_unflushed+=("$(sdk flat "$work/sdk-flat/unflushed-$round" --url "$base/flat.mp4")")
+    settle "$work/curl-flat"; flat_sdk_unflushed+=("$(sdk flat "$work/sdk-flat/unflushed-$round" --url "$base/flat.mp4")")
+    settle "$work/sdk-flat"; flat_sdk+=("$(sdk flat "$work/sdk-flat/$round" --url "$base/flat.mp4" --flush-files)")
 done
 settle "$work/sdk-flat" "$work/curl-hls" "$work/sdk-hls"
 echo "download benchmark: $SEGMENTS segments x $SEGMENT_KIB KiB, flat $FLAT_MIB MiB, $PARALLEL files at once, $(nproc) cores, best of $ROUNDS"
