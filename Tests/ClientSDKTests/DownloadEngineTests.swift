@@ -42,9 +42,11 @@ import TestSupport
         let asset = try await bench.waitForOutcome("broken")
         #expect(asset.state == .completed)
         #expect(try Data(contentsOf: try #require(asset.localURL)) == movie)
-        // The second try asked for the rest, though the first began in a directory not there yet.
+        // The second try asked for the rest, though the first began in a directory not there yet:
+        // less than the 600,000 bytes sent before the drop plus the whole file again (what of
+        // the first answer reached the disk depends on what the drop discarded in flight).
         #expect(bench.origin.requests("/movies/broken.mp4") == 2)
-        #expect(bench.origin.bytesServed("/movies/broken.mp4") < 1_100_000)
+        #expect(bench.origin.bytesServed("/movies/broken.mp4") < 1_600_000)
         await bench.stop()
     }
 
@@ -227,15 +229,7 @@ import TestSupport
     @Test func anEngineStoppedMidDownloadGoesOnWithoutFetchingCompletedFilesAgain() async throws {
         let dataDirectory = temporaryDirectory("sdk-download-resume")
         let first = try await DownloadBench.start(dataDirectory: dataDirectory) { $0.parallelFiles = 2 }
-        _ = TestHLSAsset(serving: first.origin, segments: 40, segmentBytes: 30_000)
-        first.origin.inject(.delay(.milliseconds(30)), at: "/hls/low/segments.mp4")
-        for index in 0..<40 { first.origin.inject(.delay(.milliseconds(30)), at: "/hls/audio/en/\(index).aac") }
-        try await first.engine.downloads.enqueue(DownloadRequest(
-            assetId: "show", url: first.origin.url("/hls/master.m3u8"), kind: .hls, maxVideoBitrate: 0, audioLanguages: ["en"],
-            subtitleLanguages: []))
-        try await first.wait("part of the download") {
-            try await first.engine.downloads.asset("show").map { $0.bytesDownloaded > 300_000 } ?? false
-        }
+        try await first.startSlowShow(segments: 40, segmentBytes: 30_000, until: 300_000)
         await first.engine.shutdown()
         let beforeRestart = first.origin.requests(under: "/hls/")
         #expect((beforeRestart["/hls/low/segments.mp4"] ?? 0) < 40, "the stop came too late to test a resume")

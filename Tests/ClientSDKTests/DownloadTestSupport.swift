@@ -53,6 +53,23 @@ struct DownloadBench {
         throw CancellationError()
     }
 
+    /// Queues `show`, an HLS asset of `segments` slow files (the lowest video, English audio, no
+    /// subtitles, 2 files at once if the bench was started so), and waits until more than
+    /// `bytes` of it are down: a download to stop part-way.
+    @discardableResult
+    func startSlowShow(segments: Int, segmentBytes: Int, until bytes: Int64) async throws -> TestHLSAsset {
+        let hls = TestHLSAsset(serving: origin, segments: segments, segmentBytes: segmentBytes)
+        origin.inject(.delay(.milliseconds(30)), at: "/hls/low/segments.mp4")
+        for index in 0..<segments { origin.inject(.delay(.milliseconds(30)), at: "/hls/audio/en/\(index).aac") }
+        try await engine.downloads.enqueue(DownloadRequest(
+            assetId: "show", url: origin.url("/hls/master.m3u8"), kind: .hls, maxVideoBitrate: 0, audioLanguages: ["en"],
+            subtitleLanguages: []))
+        try await wait("part of the download") {
+            try await engine.downloads.asset("show").map { $0.bytesDownloaded > bytes } ?? false
+        }
+        return hls
+    }
+
     /// Waits until `condition` holds.
     func wait(
         _ what: String, timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,

@@ -80,15 +80,7 @@ import TestSupport
             $0.parallelFiles = 2
             $0.bootSession = { "run-1" }
         }
-        let hls = TestHLSAsset(serving: first.origin, segments: 30, segmentBytes: 20_000)
-        first.origin.inject(.delay(.milliseconds(30)), at: "/hls/low/segments.mp4")
-        for index in 0..<30 { first.origin.inject(.delay(.milliseconds(30)), at: "/hls/audio/en/\(index).aac") }
-        try await first.engine.downloads.enqueue(DownloadRequest(
-            assetId: "show", url: first.origin.url("/hls/master.m3u8"), kind: .hls, maxVideoBitrate: 0, audioLanguages: ["en"],
-            subtitleLanguages: []))
-        try await first.wait("part of the download") {
-            try await first.engine.downloads.asset("show").map { $0.bytesDownloaded > 200_000 } ?? false
-        }
+        let hls = try await first.startSlowShow(segments: 30, segmentBytes: 20_000, until: 200_000)
         // A clean stop flushes what was written: after a restart of the system it goes on.
         await first.engine.shutdown()
         let videoAtStop = first.origin.requests("/hls/low/segments.mp4")
