@@ -40,11 +40,32 @@ public enum FirstRunOutput {
 /// that they outlive a process (restarts, kill -9), which memory gives; on a disk, the suite's
 /// thousands of commits wait on its flushes, and the SDK's synchronous database calls hold the
 /// few threads of the concurrency pool meanwhile, so every test stalls behind them.
+///
+/// They go under one directory per test process, `backplane-tests-<pid>`; the first call removes
+/// those of processes that have ended, which would otherwise keep their data in memory until
+/// the machine restarts.
 public func temporaryDirectory(_ prefix: String) -> URL {
-    let memory = URL(fileURLWithPath: "/dev/shm")
-    let root = FileManager.default.isWritableFile(atPath: memory.path) ? memory : FileManager.default.temporaryDirectory
-    return root.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+    testRoot.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
 }
+
+/// Where test directories go: `/dev/shm` where it can be written, else the temporary directory.
+public let temporaryBaseDirectory: URL = {
+    let memory = URL(fileURLWithPath: "/dev/shm")
+    return FileManager.default.isWritableFile(atPath: memory.path) ? memory : FileManager.default.temporaryDirectory
+}()
+
+private let testRoot: URL = {
+    let base = temporaryBaseDirectory
+    let prefix = "backplane-tests-"
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: base.path)) ?? [] where name.hasPrefix(prefix) {
+        guard let pid = pid_t(name.dropFirst(prefix.count)), pid != getpid(), kill(pid, 0) != 0, errno == ESRCH else { continue }
+        try? FileManager.default.removeItem(at: base.appendingPathComponent(name))
+    }
+    let root = base.appendingPathComponent("\(prefix)\(getpid())")
+    // Some tests write a file at the path they are given: its parent must be there.
+    try? FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    return root
+}()
 
 /// A child process whose combined stdout and stderr is collected as it arrives.
 ///

@@ -111,7 +111,9 @@ public actor PostgresCluster {
         let asRoot = getuid() == 0
         await Self.removeAbandonedClusters(bin: bin, asRoot: asRoot)
         // The test process's id in the name tells a later run whether the cluster was abandoned.
-        let directory = temporaryDirectory("backplane-pg-\(getpid())")
+        // Beside the test processes' directories, not in this one's: a later run stops an
+        // abandoned cluster before its files go.
+        let directory = temporaryBaseDirectory.appendingPathComponent("backplane-pg-\(getpid())-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         if asRoot {
             let owned = try await ChildProcess.run(URL(fileURLWithPath: "/bin/chown"), ["postgres:postgres", directory.path])
@@ -140,7 +142,7 @@ public actor PostgresCluster {
 
     /// Stops and removes the clusters of test processes that were killed before their `atexit`.
     private static func removeAbandonedClusters(bin: URL, asRoot: Bool) async {
-        let root = temporaryDirectory("x").deletingLastPathComponent()
+        let root = temporaryBaseDirectory
         for name in (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? [] where name.hasPrefix("backplane-pg-") {
             guard let pid = Int32(name.dropFirst("backplane-pg-".count).prefix { $0 != "-" }), kill(pid, 0) != 0, errno == ESRCH
             else { continue }
