@@ -102,7 +102,7 @@ actor DownloadRunner {
     nonisolated func start() {
         tasks.withLock { tasks in
             guard tasks.loop == nil else { return }
-            tasks.loop = Task { await self.run() }
+            tasks.loop = Task { [previous = tasks.stoppedLoop] in await self.run(after: previous) }
             tasks.network = Task { [weak self] in
                 guard let changes = self?.options.network.changes() else { return }
                 for await _ in changes {
@@ -145,7 +145,16 @@ actor DownloadRunner {
 
     // MARK: the loop
 
-    private func run() async {
+    /// `previous`: the loop stopped before this one was made, if it may still be running. (Not
+    /// read from `tasks` here: a loop stopped before it began would find itself there.)
+    private func run(after previous: Task<Void, Never>?) async {
+        // A loop stopped without waiting for it (the engine stopped on a permanent failure or
+        // on being unregistered, then started again) writes until its fetch ends: never two.
+        if let previous {
+            await previous.value
+            tasks.withLock { if $0.stoppedLoop == previous { $0.stoppedLoop = nil } }
+        }
+        guard !Task.isCancelled else { return }
         await settleUnflushed()
         while lifecycle.isRunning, !Task.isCancelled {
             // Ids only: the one chosen is the only row decoded.
@@ -255,8 +264,9 @@ actor DownloadRunner {
         let result = await task.result
         progress.flush()
         tasks.withLock {
-            $0.current = nil
-            $0.progress = nil
+            // Only its own: after a stop and a start, a newer loop's may be there.
+            if $0.current?.task == task { $0.current = nil }
+            if $0.progress === progress { $0.progress = nil }
         }
         switch result {
         case .success(let asset):

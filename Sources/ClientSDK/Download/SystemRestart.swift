@@ -105,7 +105,14 @@ extension DownloadRunner {
                 guard let request = asset.request, Self.bytesOnDisk(of: directory) != asset.size else { return true }
                 try downloadAgain(asset, request: request)
             } else if try local.access({ try $0.queuedDownload(assetId: assetId) }) != nil {
-                try Self.removeMedia(in: directory)
+                do {
+                    try Self.removeMedia(in: directory)
+                } catch {
+                    // Going on would resume over files that may be short: failed until the app
+                    // clears its retries, and checked again at the next start (still listed).
+                    failed(assetId, DownloadFailure(.storage, "Could not delete the files a restart of the system may have cut short: \(error)."), forGood: true)
+                    return false
+                }
                 _ = try local.access { try $0.updateDownload(assetId: assetId) { $0.bytesDownloaded = 0 } }
             }
             return true
@@ -158,8 +165,10 @@ extension DownloadRunner {
         if !top.isEmpty { try LocalFiles.flush(path: directory, isDirectory: true) }
     }
 
-    /// Flushes every file and directory under `directory` (on Apple platforms each as far as an
-    /// ordering barrier), then the directory itself fully, taking the drive's cache with it.
+    /// Flushes every file and directory under an asset's `directory` (on Apple platforms each as
+    /// far as an ordering barrier), then the directory itself and the two above it, which hold
+    /// its name and `content/`'s (a flat file's download creates both), fully, taking the
+    /// drive's cache with them.
     static func flushTree(_ directory: URL) throws {
         guard LocalFiles.size(of: directory) != nil else { return }
         guard let walk = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.isDirectoryKey]) else { return }
@@ -167,7 +176,10 @@ extension DownloadRunner {
             let isDirectory = (try? item.resourceValues(forKeys: [.isDirectoryKey]))?.isDirectory ?? false
             try LocalFiles.flush(path: item, isDirectory: isDirectory, fully: false)
         }
-        try LocalFiles.flush(path: directory, isDirectory: true)
+        let content = directory.deletingLastPathComponent()
+        for name in [directory, content, content.deletingLastPathComponent()] {
+            try LocalFiles.flush(path: name, isDirectory: true)
+        }
     }
 
     private static func mediaFiles(in directory: URL) -> [URL] {
