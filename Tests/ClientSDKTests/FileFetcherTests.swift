@@ -178,4 +178,16 @@ import TestSupport
         try await fetcher.fetch(.init(url: origin.url("/main.mp4"), byteRange: range), to: whole)
         #expect(try Data(contentsOf: whole) == bytes[100_000..<170_000])
     }
+
+    /// The storage rules' free space, read without Foundation's dictionary, is Foundation's figure.
+    @Test func theFreeSpaceIsTheVolumesOwnFigure() throws {
+        for url in [FileManager.default.temporaryDirectory, URL(fileURLWithPath: "/")] {
+            let ours = try #require(LocalFiles.freeBytes(on: url))
+            let attributes = try FileManager.default.attributesOfFileSystem(forPath: url.path)
+            let foundation = try #require((attributes[.systemFreeSize] as? NSNumber)?.int64Value)
+            // Other processes write meanwhile.
+            #expect(abs(ours - foundation) < 64 << 20, "\(url.path): \(ours) vs \(foundation)")
+        }
+        #expect(LocalFiles.freeBytes(on: URL(fileURLWithPath: "/no/such/volume/here")) == nil)
+    }
 }

@@ -215,8 +215,7 @@ actor DownloadRunner {
             let completed = completedBytes ?? ((try? local.assets().reduce(0) { $0 + $1.size }) ?? 0)
             room = maxStorage - completed - assetBytes
         }
-        let attributes = try? FileManager.default.attributesOfFileSystem(forPath: content.root.deletingLastPathComponent().path)
-        if let free = (attributes?[.systemFreeSize] as? NSNumber)?.int64Value {
+        if let free = LocalFiles.freeBytes(on: content.root.deletingLastPathComponent()) {
             room = min(room, free - options.headroom)
         }
         return max(room, 0)

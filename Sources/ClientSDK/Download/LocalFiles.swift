@@ -21,6 +21,18 @@ enum LocalFiles {
         }
     }
 
+    /// Bytes an unprivileged process may still write on the volume holding `url` (what
+    /// `FileManager`'s `systemFreeSize` says, without its attribute dictionary: the engine asks
+    /// before every file).
+    static func freeBytes(on url: URL) -> Int64? {
+        url.withUnsafeFileSystemRepresentation { path in
+            var volume = statvfs()
+            guard let path, statvfs(path, &volume) == 0 else { return nil }
+            let (bytes, overflow) = Int64(clamping: volume.f_bavail).multipliedReportingOverflow(by: Int64(clamping: volume.f_frsize))
+            return overflow ? Int64.max : bytes
+        }
+    }
+
     /// Opens `url` for writing, creating it (and, when missing, its directory: once per
     /// directory, not per file) and emptying it when `truncating`. (`FileManager.createFile`
     /// writes a temporary file, flushes it and renames it: a second flush per file.)
