@@ -49,12 +49,10 @@ struct AssetDownloader: Sendable {
         _ = try HLSDownloadPlan.make(request: request, directory: directory)
         // The download is planned from these whenever it runs, also after a system crash (each
         // file was flushed before its rename; here the names), up to the data directory.
-        let content = directory.deletingLastPathComponent()
         do {
             try await FileFetcher.waitingForTheDisk {
-                for name in [originals, directory, content, content.deletingLastPathComponent()] {
-                    try LocalFiles.flush(path: name, isDirectory: true)
-                }
+                try LocalFiles.flush(path: originals, isDirectory: true)
+                try LocalFiles.flushAssetDirectory(directory)
             }
         } catch {
             throw DownloadFailure(.storage, "Could not flush the asset's playlists to disk: \(error).")
@@ -155,7 +153,7 @@ struct AssetDownloader: Sendable {
             throw DownloadFailure(.storage, "Could not write the local playlists: \(error).")
         }
         if fetcher.flushes {
-            try await flushNames(of: files, playlists: playlists.map(\.path), request: request, in: directory, contentRoot: contentRoot)
+            try await flushNames(of: files, playlists: playlists.map(\.path), request: request, in: directory)
         }
         let size = tracker.current.bytes + Int64(playlists.reduce(0) { $0 + $1.text.utf8.count })
         let relativeDirectory = directory.path.dropFirst(contentRoot.path.count).drop { $0 == "/" }
@@ -168,16 +166,17 @@ struct AssetDownloader: Sendable {
     /// partial names. Each file's bytes were flushed before its rename; on Apple platforms only
     /// as far as an ordering barrier, and these full flushes take the drive's cache with them.
     private func flushNames(
-        of files: [DownloadFile], playlists: [String], request: DownloadRequest, in directory: URL, contentRoot: URL
+        of files: [DownloadFile], playlists: [String], request: DownloadRequest, in directory: URL
     ) async throws(DownloadFailure) {
         let written = playlists.map { directory.appendingPathComponent($0, isDirectory: false) }
         var directories = Set(files.map { directory.appendingPathComponent($0.relativePath, isDirectory: false).deletingLastPathComponent() })
-        directories.formUnion([directory, contentRoot, contentRoot.deletingLastPathComponent()])
+        directories.remove(directory)
         if request.kind == .hls { directories.insert(directory.appendingPathComponent(HLSDownloadPlan.originalDirectory, isDirectory: true)) }
         do {
             try await FileFetcher.waitingForTheDisk { [directories] in
                 for file in written { try LocalFiles.flush(path: file) }
-                for directory in directories { try LocalFiles.flush(path: directory, isDirectory: true) }
+                for subdirectory in directories { try LocalFiles.flush(path: subdirectory, isDirectory: true) }
+                try LocalFiles.flushAssetDirectory(directory)
             }
         } catch {
             throw DownloadFailure(.storage, "Could not flush the asset's files to disk: \(error).")

@@ -267,25 +267,27 @@ actor DownloadRunner {
             if $0.current?.task == task { $0.current = nil }
             if $0.progress === progress { $0.progress = nil }
         }
+        var outOfRoom = false
         switch result {
         case .success(let asset):
             completed(asset, after: ContinuousClock.now - started)
+            return
         case .failure(let blocked as Blocked):
             setBlock(blocked.reason)
-            await flushStopped(assetId)
         case .failure(let failure as DownloadFailure) where failure.kind == .noSpace:
             roomWhenStorageRanOut = storageRoom(assetBytes: 0)
             setBlock(.storage)
             setStatus(.blocked(.storage))
-            await flushStopped(assetId)
-            _ = await signal.wait(upTo: options.storageRecheck)
+            outOfRoom = true
         case .failure(let failure as DownloadFailure):
             failed(assetId, failure)
-            await flushStopped(assetId)
         case .failure:
             // Cancelled: by stop(), a pause, a removal or a rule; whoever cancelled has said why.
-            await flushStopped(assetId)
+            break
         }
+        // Recorded first: the flush awaits, and the app's calls run meanwhile.
+        await flushStopped(assetId)
+        if outOfRoom { _ = await signal.wait(upTo: options.storageRecheck) }
     }
 
     /// Whether `assetId` is the asset being downloaded now.

@@ -85,6 +85,13 @@ enum LocalFiles {
         }
     }
 
+    /// Flushes an asset's directory and the two above it, `content/` and the data directory,
+    /// fully: their entries are the names a new asset directory, and a first `content/`, add.
+    static func flushAssetDirectory(_ directory: URL) throws {
+        let content = directory.deletingLastPathComponent()
+        for name in [directory, content, content.deletingLastPathComponent()] { try flush(path: name, isDirectory: true) }
+    }
+
     /// What a call returned, or the `errno` it left.
     struct Outcome {
         var value: Int32

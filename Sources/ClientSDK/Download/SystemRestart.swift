@@ -176,10 +176,7 @@ extension DownloadRunner {
             let isDirectory = (try? item.resourceValues(forKeys: [.isDirectoryKey]))?.isDirectory ?? false
             try LocalFiles.flush(path: item, isDirectory: isDirectory, fully: false)
         }
-        let content = directory.deletingLastPathComponent()
-        for name in [directory, content, content.deletingLastPathComponent()] {
-            try LocalFiles.flush(path: name, isDirectory: true)
-        }
+        try LocalFiles.flushAssetDirectory(directory)
     }
 
     private static func mediaFiles(in directory: URL) -> [URL] {
