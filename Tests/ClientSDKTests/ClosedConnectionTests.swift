@@ -28,54 +28,53 @@ import BackplaneWire
     }
 
     @Test func aSyncWhoseConnectionClosedIsSignedAgainAndAnswered() async throws {
-        let server = try await InProcessBackplane.start()
-        defer { Task { await server.stop() } }
-        let transport = ClosingTransport(path: "/v1/sync")
-        let engine = try await startedEngine(server, user: "olga", transport: transport)
-        // The backplane answered the first two; the answers were lost with their connections.
-        transport.close(next: 2)
+        try await withEngine(closing: "/v1/sync", user: "olga") { engine, transport in
+            // The backplane answered the first two; the answers were lost with their connections.
+            transport.close(next: 2)
 
-        let result = try await engine.sync()
-        #expect(result.device.deviceId == (await engine.status.deviceId))
-        let nonces = transport.nonces
-        #expect(nonces.count == 3)
-        #expect(Set(nonces).count == 3, "each repeat is signed again: the one before's nonce is spent")
-        await engine.shutdown()
+            let result = try await engine.sync()
+            #expect(result.device.deviceId == (await engine.status.deviceId))
+            let nonces = transport.nonces
+            #expect(nonces.count == 3)
+            #expect(Set(nonces).count == 3, "each repeat is signed again: the one before's nonce is spent")
+        }
     }
 
     @Test func aConnectionThatKeepsClosingEndsInACommunicationsFailure() async throws {
-        let server = try await InProcessBackplane.start()
-        defer { Task { await server.stop() } }
-        let transport = ClosingTransport(path: "/v1/sync")
-        let engine = try await startedEngine(server, user: "oleg", transport: transport)
-        transport.close(next: 10)
+        try await withEngine(closing: "/v1/sync", user: "oleg") { engine, transport in
+            transport.close(next: 10)
 
-        let error = await #expect(throws: BackplaneClientError.self) { try await engine.sync() }
-        #expect(error?.kind == .communicationsFailure)
-        #expect(transport.nonces.count == 1 + BackplaneAPI.repeatsOnClosedConnection)
-        await engine.shutdown()
+            let error = await #expect(throws: BackplaneClientError.self) { try await engine.sync() }
+            #expect(error?.kind == .communicationsFailure)
+            #expect(transport.nonces.count == 1 + BackplaneAPI.repeatsOnClosedConnection)
+        }
     }
 
     @Test func anUnsubscribeWhoseConnectionClosedIsNotRepeated() async throws {
-        let server = try await InProcessBackplane.start()
-        defer { Task { await server.stop() } }
-        let transport = ClosingTransport(path: "/v1/subscriptions/news")
-        let engine = try await startedEngine(server, user: "otto", transport: transport)
-        transport.close(next: 1)
+        try await withEngine(closing: "/v1/subscriptions/news", user: "otto") { engine, transport in
+            transport.close(next: 1)
 
-        // A repeat of one that arrived would be answered 404, hiding that it worked.
-        let error = await #expect(throws: BackplaneClientError.self) { try await engine.subscriptions.unsubscribe(feedId: "news") }
-        #expect(error?.kind == .communicationsFailure)
-        #expect(transport.nonces.count == 1)
-        await engine.shutdown()
+            // A repeat of one that arrived would be answered 404, hiding that it worked.
+            let error = await #expect(throws: BackplaneClientError.self) { try await engine.subscriptions.unsubscribe(feedId: "news") }
+            #expect(error?.kind == .communicationsFailure)
+            #expect(transport.nonces.count == 1)
+        }
     }
 
-    private func startedEngine(_ server: InProcessBackplane, user: String, transport: ClosingTransport) async throws -> BackplaneEngine {
+    /// Runs `body` with a started engine whose requests to `path` go through a `ClosingTransport`,
+    /// against an in-process backplane; shuts both down after.
+    private func withEngine(
+        closing path: String, user: String, _ body: (BackplaneEngine, ClosingTransport) async throws -> Void
+    ) async throws {
+        let server = try await InProcessBackplane.start()
+        defer { Task { await server.stop() } }
+        let transport = ClosingTransport(path: path)
         var configuration = server.configuration(user: user, dataDirectory: temporaryDirectory("sdk-\(user)"))
         configuration.transport = transport
         let engine = BackplaneEngine(configuration: configuration)
         try await engine.start()
-        return engine
+        try await body(engine, transport)
+        await engine.shutdown()
     }
 }
 
