@@ -139,28 +139,23 @@ struct BackplaneAPI: Sendable {
         }
         let (url, pathAndQuery) = try url(for: route)
 
-        var request = TransportRequest(
-            method: method, url: url,
-            headers: try headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device, proof: proof),
-            body: payload, timeout: timeout)
         let response: TransportResponse
-        do {
-            var repeats = 0
-            while true {
-                do {
-                    response = try await transport.send(request)
-                    break
-                } catch is ConnectionClosedError where repeatable && repeats < Self.repeatsOnClosedConnection {
-                    repeats += 1
-                    // Signed again: if the last one did arrive, its nonce is spent.
-                    request.headers = try headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device, proof: proof)
-                }
+        var repeats = 0
+        while true {
+            // Signed for each send: if an earlier one did arrive, its nonce is spent.
+            let request = TransportRequest(
+                method: method, url: url,
+                headers: try headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device, proof: proof),
+                body: payload, timeout: timeout)
+            do {
+                response = try await transport.send(request)
+                break
+            } catch is ConnectionClosedError where repeatable && repeats < Self.repeatsOnClosedConnection {
+                repeats += 1
+            } catch {
+                throw BackplaneClientError(
+                    kind: .communicationsFailure, message: "Could not reach the backplane at \(baseURL.absoluteString).", underlying: error)
             }
-        } catch let error as BackplaneClientError {
-            throw error
-        } catch {
-            throw BackplaneClientError(
-                kind: .communicationsFailure, message: "Could not reach the backplane at \(baseURL.absoluteString).", underlying: error)
         }
         guard (200..<300).contains(response.status) else {
             if let error = try? Self.decoder.decode(ErrorBody.self, from: response.body) {
