@@ -105,9 +105,7 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let level = Logger.Level(rawValue: logLevel!) ?? .info  // checked in validate()
         let json = logFormat == "json"
-        LoggingSystem.bootstrap({ label, provider in
-            json ? JSONLogHandler(label: label) as any LogHandler : TextLogHandler(label: label, metadataProvider: provider)
-        }, metadataProvider: nil)
+        LoggingSystem.bootstrap { label in json ? JSONLogHandler(label: label) as any LogHandler : TextLogHandler(label: label) }
         // One server per data directory; `restore` waits for none. Held until the process ends.
         let lock = data.databaseURL == nil ? try DataDirectoryLock(directory: data.url) : nil
         defer { lock?.release() }
