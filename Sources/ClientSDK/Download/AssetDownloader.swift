@@ -51,7 +51,7 @@ struct AssetDownloader: Sendable {
         // file was flushed before its rename; here the names), up to the data directory.
         do {
             try await FileFetcher.waitingForTheDisk {
-                try LocalFiles.flush(path: originals, isDirectory: true)
+                try LocalFiles.flush(path: originals, isDirectory: true, fully: false)
                 try LocalFiles.flushAssetDirectory(directory)
             }
         } catch {
@@ -171,11 +171,10 @@ struct AssetDownloader: Sendable {
         let written = playlists.map { directory.appendingPathComponent($0, isDirectory: false) }
         var directories = Set(files.map { directory.appendingPathComponent($0.relativePath, isDirectory: false).deletingLastPathComponent() })
         directories.remove(directory)
-        if request.kind == .hls { directories.insert(directory.appendingPathComponent(HLSDownloadPlan.originalDirectory, isDirectory: true)) }
         do {
             try await FileFetcher.waitingForTheDisk { [directories] in
-                for file in written { try LocalFiles.flush(path: file) }
-                for subdirectory in directories { try LocalFiles.flush(path: subdirectory, isDirectory: true) }
+                for file in written { try LocalFiles.flush(path: file, fully: false) }
+                for subdirectory in directories { try LocalFiles.flush(path: subdirectory, isDirectory: true, fully: false) }
                 try LocalFiles.flushAssetDirectory(directory)
             }
         } catch {

@@ -85,11 +85,15 @@ enum LocalFiles {
         }
     }
 
-    /// Flushes an asset's directory and the two above it, `content/` and the data directory,
-    /// fully: their entries are the names a new asset directory, and a first `content/`, add.
+    /// Flushes an asset's directory and the two above it, `content/` and the data directory:
+    /// their entries are the names a new asset directory, and a first `content/`, add. The last
+    /// flush is full (on Apple platforms the others are barriers), and takes with it every
+    /// barrier-flushed write before it.
     static func flushAssetDirectory(_ directory: URL) throws {
         let content = directory.deletingLastPathComponent()
-        for name in [directory, content, content.deletingLastPathComponent()] { try flush(path: name, isDirectory: true) }
+        try flush(path: directory, isDirectory: true, fully: false)
+        try flush(path: content, isDirectory: true, fully: false)
+        try flush(path: content.deletingLastPathComponent(), isDirectory: true)
     }
 
     /// What a call returned, or the `errno` it left.
