@@ -176,6 +176,8 @@ public actor BackplaneEngine {
                 deviceId: deviceId, deviceKey: deviceKey, configuration: configuration, local: local, clock: clock,
                 broadcaster: broadcaster, snapshot: snapshot)
             let content = ContentStore(dataDirectory: configuration.dataDirectory, local: local, licenses: configuration.rights.licenseProvider)
+            // Best effort: what it cannot move now it moves at the next start.
+            try? DirectoryNameMigration.run(content: content)
             let trustedClock = TrustedClock(
                 deviceClock: configuration.rights.deviceClock, tolerance: configuration.rights.clockTolerance,
                 stored: try local.load(TrustedClock.Stored.self, .trustedClock), save: { try local.save($0, .trustedClock) })

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import BackplaneWire
 
@@ -72,8 +73,24 @@ struct ContentStore: Sendable {
         root.appendingPathComponent(asset.relativePath)
     }
 
-    /// Asset ids are the CMS's: any string. One directory each, with a name safe on every file system.
+    /// Asset ids are the CMS's: any string of up to 128 bytes. One directory each, with a name
+    /// safe on every file system (at most 255 bytes): an id of up to `plainIdBytes` bytes in
+    /// hex, as it always was; a longer one as the hex of its first 48 bytes, `-`, and the SHA-256
+    /// of the whole id, so that ids sharing a long prefix (URLs used as ids) never share files.
+    /// The plain form is hex only, so the two forms cannot meet.
     static func directoryName(for assetId: String) -> String {
-        RequestSigning.hex(Array(assetId.utf8)).prefix(200).description
+        let bytes = Array(assetId.utf8)
+        guard bytes.count > plainIdBytes else { return RequestSigning.hex(bytes) }
+        return RequestSigning.hex(Array(bytes.prefix(48))) + "-" + RequestSigning.hex(Array(SHA256.hash(data: bytes)))
+    }
+
+    /// The longest id named by its own hex.
+    static let plainIdBytes = 100
+
+    /// The name an id longer than `plainIdBytes` had under the first rule: the hex of its first 100 bytes,
+    /// which two such ids could share.
+    static func truncatedDirectoryName(for assetId: String) -> String? {
+        let bytes = Array(assetId.utf8)
+        return bytes.count > plainIdBytes ? RequestSigning.hex(Array(bytes.prefix(plainIdBytes))) : nil
     }
 }

@@ -82,7 +82,20 @@ final class LocalStore: Sendable {
     let queue: DatabaseQueue
 
     init(directory: URL) throws {
+        // The database holds the device credential: the directory and the database's files are
+        // the app's user's alone, whatever the umask (apps in a sandbox have one of their own;
+        // Linux apps and the harness share the machine with other users).
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory.path)
+        let database = Self.path(in: directory)
+        if !FileManager.default.fileExists(atPath: database.path) {
+            // Created owner-only before SQLite opens it: its WAL and shared-memory files take
+            // the database file's mode.
+            _ = FileManager.default.createFile(atPath: database.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: database.path + suffix) {
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: database.path + suffix)
+        }
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         // WAL: one fsync per commit instead of a rollback journal's several, which keeps
@@ -91,7 +104,7 @@ final class LocalStore: Sendable {
             try db.execute(sql: "PRAGMA journal_mode = WAL")
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
-        queue = try DatabaseQueue(path: Self.path(in: directory).path, configuration: configuration)
+        queue = try DatabaseQueue(path: database.path, configuration: configuration)
         try Self.migrator.migrate(queue)
     }
 
