@@ -116,9 +116,13 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
-                // A server that closes a kept-alive connection under a request.
+                // A server that closes a kept-alive connection under a request, and an origin
+                // that answers raw bytes (`HostileOrigin`), its requests read by NIO's decoder.
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                // Puts an asset's records where the first naming rule left them (`AssetDirectoryTests`).
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),

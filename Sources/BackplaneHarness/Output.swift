@@ -29,6 +29,8 @@ enum Output {
         switch (error.kind, error.code) {
         case (.server, .deviceLimitReached): 3
         case (.server, .invalidCredentials), (.server, .invalidSignature): 4
+        // The asset's origin, not the backplane: it must not read as "backplane unreachable".
+        case (.download, _): 9
         case _ where error.isTransient: 5
         case (.server, .deviceAlreadyRegistered): 6
         case (.server, .deviceUnregistered), (.notRunning, _): 7

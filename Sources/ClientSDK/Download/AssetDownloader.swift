@@ -11,6 +11,7 @@ import Foundation
 struct AssetDownloader: Sendable {
     let fetcher: FileFetcher
     let parallelFiles: Int
+    let playlistLimits: PlaylistLimits
 
     /// A file is tried this many times in a row before the asset's pass counts as failed;
     /// bytes gained by a try start the count again.
@@ -25,28 +26,35 @@ struct AssetDownloader: Sendable {
         return safe && name != HLSDownloadPlan.originalDirectory ? name : "download"
     }
 
-    /// Fetches what must be known before an asset is queued: an HLS asset's playlists, which are
-    /// kept under `original/` and checked (an HTML page, a malformed or a live playlist fails here).
-    func prepare(_ request: DownloadRequest, in directory: URL) async throws(DownloadFailure) {
+    /// Fetches what must be known before an asset is downloaded: an HLS asset's playlists, which
+    /// are kept under `original/` and checked (an HTML page, a malformed or a live playlist fails
+    /// here, as does one past `limits`). The engine calls it when the asset is queued and, if
+    /// that could not fetch them (offline, an origin's passing fault), when its download starts.
+    /// `room`: what the storage rules leave now; the playlists are counted against it.
+    func prepare(_ request: DownloadRequest, in directory: URL, limits: PlaylistLimits, room: Int64) async throws(DownloadFailure) {
         guard request.kind == .hls else { return }
         let originals = directory.appendingPathComponent(HLSDownloadPlan.originalDirectory)
         try? FileManager.default.removeItem(at: originals)
-        try await fetchPlaylist(request.url, to: directory.appendingPathComponent(HLSDownloadPlan.originalAsset))
+        var left = PlaylistAllowance(limit: limits.bytes, bytes: limits.bytes, room: room)
+        try await fetchPlaylist(request.url, to: directory.appendingPathComponent(HLSDownloadPlan.originalAsset), left: &left)
         let assetPlaylist: HLSPlaylist
         do {
             assetPlaylist = try HLSPlaylist.parse(
-                Data(contentsOf: directory.appendingPathComponent(HLSDownloadPlan.originalAsset)), url: request.url)
+                Data(contentsOf: directory.appendingPathComponent(HLSDownloadPlan.originalAsset)), url: request.url,
+                maxSegments: limits.segments)
         } catch {
             throw DownloadFailure(.playlist, "\(request.url.absoluteString): \(error)")
         }
         let (master, streams) = HLSDownloadPlan.streams(of: assetPlaylist, request: request)
         if master != nil {
             for stream in streams {
-                try await fetchPlaylist(stream.url, to: directory.appendingPathComponent(stream.original))
+                try await fetchPlaylist(stream.url, to: directory.appendingPathComponent(stream.original), left: &left)
             }
         }
         // Reads back everything fetched: what cannot be planned now would fail later.
-        _ = try HLSDownloadPlan.make(request: request, directory: directory)
+        guard try HLSDownloadPlan.make(request: request, directory: directory, maxSegments: limits.segments) != nil else {
+            throw DownloadFailure(.storage, "The playlists just fetched for \(request.assetId) are missing on the device.")
+        }
         // The download is planned from these whenever it runs, also after a system crash (each
         // file was flushed before its rename; here the names), up to the data directory.
         do {
@@ -60,15 +68,35 @@ struct AssetDownloader: Sendable {
     }
 
     /// Playlists are flushed whatever `DownloadOptions.flushesFiles` says: they are fetched once,
-    /// when the asset is queued, and the download is planned from them.
-    private func fetchPlaylist(_ url: URL, to file: URL) async throws(DownloadFailure) {
+    /// and the download is planned from them. Each is held to what the asset's playlist budget
+    /// and the storage rules leave (`left`), and to `HLSPlaylist.maxBytes`.
+    private func fetchPlaylist(_ url: URL, to file: URL, left: inout PlaylistAllowance) async throws(DownloadFailure) {
         var flushing = fetcher
         flushing.flushes = true
+        let allowance = min(left.bytes, Int64(HLSPlaylist.maxBytes))
+        let size: Int64
         do {
-            try await flushing.fetch(.init(url: url), to: file, budget: StorageBudget(Int64(HLSPlaylist.maxBytes)))
+            size = try await flushing.fetch(.init(url: url), to: file, budget: StorageBudget(min(allowance, left.room)))
         } catch where error.kind == .noSpace {
-            throw DownloadFailure(.playlist, "\(url.absoluteString): \(HLSPlaylistError.tooLarge(HLSPlaylist.maxBytes))")
+            // Past the playlists' own limit: the playlist is the problem, for good. Past the
+            // storage rules' room: the queue waits for room, as for any file.
+            guard allowance <= left.room else { throw DownloadFailure(.noSpace, error.message) }
+            let limit = allowance < Int64(HLSPlaylist.maxBytes)
+                ? "the asset's playlists are larger than \(left.limit) bytes in all" : "\(HLSPlaylistError.tooLarge(HLSPlaylist.maxBytes))"
+            throw DownloadFailure(.playlist, "\(url.absoluteString): \(limit)")
         }
+        left.bytes -= size
+        left.room -= size
+    }
+
+    /// What an asset's playlists may still take while they are fetched.
+    private struct PlaylistAllowance {
+        /// `PlaylistLimits.bytes`, for the message.
+        let limit: Int64
+        /// Left of it.
+        var bytes: Int64
+        /// Left of what the storage rules allow.
+        var room: Int64
     }
 
     /// Downloads every file of `request` into `directory` and, for HLS, writes the local
@@ -89,7 +117,16 @@ struct AssetDownloader: Sendable {
             mainPath = Self.flatFileName(request.url)
             files = [DownloadFile(url: request.url, byteRange: nil, relativePath: mainPath, isMedia: true)]
         case .hls:
-            let plan = try HLSDownloadPlan.make(request: request, directory: directory)
+            // Playlists not fetched yet (the asset was queued offline, or its origin failed
+            // then): fetched now, under the same limits, and counted as this pass's try.
+            var made = try HLSDownloadPlan.make(request: request, directory: directory, maxSegments: playlistLimits.segments)
+            if made == nil {
+                try await prepare(request, in: directory, limits: playlistLimits, room: budget.available)
+                made = try HLSDownloadPlan.make(request: request, directory: directory, maxSegments: playlistLimits.segments)
+            }
+            guard let plan = made else {
+                throw DownloadFailure(.storage, "The playlists of \(request.assetId) are missing on the device.")
+            }
             files = plan.files
             playlists = plan.playlists
             mainPath = HLSDownloadPlan.indexPlaylist
@@ -262,12 +299,16 @@ final class ProgressTracker: Sendable {
             if let destination, let size = LocalFiles.size(of: destination) {
                 state.bytes.append(size)
                 state.totals.append(size)
-                state.sumKnownTotals += size
+                state.sumKnownTotals = state.sumKnownTotals.addingClamped(size)
                 state.knownCount += 1
             } else {
                 state.bytes.append(destination.flatMap { LocalFiles.size(of: $0.appendingPathExtension("partial")) } ?? 0)
                 state.totals.append(nil)
-                if let estimate = file.estimatedBytes { state.sumEstimatesOfUnknown += estimate } else { state.unknownWithoutEstimate += 1 }
+                if let estimate = file.estimatedBytes {
+                    state.sumEstimatesOfUnknown = state.sumEstimatesOfUnknown.addingClamped(estimate)
+                } else {
+                    state.unknownWithoutEstimate += 1
+                }
             }
             state.sumBytes += state.bytes.last!
         }
@@ -283,8 +324,9 @@ final class ProgressTracker: Sendable {
     var current: AssetProgress {
         state.withLock { state in
             let average = state.knownCount > 0 ? state.sumKnownTotals / Int64(state.knownCount) : nil
-            let guessed = state.unknownWithoutEstimate == 0 ? 0 : average.map { $0 * Int64(state.unknownWithoutEstimate) }
-            let expected = guessed.map { state.sumKnownTotals + state.sumEstimatesOfUnknown + $0 }
+            // Sizes and estimates are the origin's and the playlist's: sums stop at Int64.max.
+            let guessed = state.unknownWithoutEstimate == 0 ? 0 : average.map { $0.multipliedClamped(by: Int64(state.unknownWithoutEstimate)) }
+            let expected = guessed.map { state.sumKnownTotals.addingClamped(state.sumEstimatesOfUnknown).addingClamped($0) }
             return AssetProgress(
                 bytes: state.sumBytes, expected: expected,
                 isEstimate: state.knownCount < state.totals.count)
@@ -301,9 +343,13 @@ final class ProgressTracker: Sendable {
             state.bytes[index] = progress.bytes
             if state.totals[index] == nil, let total = progress.total {
                 state.totals[index] = total
-                state.sumKnownTotals += total
+                state.sumKnownTotals = state.sumKnownTotals.addingClamped(total)
                 state.knownCount += 1
-                if let estimate = state.estimates[index] { state.sumEstimatesOfUnknown -= estimate } else { state.unknownWithoutEstimate -= 1 }
+                if let estimate = state.estimates[index] {
+                    state.sumEstimatesOfUnknown = state.sumEstimatesOfUnknown.subtractingClamped(estimate)
+                } else {
+                    state.unknownWithoutEstimate -= 1
+                }
             }
         }
         report(current)

@@ -2,7 +2,8 @@ import Foundation
 
 /// Why a file of a download could not be fetched. `isFatal` failures are not retried: fetching
 /// again would give the same answer (a captive portal's HTML instead of video, a file that
-/// changed size under a resumed download, a playlist the SDK cannot use).
+/// changed size under a resumed download, a playlist the SDK cannot use, an answer whose
+/// numbers cannot be true).
 public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomStringConvertible {
     public enum Kind: String, Sendable, Codable {
         /// The connection failed, timed out or ended early.
@@ -15,6 +16,9 @@ public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomString
         case sizeChanged
         /// The origin's answer breaks HTTP's rules for what was asked (a wrong `Content-Range`).
         case protocolViolation
+        /// The origin's answer cannot be used, however often it is asked: a length beyond what
+        /// the storage rules could ever hold, a number out of any sensible range.
+        case origin
         /// An HLS playlist that cannot be downloaded (see the message).
         case playlist
         /// The device's storage refused the write (full, read-only, …).
@@ -41,8 +45,18 @@ public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomString
     }
 
     public var isFatal: Bool {
-        [.mimeType, .sizeChanged, .playlist].contains(kind)
+        [.mimeType, .sizeChanged, .playlist, .origin].contains(kind)
     }
 
     public var description: String { message }
+
+    /// A failure that may not happen again soon: the network, an origin's 5xx, 408 or 429, a
+    /// wrong range, no room yet. An asset whose playlists fail so is queued all the same.
+    var isPassing: Bool {
+        switch kind {
+        case .network, .protocolViolation, .noSpace: true
+        case .http: status.map { $0 >= 500 || $0 == 408 || $0 == 429 } ?? true
+        case .mimeType, .sizeChanged, .origin, .playlist, .storage, .permissionDenied, .license: false
+        }
+    }
 }

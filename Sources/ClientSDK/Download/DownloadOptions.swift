@@ -50,6 +50,16 @@ public struct DownloadOptions: Sendable {
     /// When the engine asks the backplane for permission before an asset's download starts.
     public var askPermission: PermissionAsking
 
+    /// The slowest a file or playlist may arrive before its try fails (default 1 KiB/s over
+    /// 30 s; `bytesPerSecond` 0 turns it off). A silence ends a try after 30 s whatever this says.
+    public var minimumTransferRate: TransferRate
+
+    /// What one HLS asset's playlists may take in all: bytes (counted against `maxStorage` and
+    /// `headroom` too) and segments over every stream chosen. Past either the asset fails as
+    /// `.playlist`. Defaults: 32 MiB and 100,000 segments (a ten-hour title in 2-second
+    /// segments is 18,000 per stream).
+    public var playlistLimits: PlaylistLimits
+
     /// When the engine asks for the permission, if it asks.
     public var permissionTiming: PermissionTiming
 
@@ -74,8 +84,11 @@ public struct DownloadOptions: Sendable {
         parallelFiles: Int = 4, maxStorage: Int64? = nil, headroom: Int64 = 500 << 20, maxDownloadedAssets: Int = 100,
         downloadOverCellular: Bool = false, flushesFiles: Bool = false, network: any NetworkMonitor = AlwaysOnNetwork(),
         retryPassDelay: Duration = .seconds(30), storageRecheck: Duration = .seconds(30), askPermission: PermissionAsking = .whenLimited,
-        permissionTiming: PermissionTiming = .atDownloadStart
+        permissionTiming: PermissionTiming = .atDownloadStart, minimumTransferRate: TransferRate = .default,
+        playlistLimits: PlaylistLimits = .default
     ) {
+        self.minimumTransferRate = minimumTransferRate
+        self.playlistLimits = playlistLimits
         self.askPermission = askPermission
         self.permissionTiming = permissionTiming
         self.parallelFiles = Self.clampParallel(parallelFiles)
@@ -97,6 +110,24 @@ public struct DownloadOptions: Sendable {
     private static func clampParallel(_ value: Int) -> Int {
         min(max(value, 1), 16)
     }
+}
+
+/// Bounds on one HLS asset's playlists (`DownloadOptions.playlistLimits`). Values are clamped
+/// to at least one playlist's worth: 1 KiB and one segment.
+public struct PlaylistLimits: Sendable, Equatable {
+    public var bytes: Int64 {
+        didSet { bytes = max(bytes, 1024) }
+    }
+    public var segments: Int {
+        didSet { segments = max(segments, 1) }
+    }
+
+    public init(bytes: Int64, segments: Int) {
+        self.bytes = max(bytes, 1024)
+        self.segments = max(segments, 1)
+    }
+
+    public static let `default` = PlaylistLimits(bytes: 32 << 20, segments: 100_000)
 }
 
 /// What the network offers downloads now.

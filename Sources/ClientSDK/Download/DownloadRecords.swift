@@ -138,7 +138,7 @@ extension LocalStore {
             try db.execute(sql: "UPDATE downloads SET position = position + 1 WHERE position >= ?", arguments: [taken])
             position = taken
         } else {
-            position = (try Int.fetchOne(db, sql: "SELECT MAX(position) FROM downloads") ?? -1) + 1
+            position = (try Int.fetchOne(db, sql: "SELECT MAX(position) FROM downloads") ?? -1).addingClamped(1)
         }
         try db.execute(
             sql: "INSERT INTO downloads (asset_id, position, request, added_at) VALUES (?, ?, ?, ?)",

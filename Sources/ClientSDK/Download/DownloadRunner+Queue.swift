@@ -6,7 +6,11 @@ import BackplaneWire
 extension DownloadRunner {
     /// Checks `request`, fetches an HLS asset's playlists, asks the backplane's permission when
     /// the app asks it at queue time, and queues it at `index` (nil: at the end). An asset
-    /// already queued or downloaded is returned as it is.
+    /// already queued or downloaded is returned as it is. Playlists that cannot be fetched for
+    /// a passing reason (no network, a timeout, a 5xx, no room yet) do not stop the queueing:
+    /// the engine fetches them when the download starts, under the rule of threes; only a
+    /// playlist that can never be downloaded (not a playlist, malformed, live, too large, a
+    /// 4xx) is refused here.
     func enqueue(_ request: DownloadRequest, at index: Int?) async throws -> DownloadAsset {
         if let problem = request.problem { throw BackplaneClientError(kind: .invalidInput, message: problem) }
         if let known = try asset(request.assetId) { return known }
@@ -15,7 +19,11 @@ extension DownloadRunner {
         }
         defer { preparing.remove(request.assetId) }
         do {
-            try await downloader.prepare(request, in: content.directory(for: request.assetId))
+            try await downloader.prepare(
+                request, in: content.directory(for: request.assetId), limits: options.playlistLimits, room: storageRoom(assetBytes: 0))
+        } catch where error.isPassing {
+            // Queued all the same; what was fetched is fetched again when the download starts.
+            try? content.removeFiles(of: request.assetId)
         } catch {
             try? content.removeFiles(of: request.assetId)
             throw BackplaneClientError(kind: .download, message: "Asset \(request.assetId) cannot be queued: \(error)", underlying: error)

@@ -93,7 +93,9 @@ actor DownloadRunner {
         // Files go unflushed only where a restart of the system can be told at the next start.
         let boot = options.flushesFiles ? nil : options.bootSession()
         self.unflushedBoot = boot
-        self.downloader = AssetDownloader(fetcher: FileFetcher(client: Self.client, flushes: boot == nil), parallelFiles: options.parallelFiles)
+        self.downloader = AssetDownloader(
+            fetcher: FileFetcher(client: Self.client, flushes: boot == nil, minimumRate: options.minimumTransferRate),
+            parallelFiles: options.parallelFiles, playlistLimits: options.playlistLimits)
         self.signal = signal
     }
 
@@ -209,16 +211,32 @@ actor DownloadRunner {
     }
 
     /// Bytes the storage rules leave for the asset being downloaded, which holds `assetBytes`.
-    private nonisolated func storageRoom(assetBytes: Int64, completedBytes: Int64? = nil) -> Int64 {
+    nonisolated func storageRoom(assetBytes: Int64, completedBytes: Int64? = nil) -> Int64 {
         var room = Int64.max
         if let maxStorage = options.maxStorage {
-            let completed = completedBytes ?? ((try? local.assets().reduce(0) { $0 + $1.size }) ?? 0)
-            room = maxStorage - completed - assetBytes
+            // Sizes read back from the SDK database: added and subtracted without trapping.
+            let completed = completedBytes ?? completedSize()
+            room = maxStorage.subtractingClamped(completed).subtractingClamped(assetBytes)
         }
         if let free = LocalFiles.freeBytes(on: content.root.deletingLastPathComponent()) {
             room = min(room, free - options.headroom)
         }
         return max(room, 0)
+    }
+
+    /// The bytes of the completed assets, as recorded.
+    nonisolated func completedSize() -> Int64 {
+        ((try? local.assets()) ?? []).reduce(0) { $0.addingClamped(max($1.size, 0)) }
+    }
+
+    /// The most the storage rules could ever leave one asset, whatever is deleted: `maxStorage`
+    /// and the volume's size, less `headroom`.
+    nonisolated func storageCeiling() -> Int64 {
+        var ceiling = options.maxStorage ?? .max
+        if let volume = LocalFiles.volumeBytes(on: content.root.deletingLastPathComponent()) {
+            ceiling = min(ceiling, volume - options.headroom)
+        }
+        return max(ceiling, 0)
     }
 
     private func download(_ queued: QueuedDownload) async {
@@ -244,8 +262,8 @@ actor DownloadRunner {
         setStatus(.downloading(assetId: assetId))
         broadcaster.emit(.downloadStarted(assetId: assetId))
         let started = ContinuousClock.now
-        let completedBytes = (try? local.assets().reduce(0) { $0 + $1.size }) ?? 0
-        let budget = StorageBudget(storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes))
+        let completedBytes = completedSize()
+        let budget = StorageBudget(storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes), ceiling: storageCeiling())
         let progress = ProgressReporter(assetId: assetId, local: local, broadcaster: broadcaster)
         tasks.withLock { $0.progress = progress }
         noteUnflushed(assetId)
@@ -309,7 +327,7 @@ actor DownloadRunner {
         erroredThisPass.remove(asset.assetId)
         let seconds = elapsed.seconds
         _ = try? eventLogger.log(.downloadComplete(
-            assetId: asset.assetId, bitrate: seconds > 0 ? Int64(Double(asset.size * 8) / seconds) : nil, durationSeconds: seconds))
+            assetId: asset.assetId, bitrate: seconds > 0 ? Int64(nonNegative: Double(asset.size) * 8 / seconds) : nil, durationSeconds: seconds))
         if let mismatch = asset.request?.sizeMismatch(completedSize: asset.size) {
             _ = try? eventLogger.log(.downloadWarning(assetId: asset.assetId, code: "sizeMismatch", message: mismatch))
             broadcaster.emit(.downloadWarning(assetId: asset.assetId, message: mismatch))
@@ -321,7 +339,7 @@ actor DownloadRunner {
 
     func failed(_ assetId: String, _ failure: DownloadFailure, forGood: Bool = false) {
         let updated = try? local.recordFailure(assetId: assetId) { download in
-            download.errorCount += 1
+            download.errorCount = download.errorCount.addingClamped(1)
             download.lastFailure = failure
             download.failed = forGood || failure.isFatal || download.errorCount >= Self.maxErrorPasses
         }

@@ -33,10 +33,13 @@ struct FileFetcher: Sendable {
     let client: HTTPClient
     /// Whether a complete file is flushed to disk before its rename (`DownloadOptions.flushesFiles`).
     var flushes = true
+    /// The slowest an answer's body may arrive (`DownloadOptions.minimumTransferRate`).
+    var minimumRate = TransferRate.default
     /// Files expected to be at least this large (or of unknown size) have their resume
     /// information written before their first byte, so that even a killed app resumes them.
     static let resumeInfoUpFrontBytes: Int64 = 4 << 20
-    /// How long an answer's head may take, connecting included.
+    /// How long an answer's head may take, connecting included. The body is held to
+    /// `minimumRate`, and the client's read timeout ends a silence.
     static let headTimeout = TimeAmount.seconds(60)
 
     /// How far one file is.
@@ -124,7 +127,7 @@ struct FileFetcher: Sendable {
 
         var outgoing = HTTPClientRequest(url: request.url.absoluteString)
         let wanted = Self.range(for: request.byteRange, have: have)
-        if let wanted { outgoing.headers.add(name: "Range", value: "bytes=\(wanted.start)-\(wanted.end.map(String.init) ?? "")") }
+        if let wanted { outgoing.headers.add(name: "Range", value: ContentRange.request(from: wanted.start, through: wanted.end)) }
         if have > 0, let validator = info?.validator { outgoing.headers.add(name: "If-Range", value: validator) }
 
         let response: HTTPClientResponse
@@ -150,18 +153,21 @@ struct FileFetcher: Sendable {
         var skip: Int64 = 0
         var expected: Int64?
         if status == 206 {
-            guard let wanted, let contentRange = Self.contentRange(response.headers), contentRange.start == wanted.start else {
+            // Exactly the range asked for: what the answer holds is then the bytes still missing.
+            guard let wanted, let contentRange = response.headers.first(name: "content-range").flatMap(ContentRange.init),
+                contentRange.first == wanted.start, contentRange.last == wanted.end ?? contentRange.complete.map({ $0 - 1 }) ?? contentRange.last
+            else {
                 throw DownloadFailure(.protocolViolation, status: status, "\(request.url.absoluteString) answered a range that was not asked for.")
             }
-            if let known = info?.totalLength, let total = contentRange.total, known != total {
+            if let known = info?.totalLength, let total = contentRange.complete, known != total {
                 throw DownloadFailure(.sizeChanged, status: status, "\(request.url.absoluteString) changed size from \(known) to \(total) bytes during the download.")
             }
-            if info == nil { info = PartialInfo(validator: Self.validator(response.headers), totalLength: contentRange.total) }
-            expected = request.byteRange.map { Int64($0.length) - have } ?? contentRange.total.map { $0 - have }
+            if info == nil { info = PartialInfo(validator: Self.validator(response.headers), totalLength: contentRange.complete) }
+            expected = contentRange.length
         } else {
             // The whole file: the origin ignored the range or the file changed. Start over.
             have = 0
-            let length = response.headers.first(name: "content-length").flatMap(Int64.init)
+            let length = response.headers.first(name: "content-length").flatMap { Int64(httpDecimal: $0) }
             info = PartialInfo(validator: Self.validator(response.headers), totalLength: length)
             if let byteRange = request.byteRange {
                 skip = Int64(byteRange.offset)
@@ -171,10 +177,17 @@ struct FileFetcher: Sendable {
             }
         }
 
-        if let expected, let budget, !budget.canCover(expected) {
-            throw Self.noSpace(request, expected)
+        if let expected, let budget {
+            // More than the storage rules could ever allow is the asset's error, not a reason to
+            // hold the queue until there is room (there never will be).
+            guard expected <= budget.ceiling else {
+                throw DownloadFailure(.origin, status: status, "\(request.url.absoluteString) declares \(have.addingClamped(expected)) bytes, more than the storage rules could ever hold (\(budget.ceiling)).")
+            }
+            guard budget.canCover(expected) else { throw Self.noSpace(request, expected) }
         }
-        progress(Progress(bytes: have, total: expected.map { have + $0 }))
+        // Below the ceiling (at most Int64.max) whatever the answer said; unchecked only without a budget.
+        let total = expected.map { have.addingClamped($0) }
+        progress(Progress(bytes: have, total: total))
 
         // What resuming needs is on disk before the first byte when the file is large; a small
         // file's is written only if its fetch stops short, so that a segment costs no extra file
@@ -200,6 +213,7 @@ struct FileFetcher: Sendable {
 
         var written: Int64 = 0
         var finished = false
+        var rate = minimumRate.watch()
         defer {
             if !finished { try? handle.close() }
             if !infoStored, !finished, written > 0 {
@@ -229,7 +243,10 @@ struct FileFetcher: Sendable {
                     throw Self.storageFailure(error, destination)
                 }
                 written += Int64(bytes.readableBytes)
-                progress(Progress(bytes: have + written, total: expected.map { have + $0 }))
+                if let slow = rate.add(bytes.readableBytes) {
+                    throw DownloadFailure(.network, "\(request.url.absoluteString) sent \(slow.bytes) bytes in \(slow.seconds) s, slower than the \(minimumRate.bytesPerSecond) bytes/s a download needs; after \(have + written) bytes.")
+                }
+                progress(Progress(bytes: have + written, total: total))
             }
         } catch let failure as DownloadFailure {
             throw failure
@@ -242,7 +259,7 @@ struct FileFetcher: Sendable {
             throw DownloadFailure(.network, "The download of \(request.url.absoluteString) was cancelled after \(have + written) bytes.")
         }
         if let expected, written < expected {
-            throw DownloadFailure(.network, "The download of \(request.url.absoluteString) ended after \(have + written) of \(have + expected) bytes.")
+            throw DownloadFailure(.network, "The download of \(request.url.absoluteString) ended after \(have + written) of \(total ?? expected) bytes.")
         }
         finished = true
         return Fetched(size: have + written, partial: (handle, partial, infoStored ? infoURL : nil), destination: destination)
@@ -254,14 +271,6 @@ struct FileFetcher: Sendable {
             return (Int64(byteRange.offset) + have, Int64(byteRange.offset) + Int64(byteRange.length) - 1)
         }
         return have > 0 ? (have, nil) : nil
-    }
-
-    /// `Content-Range: bytes a-b/total` (total may be `*`).
-    private static func contentRange(_ headers: HTTPHeaders) -> (start: Int64, total: Int64?)? {
-        guard let value = headers.first(name: "content-range"), value.hasPrefix("bytes ") else { return nil }
-        let parts = value.dropFirst("bytes ".count).split(separator: "/")
-        guard parts.count == 2, let start = parts[0].split(separator: "-").first.flatMap({ Int64($0) }) else { return nil }
-        return (start, Int64(parts[1]))
     }
 
     /// A strong `ETag`, else `Last-Modified`: what `If-Range` may carry (RFC 9110 §13.1.5).
@@ -284,9 +293,13 @@ struct FileFetcher: Sendable {
 /// what is on disk and the volume's free space; every write takes from it first.
 final class StorageBudget: Sendable {
     private let remaining: Mutex<Int64>
+    /// The most the rules could ever leave this asset (`maxStorage`, the volume's size less
+    /// `headroom`), however much is deleted: a file declared larger cannot be downloaded.
+    let ceiling: Int64
 
-    init(_ bytes: Int64) {
+    init(_ bytes: Int64, ceiling: Int64 = .max) {
         remaining = Mutex(bytes)
+        self.ceiling = ceiling
     }
 
     var available: Int64 { remaining.withLock { $0 } }

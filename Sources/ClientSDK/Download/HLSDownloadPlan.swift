@@ -74,10 +74,13 @@ struct HLSDownloadPlan: Sendable {
         var renditions: [(HLSMasterPlaylist.Rendition, String?)]
     }
 
-    /// Builds the plan from the originals in `directory`; throws `.playlist` when they are
-    /// missing or unusable (the asset must be queued again).
-    static func make(request: DownloadRequest, directory: URL) throws(DownloadFailure) -> HLSDownloadPlan {
-        let assetPlaylist = try read(directory.appendingPathComponent(originalAsset), url: request.url)
+    /// Builds the plan from the originals in `directory`; nil when one is missing (not fetched
+    /// yet); throws `.playlist` when they are unusable, `maxSegments` in all included.
+    static func make(request: DownloadRequest, directory: URL, maxSegments: Int) throws(DownloadFailure) -> HLSDownloadPlan? {
+        var segmentsLeft = maxSegments
+        guard let assetPlaylist = try read(directory.appendingPathComponent(originalAsset), url: request.url, maxSegments: segmentsLeft) else {
+            return nil
+        }
         let (master, streams) = streams(of: assetPlaylist, request: request)
         var files: [DownloadFile] = []
         var playlists: [(String, String)] = []
@@ -88,17 +91,22 @@ struct HLSDownloadPlan: Sendable {
             if master == nil, case .media(let own) = assetPlaylist {
                 media = own
             } else {
-                guard case .media(let parsed) = try read(directory.appendingPathComponent(stream.original), url: stream.url) else {
+                guard let read = try read(directory.appendingPathComponent(stream.original), url: stream.url, maxSegments: segmentsLeft) else {
+                    return nil
+                }
+                guard case .media(let parsed) = read else {
                     throw DownloadFailure(.playlist, "\(stream.url.absoluteString) is a master playlist where a media playlist belongs.")
                 }
                 media = parsed
             }
+            segmentsLeft -= media.segments.count
             guard media.isComplete else { throw liveFailure(stream.url) }
             let perSecond = stream.bandwidth.map { Double($0) / 8 }
             if stream.bandwidth == nil, stream.name == "video" { estimate = nil }
             let local = localMedia(media, stream: stream, keyPaths: &keyPaths, files: &files, bytesPerSecond: perSecond)
             playlists.append((master == nil ? indexPlaylist : "\(stream.name).m3u8", local))
-            if let perSecond, let sum = estimate { estimate = sum + Int64(perSecond * media.duration) }
+            // BANDWIDTH is the playlist's: the product may not fit, and then there is no estimate.
+            if let perSecond, let sum = estimate { estimate = Int64(nonNegative: perSecond * media.duration).map(sum.addingClamped) }
         }
         if let master { playlists.append((indexPlaylist, localMaster(master))) }
         return HLSDownloadPlan(files: files, playlists: playlists, estimatedBytes: estimate)
@@ -108,15 +116,11 @@ struct HLSDownloadPlan: Sendable {
         DownloadFailure(.playlist, "\(url.absoluteString) is a live playlist (no #EXT-X-ENDLIST); only VOD can be downloaded.")
     }
 
-    private static func read(_ file: URL, url: URL) throws(DownloadFailure) -> HLSPlaylist {
-        let data: Data
+    /// Nil when the file is not there.
+    private static func read(_ file: URL, url: URL, maxSegments: Int) throws(DownloadFailure) -> HLSPlaylist? {
+        guard let data = try? Data(contentsOf: file) else { return nil }
         do {
-            data = try Data(contentsOf: file)
-        } catch {
-            throw DownloadFailure(.playlist, "The playlist fetched from \(url.absoluteString) is missing on the device; queue the asset again.")
-        }
-        do {
-            return try HLSPlaylist.parse(data, url: url)
+            return try HLSPlaylist.parse(data, url: url, maxSegments: maxSegments)
         } catch {
             throw DownloadFailure(.playlist, "\(url.absoluteString): \(error)")
         }
@@ -151,7 +155,7 @@ struct HLSDownloadPlan: Sendable {
             let path = "\(stream.name)/\(index).\(fileExtension(segment.url, default: "ts"))"
             files.append(DownloadFile(
                 url: segment.url, byteRange: segment.byteRange, relativePath: path, isMedia: true,
-                estimatedBytes: bytesPerSecond.map { Int64($0 * segment.duration) }))
+                estimatedBytes: bytesPerSecond.flatMap { Int64(nonNegative: $0 * segment.duration) }))
             lines.append("#EXTINF:\(segment.duration),")
             lines.append(path)
         }

@@ -11,25 +11,48 @@ enum HLSPlaylist: Equatable, Sendable {
     /// Largest playlist read, in bytes: a VOD playlist of many hours is a few megabytes.
     static let maxBytes = 16 << 20
 
-    /// Parses `data` fetched from `url`.
-    static func parse(_ data: Data, url: URL) throws(HLSPlaylistError) -> HLSPlaylist {
+    /// Parses `data` fetched from `url`. A media playlist of more than `maxSegments` segments is
+    /// refused as soon as the parser reaches the one too many, so that the segments a hostile
+    /// playlist lists bound the memory it takes. Lines are read in place, never copied out.
+    static func parse(_ data: Data, url: URL, maxSegments: Int = .max) throws(HLSPlaylistError) -> HLSPlaylist {
         guard data.count <= maxBytes else { throw .tooLarge(maxBytes) }
         guard let text = String(data: data, encoding: .utf8) else { throw .notAPlaylist("it is not UTF-8 text") }
-        var lines = text.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline)
-            .map { $0.trimmingCharacters(in: .whitespaces) }
-            .filter { !$0.isEmpty }[...]
-        guard lines.first.map({ $0.hasPrefix("\u{FEFF}") ? String($0.dropFirst()) : $0 }) == "#EXTM3U" else {
+        var lines = PlaylistLines(text)
+        guard lines.next().map({ $0.hasPrefix("\u{FEFF}") ? $0.dropFirst() : $0 }) == "#EXTM3U" else {
             throw .notAPlaylist("it does not begin with #EXTM3U")
         }
-        lines = lines.dropFirst()
         // Tags that appear only in master playlists.
-        let isMaster = lines.contains { $0.hasPrefix("#EXT-X-STREAM-INF:") || $0.hasPrefix("#EXT-X-MEDIA:") }
-        let isMedia = lines.contains { $0.hasPrefix("#EXTINF") }
+        var isMaster = false
+        var isMedia = false
+        for line in lines where line.hasPrefix("#EXT") {
+            if line.hasPrefix("#EXT-X-STREAM-INF:") || line.hasPrefix("#EXT-X-MEDIA:") { isMaster = true }
+            if line.hasPrefix("#EXTINF") { isMedia = true }
+            if isMaster && isMedia { break }
+        }
         switch (isMaster, isMedia) {
         case (true, true): throw .malformed(line: nil, "it has both variant streams and media segments")
         case (true, false): return .master(try HLSMasterPlaylist(lines: lines, url: url))
-        case (false, _): return .media(try HLSMediaPlaylist(lines: lines, url: url))
+        case (false, _): return .media(try HLSMediaPlaylist(lines: lines, url: url, maxSegments: maxSegments))
         }
+    }
+}
+
+/// The non-empty lines of a playlist, trimmed of white space, as slices of its text. Lines end
+/// at LF or CR (RFC 8216 §4.1: LF or CRLF), found in the UTF-8 bytes.
+struct PlaylistLines: Sequence, IteratorProtocol {
+    private var rest: Substring
+
+    init(_ text: String) { rest = text[...] }
+
+    mutating func next() -> Substring? {
+        while !rest.isEmpty {
+            let end = rest.utf8.firstIndex { $0 == 0x0A || $0 == 0x0D } ?? rest.endIndex
+            let line = rest[..<end]
+            rest = end == rest.endIndex ? rest[end...] : rest[rest.utf8.index(after: end)...]
+            let trimmed = line.drop(while: \.isWhitespace)
+            if let last = trimmed.lastIndex(where: { !$0.isWhitespace }) { return trimmed[...last] }
+        }
+        return nil
     }
 }
 
@@ -39,7 +62,11 @@ enum HLSPlaylistError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Not a playlist at all, e.g. an HTML page from a captive portal.
     case notAPlaylist(String)
     case malformed(line: String?, String)
+
+    static func malformed(line: Substring, _ why: String) -> HLSPlaylistError { .malformed(line: String(line.prefix(120)), why) }
     case tooLarge(Int)
+    /// More segments than the asset's budget allows (`DownloadOptions.maxSegmentsPerAsset`).
+    case tooManySegments(Int)
 
     var description: String {
         switch self {
@@ -47,6 +74,7 @@ enum HLSPlaylistError: Error, Equatable, Sendable, CustomStringConvertible {
         case .malformed(let line?, let why): "Malformed HLS playlist: \(why) (at \"\(line.prefix(120))\")."
         case .malformed(nil, let why): "Malformed HLS playlist: \(why)."
         case .tooLarge(let limit): "The HLS playlist is larger than \(limit) bytes."
+        case .tooManySegments(let limit): "The asset's HLS playlists list more than \(limit) segments."
         }
     }
 }
@@ -79,10 +107,10 @@ struct HLSMasterPlaylist: Equatable, Sendable {
     var variants: [Variant]
     var renditions: [Rendition]
 
-    fileprivate init(lines: ArraySlice<String>, url: URL) throws(HLSPlaylistError) {
+    fileprivate init(lines: PlaylistLines, url: URL) throws(HLSPlaylistError) {
         var variants: [Variant] = []
         var renditions: [Rendition] = []
-        var pending: (line: String, attributes: HLSAttributes)?
+        var pending: (line: Substring, attributes: HLSAttributes)?
         for line in lines {
             if line.hasPrefix("#EXT-X-STREAM-INF:") {
                 guard pending == nil else { throw .malformed(line: line, "a variant stream has no URI") }
@@ -106,7 +134,7 @@ struct HLSMasterPlaylist: Equatable, Sendable {
                     throw .malformed(line: streamLine, "a variant stream has no BANDWIDTH")
                 }
                 variants.append(Variant(
-                    url: try resolve(line, against: url, line: line), bandwidth: bandwidth,
+                    url: try resolve(String(line), against: url, line: line), bandwidth: bandwidth,
                     averageBandwidth: try attributes.integer("AVERAGE-BANDWIDTH", line: streamLine),
                     codecs: attributes.string("CODECS"), resolution: attributes.string("RESOLUTION"),
                     audioGroup: attributes.string("AUDIO"), subtitlesGroup: attributes.string("SUBTITLES")))
@@ -197,7 +225,7 @@ struct HLSMediaPlaylist: Equatable, Sendable {
     /// The playlist's total duration, in seconds.
     var duration: Double { segments.reduce(0) { $0 + $1.duration } }
 
-    fileprivate init(lines: ArraySlice<String>, url: URL) throws(HLSPlaylistError) {
+    fileprivate init(lines: PlaylistLines, url: URL, maxSegments: Int) throws(HLSPlaylistError) {
         var targetDuration: Int?
         var mediaSequence = 0
         var segments: [Segment] = []
@@ -221,7 +249,7 @@ struct HLSMediaPlaylist: Equatable, Sendable {
             } else if line.hasPrefix("#EXT-X-MEDIA-SEQUENCE:") {
                 mediaSequence = try Self.integer(line, after: "#EXT-X-MEDIA-SEQUENCE:")
             } else if line.hasPrefix("#EXT-X-BYTERANGE:") {
-                byteRange = try Self.byteRange(String(line.dropFirst("#EXT-X-BYTERANGE:".count)), line: line)
+                byteRange = try Self.byteRange(line.dropFirst("#EXT-X-BYTERANGE:".count), line: line)
             } else if line.hasPrefix("#EXT-X-KEY:") {
                 key = try Self.key(line, url: url)
             } else if line.hasPrefix("#EXT-X-MAP:") {
@@ -237,7 +265,12 @@ struct HLSMediaPlaylist: Equatable, Sendable {
                 continue
             } else {
                 guard let segmentDuration = duration else { throw .malformed(line: line, "a URI without #EXTINF") }
-                let segmentURL = try resolve(line, against: url, line: line)
+                guard segments.count < maxSegments else { throw .tooManySegments(maxSegments) }
+                // Checked, as every number from the playlist: a sequence near Int.max must
+                // fail the playlist, not trap.
+                let (sequence, overflow) = mediaSequence.addingReportingOverflow(segments.count)
+                guard !overflow else { throw .malformed(line: line, "media sequence numbers past 2^63") }
+                let segmentURL = try resolve(String(line), against: url, line: line)
                 var range: ByteRange?
                 if let byteRange {
                     let offset: Int
@@ -248,14 +281,18 @@ struct HLSMediaPlaylist: Equatable, Sendable {
                     } else {
                         throw .malformed(line: line, "a byte range without offset that does not follow one in the same file")
                     }
+                    // An implicit offset continues the previous range: where it ends must still be
+                    // an offset (the explicit form is checked as it is read).
+                    let (end, overflow) = offset.addingReportingOverflow(byteRange.length)
+                    guard !overflow else { throw .malformed(line: line, "a byte range that ends past what a 64-bit offset can address") }
                     range = ByteRange(length: byteRange.length, offset: offset)
-                    previousRangeEnd = (segmentURL, offset + byteRange.length)
+                    previousRangeEnd = (segmentURL, end)
                 } else {
                     previousRangeEnd = nil
                 }
                 segments.append(Segment(
                     url: segmentURL, duration: segmentDuration, byteRange: range, key: key, initSection: initSection,
-                    sequence: mediaSequence + segments.count))
+                    sequence: sequence))
                 duration = nil
                 byteRange = nil
             }
@@ -268,27 +305,27 @@ struct HLSMediaPlaylist: Equatable, Sendable {
         self.isComplete = isComplete
     }
 
-    private static func integer(_ line: String, after tag: String) throws(HLSPlaylistError) -> Int {
-        guard let value = Int(line.dropFirst(tag.count)), value >= 0 else {
+    private static func integer(_ line: Substring, after tag: String) throws(HLSPlaylistError) -> Int {
+        guard let value = Int(decimalInteger: line.dropFirst(tag.count)) else {
             throw .malformed(line: line, "\(tag.dropLast()) is not a non-negative integer")
         }
         return value
     }
 
     /// `n[@o]`, both decimal integers, the range inside what a 64-bit offset can address.
-    private static func byteRange(_ value: String, line: String) throws(HLSPlaylistError) -> (length: Int, offset: Int?) {
+    private static func byteRange(_ value: some StringProtocol, line: Substring) throws(HLSPlaylistError) -> (length: Int, offset: Int?) {
         let parts = value.split(separator: "@", omittingEmptySubsequences: false)
-        guard (1...2).contains(parts.count), let length = Int(parts[0]), length > 0 else {
+        guard (1...2).contains(parts.count), let length = Int(decimalInteger: parts[0]), length > 0 else {
             throw .malformed(line: line, "a byte range that is not length[@offset]")
         }
         guard parts.count == 2 else { return (length, nil) }
-        guard let offset = Int(parts[1]), offset >= 0, offset <= Int.max - length else {
+        guard let offset = Int(decimalInteger: parts[1]), offset <= Int.max - length else {
             throw .malformed(line: line, "a byte range offset that is not a non-negative integer")
         }
         return (length, offset)
     }
 
-    private static func key(_ line: String, url: URL) throws(HLSPlaylistError) -> Key? {
+    private static func key(_ line: Substring, url: URL) throws(HLSPlaylistError) -> Key? {
         let attributes = try HLSAttributes(line, after: "#EXT-X-KEY:")
         let method: Key.Method = switch attributes.string("METHOD") {
         case "NONE": .none
@@ -314,8 +351,8 @@ struct HLSMediaPlaylist: Equatable, Sendable {
 struct HLSAttributes: Sendable {
     private var values: [String: String] = [:]
 
-    init(_ line: String, after tag: String) throws(HLSPlaylistError) {
-        var rest = Substring(line.dropFirst(tag.count))
+    init(_ line: Substring, after tag: String) throws(HLSPlaylistError) {
+        var rest = line.dropFirst(tag.count)
         while !rest.isEmpty {
             guard let equals = rest.firstIndex(of: "=") else { throw .malformed(line: line, "an attribute without a value") }
             let name = rest[..<equals].trimmingCharacters(in: .whitespaces)
@@ -347,15 +384,15 @@ struct HLSAttributes: Sendable {
 
     func string(_ name: String) -> String? { values[name] }
 
-    func integer(_ name: String, line: String) throws(HLSPlaylistError) -> Int? {
+    func integer(_ name: String, line: Substring) throws(HLSPlaylistError) -> Int? {
         guard let value = values[name] else { return nil }
-        guard let number = Int(value), number >= 0 else { throw .malformed(line: line, "\(name) is not a non-negative integer") }
+        guard let number = Int(decimalInteger: value) else { throw .malformed(line: line, "\(name) is not a non-negative integer") }
         return number
     }
 }
 
 /// A playlist URI, relative to the playlist or absolute; only http(s) is downloaded.
-private func resolve(_ uri: String, against base: URL, line: String) throws(HLSPlaylistError) -> URL {
+private func resolve(_ uri: String, against base: URL, line: Substring) throws(HLSPlaylistError) -> URL {
     guard let url = URL(string: uri, relativeTo: base)?.absoluteURL, let scheme = url.scheme?.lowercased(),
         scheme == "http" || scheme == "https", url.host != nil
     else {

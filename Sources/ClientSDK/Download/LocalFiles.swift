@@ -33,6 +33,15 @@ enum LocalFiles {
         }
     }
 
+    /// The size of the volume holding `url`, used or not.
+    static func volumeBytes(on url: URL) -> Int64? {
+        url.withUnsafeFileSystemRepresentation { path in
+            var volume = statvfs()
+            guard let path, statvfs(path, &volume) == 0 else { return nil }
+            return Int64(clamping: volume.f_blocks).multipliedClamped(by: Int64(clamping: volume.f_frsize))
+        }
+    }
+
     /// Opens `url` for writing, creating it (and, when missing, its directory: once per
     /// directory, not per file) and emptying it when `truncating`. (`FileManager.createFile`
     /// writes a temporary file, flushes it and renames it: a second flush per file.)

@@ -158,7 +158,8 @@ actor EventUploader {
                         guard await uploadNow() else { return }
                         continue
                     }
-                    wait = .milliseconds(Int64((maxAge - age) * 1000) + 1)
+                    // `age` comes from a date in the SDK database: held to a day either way.
+                    wait = .milliseconds((Int64(nonNegative: min(maxAge - age, 86_400) * 1000) ?? 0) + 1)
                 }
                 // Otherwise nothing is queued, or there is no device to send it as yet: the sync
                 // that registers asks for an upload.

@@ -158,7 +158,7 @@ final class RightsKeeper: Sendable {
             if let next, let now = clock.now().date {
                 // A little after the instant, so that the window has ended by then.
                 let until = max(next.timeIntervalSince(now), 0) + 0.01
-                delay = min(delay, .milliseconds(Int64(min(until, 86_400) * 1000)))
+                delay = min(delay, .milliseconds(Int64(nonNegative: min(until, 86_400) * 1000) ?? 86_400_000))
             }
             _ = await wake.wait(upTo: delay)
         }
