@@ -8,7 +8,7 @@ swift build -c release --product backplane >/dev/null 2>&1 || swift build -c rel
 work=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; if declare -F stop_postgres >/dev/null; then stop_postgres; fi' EXIT
 # Rate limits off: a benchmark sends one device's requests far faster than any device would.
-${SERVE_ENV:-} .build/release/backplane serve --port 0 --data-dir "$work/data" --log-level warning --device-rate-limit 0 \
+${SERVE_ENV:-} .build/release/backplane serve --port 0 --data-dir "$work/data" --log-level warning --device-rate-limit 0 --registration-rate-limit 0 --user-registration-rate-limit 0 \
     ${SERVE_ARGS:-} >"$work/server.log" 2>&1 &
 server=$!
 for _ in $(seq 100); do grep -q "backplane: listening on" "$work/server.log" && break; sleep 0.1; done

@@ -132,7 +132,8 @@ public func buildRouter(
     // Who may call what is decided here, once: each group proves its caller, and its handlers
     // run in a context where that caller is not optional.
     let callers = CallerGroups(router: router, services: services, deviceLimiter: limiters.device)
-    let devices = DevicesController(devices: services.devices, sync: services.sync)
+    let devices = DevicesController(
+        devices: services.devices, sync: services.sync, registrationLimits: RegistrationLimiters(rateLimits, metrics: services.metrics))
     devices.addRegistration(to: callers.signedByAppKey("v1/devices/register"))
     let signedByDevice = callers.signedByDevice("v1")
     devices.addRoutes(to: signedByDevice)

@@ -58,6 +58,22 @@ struct Serve: AsyncParsableCommand {
         "true: the client address is the last X-Forwarded-For entry (only behind a proxy that sets it)", option: "trust-forwarded-for",
         default: Defaults.rateLimits.addressFromForwardedFor))
     var trustForwardedFor: Bool?
+    @Option(help: Environment.help(
+        "Registrations per second per client address; 0 turns it off", option: "registration-rate-limit",
+        default: Defaults.rateLimits.registrationAddressRate))
+    var registrationRateLimit: Double?
+    @Option(help: Environment.help(
+        "Registrations an address may make at once before its rate applies", option: "registration-rate-burst",
+        default: Defaults.rateLimits.registrationAddressBurst))
+    var registrationRateBurst: Double?
+    @Option(help: Environment.help(
+        "Registrations per second per user of an application; 0 turns it off", option: "user-registration-rate-limit",
+        default: Defaults.rateLimits.registrationUserRate))
+    var userRegistrationRateLimit: Double?
+    @Option(help: Environment.help(
+        "Registrations a user may make at once before its rate applies", option: "user-registration-rate-burst",
+        default: Defaults.rateLimits.registrationUserBurst))
+    var userRegistrationRateBurst: Double?
 
     /// Runs before anything touches the data directory: a bad option creates nothing. Fills every
     /// option from its flag, its environment variable or its default, then checks its range.
@@ -78,6 +94,14 @@ struct Serve: AsyncParsableCommand {
         addressRateLimit = try Environment.resolve(addressRateLimit, option: "address-rate-limit", default: Defaults.rateLimits.addressRate)
         addressRateBurst = try Environment.resolve(addressRateBurst, option: "address-rate-burst", default: Defaults.rateLimits.addressBurst)
         trustForwardedFor = try Environment.resolve(trustForwardedFor, option: "trust-forwarded-for", default: Defaults.rateLimits.addressFromForwardedFor)
+        registrationRateLimit = try Environment.resolve(
+            registrationRateLimit, option: "registration-rate-limit", default: Defaults.rateLimits.registrationAddressRate)
+        registrationRateBurst = try Environment.resolve(
+            registrationRateBurst, option: "registration-rate-burst", default: Defaults.rateLimits.registrationAddressBurst)
+        userRegistrationRateLimit = try Environment.resolve(
+            userRegistrationRateLimit, option: "user-registration-rate-limit", default: Defaults.rateLimits.registrationUserRate)
+        userRegistrationRateBurst = try Environment.resolve(
+            userRegistrationRateBurst, option: "user-registration-rate-burst", default: Defaults.rateLimits.registrationUserBurst)
 
         guard Logger.Level(rawValue: logLevel!) != nil else { throw ValidationError("--log-level: unknown level '\(logLevel!)'.") }
         guard ["text", "json"].contains(logFormat!) else { throw ValidationError("--log-format must be text or json.") }
@@ -92,12 +116,18 @@ struct Serve: AsyncParsableCommand {
         guard (1...3600).contains(requestHeadTimeoutSeconds!) else { throw ValidationError("--request-head-timeout-seconds must be 1 to 3600.") }
         guard (1...3600).contains(requestBodyTimeoutSeconds!) else { throw ValidationError("--request-body-timeout-seconds must be 1 to 3600.") }
         guard (1...1_000_000).contains(maxConnections!) else { throw ValidationError("--max-connections must be 1 to 1000000.") }
-        for (value, name) in [(deviceRateLimit!, "device-rate-limit"), (addressRateLimit!, "address-rate-limit")] {
+        for (value, name) in [
+            (deviceRateLimit!, "device-rate-limit"), (addressRateLimit!, "address-rate-limit"),
+            (registrationRateLimit!, "registration-rate-limit"), (userRegistrationRateLimit!, "user-registration-rate-limit"),
+        ] {
             guard value.isFinite, value == 0 || (0.001...1_000_000).contains(value) else {
                 throw ValidationError("--\(name) must be 0 (off) or 0.001 to 1000000.")
             }
         }
-        for (value, name) in [(deviceRateBurst!, "device-rate-burst"), (addressRateBurst!, "address-rate-burst")] {
+        for (value, name) in [
+            (deviceRateBurst!, "device-rate-burst"), (addressRateBurst!, "address-rate-burst"),
+            (registrationRateBurst!, "registration-rate-burst"), (userRegistrationRateBurst!, "user-registration-rate-burst"),
+        ] {
             guard value.isFinite, (1...10_000_000).contains(value) else { throw ValidationError("--\(name) must be 1 to 10000000.") }
         }
     }
@@ -130,7 +160,9 @@ struct Serve: AsyncParsableCommand {
             metricsToken: metricsToken,
             rateLimits: RateLimits(
                 deviceRate: deviceRateLimit!, deviceBurst: deviceRateBurst!, addressRate: addressRateLimit!, addressBurst: addressRateBurst!,
-                addressFromForwardedFor: trustForwardedFor!))
+                addressFromForwardedFor: trustForwardedFor!, registrationAddressRate: registrationRateLimit!,
+                registrationAddressBurst: registrationRateBurst!, registrationUserRate: userRegistrationRateLimit!,
+                registrationUserBurst: userRegistrationRateBurst!))
         let (bound, boundPort) = AsyncStream.makeStream(of: Int.self)
         let app = buildApplication(configuration, services: services, logger: logger) { port in
             boundPort.yield(port)

@@ -92,6 +92,9 @@ public enum WireLimits {
     public static let maxBodyBytes = 1 << 20
     /// userId, deviceId, externalDeviceId, nickname.
     public static let maxIdentifierLength = 128
+    /// Registered devices one user of an application may have (download-enabled or not);
+    /// registering one more is 409 `conflict` until one is unregistered.
+    public static let maxRegisteredDevicesPerUser = 1_000
     /// platform, model, and the version strings.
     public static let maxShortTextLength = 64
     /// A push token.

@@ -28,7 +28,10 @@ struct PostgresNodeTests {
     }
 
     static func start(_ binary: URL, databaseURL: String) async throws -> (Node, output: String) {
-        let process = try ChildProcess(binary, ["serve", "--port", "0", "--database-url", databaseURL])
+        // Registration limits off: the device-limit test registers 256 devices of one user at once.
+        let process = try ChildProcess(binary, [
+            "serve", "--port", "0", "--database-url", databaseURL, "--registration-rate-limit", "0", "--user-registration-rate-limit", "0",
+        ])
         let output = try await process.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
         return (Node(process: process, port: try #require(FirstRunOutput.port(in: output))), output)
     }

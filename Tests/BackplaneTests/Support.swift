@@ -39,7 +39,11 @@ struct Fixture {
     }
 
     func application() -> some ApplicationProtocol {
-        buildApplication(BackplaneConfiguration(port: 0, dataDirectory: directory, logLevel: .error), services: services)
+        // The server's limits but for registrations: suites register hundreds of devices at once
+        // (RegistrationAbuseTests tests those limits on a router of its own).
+        var limits = RateLimits()
+        (limits.registrationAddressRate, limits.registrationUserRate) = (0, 0)
+        return buildApplication(BackplaneConfiguration(port: 0, dataDirectory: directory, logLevel: .error, rateLimits: limits), services: services)
     }
 
     /// Runs `body` against the in-process router and removes the data directory afterwards.

@@ -60,8 +60,11 @@ final class InProcessBackplane: Sendable {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         // `stop()` cancels the server to make it vanish the way a crashed one does; Hummingbird logs
         // the cancelled connections at error level, which is expected here, so only critical logs show.
+        // Registration limits off: suites start thousands of engines against one server.
+        var limits = RateLimits()
+        (limits.registrationAddressRate, limits.registrationUserRate) = (0, 0)
         let app = buildApplication(
-            BackplaneConfiguration(port: port, dataDirectory: directory, logLevel: .critical), services: services,
+            BackplaneConfiguration(port: port, dataDirectory: directory, logLevel: .critical, rateLimits: limits), services: services,
             onServerRunning: { continuation.yield($0) })
         let task = Task { try await app.runService(gracefulShutdownSignals: []) }
         var iterator = ports.makeAsyncIterator()

@@ -11,7 +11,7 @@ command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 
 source benchmarks/serve.sh
 
 # The second server, on its own data directory, for the large database.
-.build/release/backplane serve --port 0 --data-dir "$work/large" --log-level warning --device-rate-limit 0 >"$work/large.log" 2>&1 &
+.build/release/backplane serve --port 0 --data-dir "$work/large" --log-level warning --device-rate-limit 0 --registration-rate-limit 0 --user-registration-rate-limit 0 >"$work/large.log" 2>&1 &
 large_server=$!
 trap 'kill "$server" "$large_server" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 100); do grep -q "backplane: listening on" "$work/large.log" && break; sleep 0.1; done

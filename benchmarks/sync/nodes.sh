@@ -13,7 +13,7 @@ command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 
 source benchmarks/postgres.sh
 SERVE_ARGS="${SERVE_ARGS:-} --database-url $database_url"
 source benchmarks/serve.sh
-.build/release/backplane serve --port 0 --data-dir "$work/data-b" --log-level warning --device-rate-limit 0 --database-url "$database_url" \
+.build/release/backplane serve --port 0 --data-dir "$work/data-b" --log-level warning --device-rate-limit 0 --registration-rate-limit 0 --user-registration-rate-limit 0 --database-url "$database_url" \
     >"$work/server-b.log" 2>&1 &
 server_b=$!
 trap 'kill "$server" "$server_b" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; stop_postgres' EXIT

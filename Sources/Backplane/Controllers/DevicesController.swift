@@ -8,6 +8,7 @@ import BackplaneWire
 struct DevicesController {
     let devices: DeviceService
     let sync: SyncService
+    let registrationLimits: RegistrationLimiters
 
     func addRegistration(to group: RouterGroup<RegistrationRequestContext>) {
         group.post(use: register)
@@ -45,6 +46,7 @@ struct DevicesController {
 
     @Sendable func register(_ request: Request, context: RegistrationRequestContext) async throws -> EditedResponse<RegisterDeviceResponse> {
         let body = try await request.decode(as: RegisterDeviceRequest.self, context: context)
+        try registrationLimits.check(request, peer: context.peerAddress, applicationId: context.applicationId, userId: body.userId)
         func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { request.headers[$0] } }
         let proof = RegistrationProof(
             signedBytes: Data(context.stringToSign.utf8), deviceSignature: header(RequestSigning.Header.deviceProof),

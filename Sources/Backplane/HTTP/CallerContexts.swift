@@ -17,6 +17,8 @@ struct RegistrationRequestContext: ChildRequestContext, WireCodingContext {
     let applicationId: String
     /// The verified string to sign, which the device proof signs too.
     let stringToSign: String
+    /// The connection's peer, for the registration limits.
+    let peerAddress: String?
 
     init(context: BackplaneRequestContext) throws {
         guard case .appKey(let applicationId, let stringToSign)? = context.identity else {
@@ -25,6 +27,7 @@ struct RegistrationRequestContext: ChildRequestContext, WireCodingContext {
         self.coreContext = context.coreContext
         self.applicationId = applicationId
         self.stringToSign = stringToSign
+        self.peerAddress = context.channel?.remoteAddress?.ipAddress
     }
 }
 

@@ -20,20 +20,36 @@ public struct RateLimits: Sendable, Equatable {
     /// Take the client address from the last entry of `X-Forwarded-For` (the one the proxy in
     /// front appended) rather than the connection's peer. Only behind a proxy that sets it.
     public var addressFromForwardedFor: Bool
+    /// Registrations per second from one client address; 0 turns it off. On by default: anyone
+    /// holding the app key (shipped in every copy of the app) can register, and each
+    /// registration writes a row. Generous enough for a carrier's NAT.
+    public var registrationAddressRate: Double
+    public var registrationAddressBurst: Double
+    /// Registrations per second for one user of an application; 0 turns it off. A person adds
+    /// a device now and then; a script adds hundreds a second.
+    public var registrationUserRate: Double
+    public var registrationUserBurst: Double
 
     public init(
         deviceRate: Double = 20, deviceBurst: Double = 200, addressRate: Double = 0, addressBurst: Double = 5000,
-        addressFromForwardedFor: Bool = false
+        addressFromForwardedFor: Bool = false, registrationAddressRate: Double = 1, registrationAddressBurst: Double = 60,
+        registrationUserRate: Double = 0.1, registrationUserBurst: Double = 30
     ) {
         self.deviceRate = deviceRate
         self.deviceBurst = deviceBurst
         self.addressRate = addressRate
         self.addressBurst = addressBurst
         self.addressFromForwardedFor = addressFromForwardedFor
+        self.registrationAddressRate = registrationAddressRate
+        self.registrationAddressBurst = registrationAddressBurst
+        self.registrationUserRate = registrationUserRate
+        self.registrationUserBurst = registrationUserBurst
     }
 
     /// No limits: for tests that make requests as fast as they can.
-    public static let off = RateLimits(deviceRate: 0, deviceBurst: 0, addressRate: 0, addressBurst: 0)
+    public static let off = RateLimits(
+        deviceRate: 0, deviceBurst: 0, addressRate: 0, addressBurst: 0, registrationAddressRate: 0, registrationAddressBurst: 0,
+        registrationUserRate: 0, registrationUserBurst: 0)
 }
 
 /// Token buckets by key. Memory stays bounded: buckets that have refilled are forgotten when the
@@ -114,11 +130,47 @@ struct AddressRateLimitMiddleware: RouterMiddleware {
     }
 
     private func clientAddress(_ request: Request, _ context: Context) -> String? {
+        Self.clientAddress(request, peer: context.channel?.remoteAddress?.ipAddress, fromForwardedFor: fromForwardedFor)
+    }
+
+    /// The client's address: the last `X-Forwarded-For` entry behind a trusted proxy, else the peer's.
+    static func clientAddress(_ request: Request, peer: String?, fromForwardedFor: Bool) -> String? {
         if fromForwardedFor, let forwarded = request.headers[values: .init("X-Forwarded-For")!].last {
             let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces)
             if let last, !last.isEmpty { return last }
         }
-        return context.channel?.remoteAddress?.ipAddress
+        return peer
+    }
+}
+
+/// The registration limits: per client address and per user, checked once the body names the
+/// user and before anything is written.
+struct RegistrationLimiters: Sendable {
+    let address: RateLimiter
+    let user: RateLimiter
+    let fromForwardedFor: Bool
+    let metrics: BackplaneMetrics
+
+    init(_ limits: RateLimits, metrics: BackplaneMetrics) {
+        address = RateLimiter(rate: limits.registrationAddressRate, burst: limits.registrationAddressBurst)
+        user = RateLimiter(rate: limits.registrationUserRate, burst: limits.registrationUserBurst)
+        fromForwardedFor = limits.addressFromForwardedFor
+        self.metrics = metrics
+    }
+
+    /// Throws 429 `rate_limited` (with `Retry-After`) when either limit is reached.
+    func check(_ request: Request, peer: String?, applicationId: String, userId: String) throws {
+        if let address = AddressRateLimitMiddleware.clientAddress(request, peer: peer, fromForwardedFor: fromForwardedFor),
+            let wait = self.address.take(address)
+        {
+            metrics.rateLimited(scope: "registration")
+            throw BackplaneError.rateLimited("registration address", retryAfter: wait)
+        }
+        // The two ids joined by a byte neither may hold, so that no pair reads as another.
+        if let wait = user.take("\(applicationId)\u{0}\(userId)") {
+            metrics.rateLimited(scope: "registration")
+            throw BackplaneError.rateLimited("registration user", retryAfter: wait)
+        }
     }
 }
 

@@ -21,6 +21,7 @@ public final class BackplaneMetrics: Sendable {
     let nonces: CoreMetrics.Meter
     private let rateLimitedDevices: CoreMetrics.Counter
     private let rateLimitedAddresses: CoreMetrics.Counter
+    private let rateLimitedRegistrations: CoreMetrics.Counter
     let readTransactions: CoreMetrics.Timer
     let writeTransactions: CoreMetrics.Timer
     private let commandTransitions: [CommandTransition: CoreMetrics.Counter]
@@ -63,6 +64,8 @@ public final class BackplaneMetrics: Sendable {
         nonces = CoreMetrics.Meter(label: "backplane_nonces", factory: factory)
         rateLimitedDevices = CoreMetrics.Counter(label: "backplane_rate_limited_total", dimensions: [("scope", "device")], factory: factory)
         rateLimitedAddresses = CoreMetrics.Counter(label: "backplane_rate_limited_total", dimensions: [("scope", "address")], factory: factory)
+        rateLimitedRegistrations = CoreMetrics.Counter(
+            label: "backplane_rate_limited_total", dimensions: [("scope", "registration")], factory: factory)
         readTransactions = CoreMetrics.Timer(label: "backplane_db_transaction_duration_seconds", dimensions: [("kind", "read")], factory: factory)
         writeTransactions = CoreMetrics.Timer(label: "backplane_db_transaction_duration_seconds", dimensions: [("kind", "write")], factory: factory)
         commandTransitions = Dictionary(uniqueKeysWithValues: CommandTransition.allCases.map {
@@ -78,9 +81,13 @@ public final class BackplaneMetrics: Sendable {
         if amount > 0 { commandTransitions[transition]?.increment(by: amount) }
     }
 
-    /// A request answered 429; `scope` is "device" or "address".
+    /// A request answered 429; `scope` is "device", "address" or "registration".
     func rateLimited(scope: String) {
-        (scope == "device" ? rateLimitedDevices : rateLimitedAddresses).increment()
+        switch scope {
+        case "device": rateLimitedDevices.increment()
+        case "registration": rateLimitedRegistrations.increment()
+        default: rateLimitedAddresses.increment()
+        }
     }
 
     func count(_ outcome: EventOutcome, _ amount: Int = 1) {

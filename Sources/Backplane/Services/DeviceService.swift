@@ -117,11 +117,13 @@ public struct DeviceService: Sendable {
                         details: ["deviceId": .string(request.deviceId)])
                 }
                 if outcome != .existing {
+                    try Self.checkRoomForAnotherDevice(state.limit, userId: request.userId)
                     device.userId = request.userId
                     device.downloadEnabled = hasRoom
                     device.unregisteredAt = nil
                 }
             } else {
+                try Self.checkRoomForAnotherDevice(state.limit, userId: request.userId)
                 outcome = .created
                 device = DeviceRecord(
                     applicationId: applicationId, deviceId: request.deviceId, userId: request.userId,
@@ -150,6 +152,16 @@ public struct DeviceService: Sendable {
             device: device.wire(includePushToken: true), outcome: decision.outcome,
             alreadyRegistered: decision.outcome == .existing, deviceLimitReached: decision.deviceLimitReached,
             deviceCredential: credential, settings: try await settings(applicationId), serverTime: now)
+    }
+
+    /// A user's registered devices are bounded, whatever the download limit: without the bound
+    /// one app key could add rows for a user without end.
+    private static func checkRoomForAnotherDevice(_ limit: DeviceLimitState, userId: String) throws {
+        let most = WireLimits.maxRegisteredDevicesPerUser
+        guard limit.otherRegisteredDevices >= most else { return }
+        throw BackplaneError(.conflict, .conflict,
+            "User '\(userId)' has \(limit.otherRegisteredDevices) registered devices, the most allowed (\(most)); unregister one first.",
+            details: ["registeredDevices": .int(Int64(limit.otherRegisteredDevices)), "limit": .int(Int64(most))])
     }
 
     /// Checks a device credential; the answer is the device (with its open commands, read in the

@@ -53,13 +53,24 @@ public final class WakeUpHub: WakeUpPublisher {
         self.metrics = metrics
     }
 
+    /// Channels one device may hold open on a node: a reconnecting SDK's new channel may
+    /// overlap its old one for a moment. A new channel past it closes the device's oldest, so
+    /// that one device (one credential) cannot take every connection slot of the node.
+    public static let maxChannelsPerDevice = 2
+
     public func register(_ channel: any WakeUpChannel, applicationId: String, deviceId: String) -> Registration {
         let key = Key(applicationId: applicationId, deviceId: deviceId)
-        let (id, open) = state.withLock { state in
+        let (id, open, displaced) = state.withLock { state -> (UInt64, Bool, [any WakeUpChannel]) in
             state.nextId += 1
             state.channels[key, default: [:]][state.nextId] = channel
-            return (state.nextId, state.open)
+            var displaced: [any WakeUpChannel] = []
+            // Ids grow with each registration: the smallest are the oldest.
+            while let channels = state.channels[key], channels.count > Self.maxChannelsPerDevice, let oldest = channels.keys.min() {
+                if let removed = state.channels[key]?.removeValue(forKey: oldest) { displaced.append(removed) }
+            }
+            return (state.nextId, state.open, displaced)
         }
+        for old in displaced { old.close() }
         // An upgrade that completes while the server stops: closed like the others.
         if !open { channel.close() }
         return Registration(key: key, id: id)

@@ -98,10 +98,12 @@ extension SQLiteStore {
         // record through `Decodable` was about a third of a registration's write in a profile.
         guard let settings = try String.fetchOne(db.cachedStatement(sql: "SELECT settings FROM applications WHERE id = ?"), arguments: [applicationId])
         else { throw StoreError.unknownApplication(applicationId) }
-        let enabled = try Int.fetchOne(db.cachedStatement(sql: """
-            SELECT COUNT(*) FROM devices
-            WHERE application_id = ? AND user_id = ? AND download_enabled AND unregistered_at IS NULL AND device_id <> ?
-            """), arguments: [applicationId, userId, deviceId]) ?? 0
-        return DeviceLimitState(settings: try StoredJSON.decode(ApplicationSettings.self, settings), otherEnabledDevices: enabled)
+        let counts = try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT COALESCE(SUM(download_enabled), 0), COUNT(*) FROM devices
+            WHERE application_id = ? AND user_id = ? AND unregistered_at IS NULL AND device_id <> ?
+            """), arguments: [applicationId, userId, deviceId])
+        return DeviceLimitState(
+            settings: try StoredJSON.decode(ApplicationSettings.self, settings), otherEnabledDevices: counts?[0] ?? 0,
+            otherRegisteredDevices: counts?[1] ?? 0)
     }
 }

@@ -168,6 +168,8 @@ public struct DeviceLimitState: Sendable {
     public var settings: ApplicationSettings
     /// Registered, download-enabled devices of the user in question, not counting the device itself.
     public var otherEnabledDevices: Int
+    /// Registered devices of the user, enabled or not, not counting the device itself.
+    public var otherRegisteredDevices: Int
 }
 
 public struct RegistrationState: Sendable {

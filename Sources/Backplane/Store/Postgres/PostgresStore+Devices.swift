@@ -149,14 +149,17 @@ extension PostgresStore {
         _ connection: PostgresConnection, applicationId: String, userId: String, excluding deviceId: String, logger: Logger
     ) async throws -> DeviceLimitState {
         let rows = try await connection.rows("""
-            SELECT a.settings::text,
-                   (SELECT COUNT(*) FROM devices
-                    WHERE application_id = a.id AND user_id = \(userId) AND download_enabled AND unregistered_at IS NULL
-                      AND device_id <> \(deviceId))
-            FROM applications a WHERE a.id = \(applicationId)
+            SELECT a.settings::text, COALESCE(d.enabled, 0), COALESCE(d.registered, 0)
+            FROM applications a
+            LEFT JOIN LATERAL (
+                SELECT COUNT(*) FILTER (WHERE download_enabled) AS enabled, COUNT(*) AS registered FROM devices
+                WHERE application_id = a.id AND user_id = \(userId) AND unregistered_at IS NULL AND device_id <> \(deviceId)
+            ) d ON TRUE
+            WHERE a.id = \(applicationId)
             """, logger: logger)
         guard let row = rows.first else { throw StoreError.unknownApplication(applicationId) }
-        let (settings, enabled) = try row.decode((String, Int).self)
-        return DeviceLimitState(settings: try StoredJSON.decode(ApplicationSettings.self, settings), otherEnabledDevices: enabled)
+        let (settings, enabled, registered) = try row.decode((String, Int, Int).self)
+        return DeviceLimitState(
+            settings: try StoredJSON.decode(ApplicationSettings.self, settings), otherEnabledDevices: enabled, otherRegisteredDevices: registered)
     }
 }
