@@ -296,11 +296,11 @@ final class LocalStore: Sendable {
     }
 
     static func item(_ row: Row) throws -> SubscriptionItem {
-        SubscriptionItem(
-            assetId: row["asset_id"], feedId: row["feed_id"],
-            metadata: try decoder.decode(EpisodeInput.self, from: row["metadata"] as Data),
-            state: SubscriptionItem.State(rawValue: row["state"]) ?? .queued,
-            viaSubscription: row["via_subscription"], addedAt: row["added_at"])
+        try SubscriptionItem(
+            assetId: row.decode(forColumn: "asset_id"), feedId: row.decode(forColumn: "feed_id"),
+            metadata: try decoder.decode(EpisodeInput.self, from: row.decode(Data.self, forColumn: "metadata")),
+            state: SubscriptionItem.State(rawValue: row.decode(forColumn: "state")) ?? .queued,
+            viaSubscription: row.decode(forColumn: "via_subscription"), addedAt: row.decode(forColumn: "added_at"))
     }
 
     // MARK: command outcomes
@@ -331,8 +331,10 @@ final class LocalStore: Sendable {
                 db, sql: "SELECT command_id, type, outcome, reason FROM command_outcomes WHERE acked_at IS NULL ORDER BY executed_at LIMIT ?",
                 arguments: [limit]
             ).compactMap { row in
-                guard let type = CommandType(rawValue: row["type"]), let outcome = CommandAck.Outcome(rawValue: row["outcome"]) else { return nil }
-                return Outcome(ack: CommandAck(commandId: row["command_id"], outcome: outcome, reason: row["reason"]), type: type)
+                guard let type = CommandType(rawValue: try row.decode(forColumn: "type")),
+                    let outcome = CommandAck.Outcome(rawValue: try row.decode(forColumn: "outcome"))
+                else { return nil }
+                return try Outcome(ack: CommandAck(commandId: row.decode(forColumn: "command_id"), outcome: outcome, reason: row.decode(forColumn: "reason")), type: type)
             }
         }
     }

@@ -87,3 +87,38 @@ import TestSupport
         await bench.stop()
     }
 }
+
+/// The SDK database is input too: a row someone edited (or a disk returned wrong) is an error
+/// of the call that reads it, never a crash of the app.
+@Suite struct TamperedDatabaseTests {
+    @Test func anEditedQueueRowIsAnErrorAndExtremeNumbersAreCarriedOn() async throws {
+        let dataDirectory = temporaryDirectory("sdk-tampered")
+        let server = try await InProcessBackplane.start()
+        let origin = try await TestOrigin.start()
+        origin.serve("/a.mp4", TestOrigin.content(10_000, seed: 1))
+        var bench = try await DownloadBench.start(dataDirectory: dataDirectory, server: server, origin: origin)
+        try await bench.engine.downloads.setEnabled(false)
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "a", url: origin.url("/a.mp4")))
+        await bench.engine.shutdown()
+
+        let path = dataDirectory.appendingPathComponent("backplane-sdk.sqlite").path
+        func edit(_ sql: String) async throws {
+            let database = try DatabaseQueue(path: path)
+            try await database.write { try $0.execute(sql: sql) }
+            try await database.close()
+        }
+        // Text where a count belongs: GRDB's subscripts stop the process on it.
+        try await edit("UPDATE downloads SET error_count = 'many'")
+        bench = try await DownloadBench.start(dataDirectory: dataDirectory, server: server, origin: origin)
+        await #expect(throws: BackplaneClientError.self) { try await bench.engine.downloads.queue() }
+        await bench.engine.shutdown()
+
+        // Numbers at Int64.max: the next position and the next error count do not overflow.
+        try await edit("UPDATE downloads SET error_count = 9223372036854775807, position = 9223372036854775807")
+        bench = try await DownloadBench.start(dataDirectory: dataDirectory, server: server, origin: origin)
+        origin.serve("/b.mp4", TestOrigin.content(10_000, seed: 2))
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "b", url: origin.url("/b.mp4")))
+        #expect(try await bench.engine.downloads.queue().map(\.assetId).sorted() == ["a", "b"])
+        await bench.stop()
+    }
+}

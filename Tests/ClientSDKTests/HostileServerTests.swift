@@ -2,6 +2,7 @@ import ClientSDK
 import Foundation
 import BackplaneWire
 import Testing
+import Synchronization
 import TestSupport
 
 /// A transport that answers every request with the same hostile bytes: what a broken proxy or a
@@ -46,5 +47,61 @@ struct ScriptedTransport: Transport {
         _ = try? await far.start()
         #expect(abs(far.serverNow.timeIntervalSinceNow) < 5)
         await far.shutdown()
+    }
+}
+
+/// Answers the first `refusals` syncs with a 429 that says `retryAfter`, then passes through.
+final class RateLimitingTransport: Transport {
+    private let inner = HTTPClientTransport()
+    private let refusals = Mutex(0)
+    let retryAfter: Int
+    private let sent = Mutex<[Date]>([])
+    var syncTimes: [Date] { sent.withLock { $0 } }
+
+    init(refusals: Int, retryAfter: Int) {
+        self.refusals.withLock { $0 = refusals }
+        self.retryAfter = retryAfter
+    }
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        guard request.url.path == "/v1/sync" else { return try await inner.send(request) }
+        sent.withLock { $0.append(Date()) }
+        let refuse = refusals.withLock { left -> Bool in
+            guard left > 0 else { return false }
+            left -= 1
+            return true
+        }
+        guard refuse else { return try await inner.send(request) }
+        return TransportResponse(status: 429, body: Data("""
+            {"error": {"code": "rate_limited", "message": "Too many requests from this device; retry in \(retryAfter) s.",
+              "details": {"scope": "device", "retryAfterSeconds": \(retryAfter)}}}
+            """.utf8))
+    }
+}
+
+@Suite struct RateLimitedDeviceTests {
+    @Test func aShortRetryAfterIsWaitedOutOnceAndALongOneIsTheCallers() async throws {
+        let server = try await InProcessBackplane.start()
+        for (retryAfter, succeeds) in [(1, true), (60, false)] {
+            let transport = RateLimitingTransport(refusals: 1, retryAfter: retryAfter)
+            var configuration = server.configuration(user: "rita", dataDirectory: temporaryDirectory("sdk-429"))
+            configuration.transport = transport
+            configuration.sync.useWakeUpChannel = false
+            let engine = BackplaneEngine(configuration: configuration)
+            if succeeds {
+                try await engine.start()
+                let times = transport.syncTimes
+                #expect(times.count == 2)
+                if times.count == 2 { #expect(times[1].timeIntervalSince(times[0]) >= 0.9) }
+            } else {
+                // Not waited out: the start goes on (its loop retries later) without a second sync now.
+                try? await engine.start()
+                #expect(transport.syncTimes.count == 1)
+                _ = try await engine.sync()
+                #expect(transport.syncTimes.count == 2)
+            }
+            await engine.shutdown()
+        }
+        await server.stop()
     }
 }

@@ -96,10 +96,10 @@ extension LocalStore {
         let rows = try assetId.map { try Row.fetchAll(db, sql: sql + " WHERE asset_id = ?", arguments: [$0]) }
             ?? Row.fetchAll(db, sql: sql + " ORDER BY added_at, asset_id")
         return try rows.map { row in
-            var asset = LocalAsset(
-                assetId: row["asset_id"], relativePath: row["relative_path"], size: row["size"], addedAt: row["added_at"],
-                request: try (row["request"] as Data?).map { try decoder.decode(DownloadRequest.self, from: $0) })
-            asset.grantId = row["grant_id"]
+            var asset = try LocalAsset(
+                assetId: row.decode(forColumn: "asset_id"), relativePath: row.decode(forColumn: "relative_path"), size: row.decode(forColumn: "size"), addedAt: row.decode(forColumn: "added_at"),
+                request: try (try row.decode(Data?.self, forColumn: "request")).map { try decoder.decode(DownloadRequest.self, from: $0) })
+            asset.grantId = try row.decode(forColumn: "grant_id")
             return asset
         }
     }
@@ -320,16 +320,16 @@ extension LocalStore {
             // The stored position orders the queue and may have gaps; the public one is the place.
             let place = assetId == nil
                 ? index
-                : try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM downloads WHERE position < ?", arguments: [row["position"] as Int]) ?? 0
-            return QueuedDownload(
-                request: try decoder.decode(DownloadRequest.self, from: row["request"] as Data),
-                position: place, paused: row["paused"], failed: row["failed"], errorCount: row["error_count"],
-                lastFailure: try (row["last_failure"] as Data?).map { try decoder.decode(DownloadFailure.self, from: $0) },
-                bytesDownloaded: row["bytes_downloaded"], expectedBytes: row["expected_bytes"],
-                expectedIsEstimate: row["expected_is_estimate"], addedAt: row["added_at"], grantId: row["grant_id"],
-                window: try (row["window"] as Data?).map { try decoder.decode(DownloadWindow.self, from: $0) },
-                license: try (row["license"] as Data?).map { try decoder.decode(LicenseState.self, from: $0) },
-                denial: try (row["denial"] as Data?).map { try decoder.decode(DownloadDenial.self, from: $0) })
+                : try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM downloads WHERE position < ?", arguments: [row.decode(Int.self, forColumn: "position")]) ?? 0
+            return try QueuedDownload(
+                request: try decoder.decode(DownloadRequest.self, from: row.decode(Data.self, forColumn: "request")),
+                position: place, paused: row.decode(forColumn: "paused"), failed: row.decode(forColumn: "failed"), errorCount: row.decode(forColumn: "error_count"),
+                lastFailure: try (try row.decode(Data?.self, forColumn: "last_failure")).map { try decoder.decode(DownloadFailure.self, from: $0) },
+                bytesDownloaded: row.decode(forColumn: "bytes_downloaded"), expectedBytes: row.decode(forColumn: "expected_bytes"),
+                expectedIsEstimate: row.decode(forColumn: "expected_is_estimate"), addedAt: row.decode(forColumn: "added_at"), grantId: row.decode(forColumn: "grant_id"),
+                window: try (try row.decode(Data?.self, forColumn: "window")).map { try decoder.decode(DownloadWindow.self, from: $0) },
+                license: try (try row.decode(Data?.self, forColumn: "license")).map { try decoder.decode(LicenseState.self, from: $0) },
+                denial: try (try row.decode(Data?.self, forColumn: "denial")).map { try decoder.decode(DownloadDenial.self, from: $0) })
         }
     }
 }

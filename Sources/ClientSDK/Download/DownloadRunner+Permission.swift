@@ -61,8 +61,12 @@ extension DownloadRunner {
             erroredThisPass.insert(assetId)
             requestSync()
         } catch {
-            // No answer (offline, the engine stopping): asked again at the next pass.
+            // No answer (offline, a 5xx, 429, the engine stopping): the pass ends here, and every
+            // asset is asked for at the next. Asking for the next asset at once would get the
+            // same answer, and a 429 for each would keep the device's bucket empty, so that its
+            // syncs are refused too.
             erroredThisPass.insert(assetId)
+            erroredThisPass.formUnion((try? local.runnableDownloadIds()) ?? [])
         }
         return nil
     }

@@ -36,7 +36,7 @@ extension LocalStore {
         let window = try Self.encoder.encode(window)
         try queue.write { db in
             if let row = try Row.fetchOne(db, sql: "SELECT grant_id FROM downloads WHERE asset_id = ?", arguments: [assetId]) {
-                let held: String? = row["grant_id"]
+                let held: String? = try row.decode(forColumn: "grant_id")
                 if held == nil {
                     try db.execute(
                         sql: "UPDATE downloads SET grant_id = ?, window = ?, denial = NULL WHERE asset_id = ?",
@@ -80,7 +80,7 @@ extension LocalStore {
         try queue.read { db in
             try Row.fetchAll(db, sql: "SELECT grant_id, outcome FROM grant_reports ORDER BY recorded_at, grant_id LIMIT ?", arguments: [limit])
                 .compactMap { row in
-                    DownloadReport.Outcome(rawValue: row["outcome"]).map { DownloadReport(grantId: row["grant_id"], outcome: $0) }
+                    try DownloadReport.Outcome(rawValue: row.decode(forColumn: "outcome")).map { try DownloadReport(grantId: row.decode(forColumn: "grant_id"), outcome: $0) }
                 }
         }
     }

@@ -58,8 +58,8 @@ actor DeviceSession {
         return try await task.value
     }
 
-    /// Runs a device request with the credentials, recovering once from a refused credential or
-    /// a stale timestamp.
+    /// Runs a device request with the credentials, recovering once from a refused credential, a
+    /// stale timestamp, or a 429 whose `Retry-After` is at most `longestRateLimitWait` seconds.
     func request<Answer: Sendable>(_ call: @Sendable (BackplaneAPI, DeviceCredentials) async throws -> Answer) async throws -> Answer {
         let credentials = try await credentials()
         do {
@@ -71,8 +71,17 @@ actor DeviceSession {
         } catch let error as BackplaneClientError where error.code == .staleTimestamp {
             clock.learn(fromStaleTimestamp: error)
             return try await call(api, credentials)
+        } catch let error as BackplaneClientError where error.code == .rateLimited {
+            // A short wait (the device's bucket refills within seconds, e.g. after the download
+            // queue asked for many grants at once) is waited out once; a longer one is the caller's.
+            guard let seconds = error.details?["retryAfterSeconds"]?.intValue, (1...Self.longestRateLimitWait).contains(seconds) else { throw error }
+            try await Task.sleep(for: .seconds(seconds))
+            return try await call(api, credentials)
         }
     }
+
+    /// The longest `Retry-After` a request waits out before it is retried once.
+    static let longestRateLimitWait: Int64 = 5
 
     /// The device is out (unregistered or killed): the credentials are dropped for good.
     func forget() {

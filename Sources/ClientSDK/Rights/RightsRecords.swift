@@ -24,11 +24,11 @@ extension LocalStore {
             let rows = try assetId.map { try Row.fetchAll(db, sql: sql + " WHERE asset_id = ?", arguments: [$0]) }
                 ?? Row.fetchAll(db, sql: sql + " ORDER BY added_at, asset_id")
             return try rows.map { row in
-                StoredRights(
-                    assetId: row["asset_id"], request: try Self.decodeColumn(DownloadRequest.self, row["request"]), grantId: row["grant_id"],
-                    grantedWindow: try Self.decodeColumn(DownloadWindow.self, row["window"]),
-                    license: try Self.decodeColumn(LicenseState.self, row["license"]),
-                    downloadedAt: row["downloaded_at"] ?? row["added_at"], firstPlayedAt: row["first_played_at"])
+                try StoredRights(
+                    assetId: row.decode(forColumn: "asset_id"), request: try Self.decodeColumn(DownloadRequest.self, row.decode(forColumn: "request")), grantId: row.decode(forColumn: "grant_id"),
+                    grantedWindow: try Self.decodeColumn(DownloadWindow.self, row.decode(forColumn: "window")),
+                    license: try Self.decodeColumn(LicenseState.self, row.decode(forColumn: "license")),
+                    downloadedAt: row.decode(forColumn: "downloaded_at") ?? row.decode(forColumn: "added_at"), firstPlayedAt: row.decode(forColumn: "first_played_at"))
             }
         }
     }
@@ -50,7 +50,7 @@ extension LocalStore {
         return try queue.read { db in
             var ids: Set<String> = []
             for row in try Row.fetchAll(db, sql: "SELECT asset_id, license FROM \(table) WHERE license IS NOT NULL") {
-                if try Self.decodeColumn(LicenseState.self, row["license"])?.isAcquired == true { ids.insert(row["asset_id"]) }
+                if try Self.decodeColumn(LicenseState.self, row.decode(forColumn: "license"))?.isAcquired == true { ids.insert(try row.decode(forColumn: "asset_id")) }
             }
             return ids
         }
