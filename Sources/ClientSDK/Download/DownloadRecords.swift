@@ -177,6 +177,13 @@ extension LocalStore {
         }
     }
 
+    /// Those of them that have no grant yet: they would ask the backplane before downloading.
+    func runnableDownloadIdsWithoutGrant() throws -> [String] {
+        try queue.read { db in
+            try String.fetchAll(db, sql: "SELECT asset_id FROM downloads WHERE NOT paused AND NOT failed AND grant_id IS NULL")
+        }
+    }
+
     /// Applies `change` to a queued asset and stores it; returns the stored value, or nil when
     /// the asset is not queued.
     @discardableResult

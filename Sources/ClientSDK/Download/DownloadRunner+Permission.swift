@@ -61,12 +61,12 @@ extension DownloadRunner {
             erroredThisPass.insert(assetId)
             requestSync()
         } catch {
-            // No answer (offline, a 5xx, 429, the engine stopping): the pass ends here, and every
-            // asset is asked for at the next. Asking for the next asset at once would get the
-            // same answer, and a 429 for each would keep the device's bucket empty, so that its
-            // syncs are refused too.
+            // No answer (offline, a 5xx, 429, the engine stopping): no asset is asked for again
+            // in this pass (those already granted go on). Asking for the next at once would get
+            // the same answer, and a 429 for each would keep the device's bucket empty, so that
+            // its syncs are refused too.
             erroredThisPass.insert(assetId)
-            erroredThisPass.formUnion((try? local.runnableDownloadIds()) ?? [])
+            erroredThisPass.formUnion((try? local.runnableDownloadIdsWithoutGrant()) ?? [])
         }
         return nil
     }
