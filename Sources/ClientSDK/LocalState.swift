@@ -221,14 +221,14 @@ final class LocalStore: Sendable {
     func enqueueEvent(_ make: (Int64) -> DeviceEvent) throws -> DeviceEvent {
         try queue.write { db in
             let next = try Int64.fetchOne(db, sql: "SELECT next FROM event_sequence WHERE id = 1")
-                ?? Int64(Date().timeIntervalSince1970 * 1000) * 1000
+                ?? (Int64(nonNegative: Date().timeIntervalSince1970 * 1000)?.multipliedClamped(by: 1000) ?? 1)
             let event = make(next)
             try db.execute(
                 sql: "INSERT INTO event_queue (sequence, json, logged_at) VALUES (?, ?, ?)",
                 arguments: [event.sequence, try Self.encoder.encode(event), Date()])
             try db.execute(
                 sql: "INSERT INTO event_sequence (id, next) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET next = excluded.next",
-                arguments: [next + 1])
+                arguments: [next.addingClamped(1)])
             return event
         }
     }
@@ -246,7 +246,7 @@ final class LocalStore: Sendable {
     func eventQueueState() throws -> (count: Int, oldest: Date?) {
         try queue.read { db in
             let row = try Row.fetchOne(db, sql: "SELECT COUNT(*) AS count, MIN(logged_at) AS oldest FROM event_queue")
-            return (row?["count"] ?? 0, row?["oldest"])
+            return (try row?.decode(Int?.self, forColumn: "count") ?? 0, try row?.decode(Date?.self, forColumn: "oldest"))
         }
     }
 

@@ -254,15 +254,26 @@ import TestSupport
     }
 
     @Test func playlistsCountAgainstTheStorageRules() async throws {
-        let bench = try await DownloadBench.start(options: { $0.maxStorage = 50_000 })
+        let bench = try await DownloadBench.start(options: { $0.maxStorage = 100_000 })
         let origin = try await HostileOrigin.start()
-        let padding = String(repeating: "#EXT-X-COMMENT-PADDING\n", count: 300_000 / 23)
-        origin.serve("/big.m3u8", Data((padding + Self.media("#EXTINF:6,\na.ts")).utf8), contentType: Self.playlistType)
-        // No room now is a passing reason: queued, and waiting for room, with nothing kept.
+        // 60 KB held by a completed asset leaves 40 KB.
+        origin.serve("/held.mp4", TestOrigin.content(60_000, seed: 3))
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "held", url: origin.url("/held.mp4")))
+        #expect(try await bench.waitForOutcome("held").state == .completed)
+        func playlist(_ bytes: Int) -> Data {
+            Data((String(repeating: "#EXT-X-COMMENT-PADDING\n", count: bytes / 23) + Self.media("#EXTINF:6,\na.ts")).utf8)
+        }
+        // More than maxStorage could ever hold: refused at once, and it holds up nothing.
+        origin.serve("/huge.m3u8", playlist(300_000), contentType: Self.playlistType)
+        let refused = try await Self.refusal(bench.engine, DownloadRequest(assetId: "huge", url: origin.url("/huge.m3u8"), kind: .hls))
+        #expect(refused?.kind == .origin, "\(String(describing: refused))")
+        // More than the room left but within maxStorage: a passing reason. Queued, waiting for
+        // room, with nothing kept.
+        origin.serve("/big.m3u8", playlist(80_000), contentType: Self.playlistType)
         let queued = try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "big", url: origin.url("/big.m3u8"), kind: .hls))
         #expect(queued.assetId == "big")
         try await bench.wait("the storage block") { try await bench.engine.downloads.asset("big")?.state == .blocked(.storage) }
-        #expect(Self.bytes(under: bench.dataDirectory.appendingPathComponent("content")) <= 50_000)
+        #expect(Self.bytes(under: bench.dataDirectory.appendingPathComponent("content")) <= 100_000)
         await origin.stop()
         await bench.stop()
     }

@@ -46,6 +46,8 @@ struct DevicesController {
 
     @Sendable func register(_ request: Request, context: RegistrationRequestContext) async throws -> EditedResponse<RegisterDeviceResponse> {
         let body = try await request.decode(as: RegisterDeviceRequest.self, context: context)
+        // Checked before it keys a bucket: a 1 MiB user id must not be kept.
+        try Validate.identifier(body.userId, field: "userId")
         try registrationLimits.check(request, peer: context.peerAddress, applicationId: context.applicationId, userId: body.userId)
         func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { request.headers[$0] } }
         let proof = RegistrationProof(

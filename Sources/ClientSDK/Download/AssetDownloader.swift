@@ -30,12 +30,15 @@ struct AssetDownloader: Sendable {
     /// are kept under `original/` and checked (an HTML page, a malformed or a live playlist fails
     /// here, as does one past `limits`). The engine calls it when the asset is queued and, if
     /// that could not fetch them (offline, an origin's passing fault), when its download starts.
-    /// `room`: what the storage rules leave now; the playlists are counted against it.
-    func prepare(_ request: DownloadRequest, in directory: URL, limits: PlaylistLimits, room: Int64) async throws(DownloadFailure) {
+    /// `room`: what the storage rules leave now; the playlists are counted against it. `ceiling`:
+    /// the most they could ever leave (a playlist declared larger fails as `.origin`).
+    func prepare(
+        _ request: DownloadRequest, in directory: URL, limits: PlaylistLimits, room: Int64, ceiling: Int64
+    ) async throws(DownloadFailure) {
         guard request.kind == .hls else { return }
         let originals = directory.appendingPathComponent(HLSDownloadPlan.originalDirectory)
         try? FileManager.default.removeItem(at: originals)
-        var left = PlaylistAllowance(limit: limits.bytes, bytes: limits.bytes, room: room)
+        var left = PlaylistAllowance(limit: limits.bytes, bytes: limits.bytes, room: room, ceiling: ceiling)
         try await fetchPlaylist(request.url, to: directory.appendingPathComponent(HLSDownloadPlan.originalAsset), left: &left)
         let assetPlaylist: HLSPlaylist
         do {
@@ -76,7 +79,7 @@ struct AssetDownloader: Sendable {
         let allowance = min(left.bytes, Int64(HLSPlaylist.maxBytes))
         let size: Int64
         do {
-            size = try await flushing.fetch(.init(url: url), to: file, budget: StorageBudget(min(allowance, left.room)))
+            size = try await flushing.fetch(.init(url: url), to: file, budget: StorageBudget(min(allowance, left.room), ceiling: left.ceiling))
         } catch where error.kind == .noSpace {
             // Past the playlists' own limit: the playlist is the problem, for good. Past the
             // storage rules' room: the queue waits for room, as for any file.
@@ -97,6 +100,8 @@ struct AssetDownloader: Sendable {
         var bytes: Int64
         /// Left of what the storage rules allow.
         var room: Int64
+        /// The most the storage rules could ever allow.
+        let ceiling: Int64
     }
 
     /// Downloads every file of `request` into `directory` and, for HLS, writes the local
@@ -121,7 +126,7 @@ struct AssetDownloader: Sendable {
             // then): fetched now, under the same limits, and counted as this pass's try.
             var made = try HLSDownloadPlan.make(request: request, directory: directory, maxSegments: playlistLimits.segments)
             if made == nil {
-                try await prepare(request, in: directory, limits: playlistLimits, room: budget.available)
+                try await prepare(request, in: directory, limits: playlistLimits, room: budget.available, ceiling: budget.ceiling)
                 made = try HLSDownloadPlan.make(request: request, directory: directory, maxSegments: playlistLimits.segments)
             }
             guard let plan = made else {

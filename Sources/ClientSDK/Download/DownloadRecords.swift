@@ -293,14 +293,17 @@ extension LocalStore {
         let request = try asset.request.map { try Self.encoder.encode($0) }
         return try queue.write { db in
             let queued = try Row.fetchOne(db, sql: "SELECT grant_id, window, license FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
-            let grantId: String? = queued?["grant_id"]
+            let grantId: String? = try queued?.decode(String?.self, forColumn: "grant_id")
             try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
             guard db.changesCount > 0 else { return false }
             try Self.insertAsset(asset, request: request, db)
             // Its rights come along: the granted window, the license, and when the window started.
             try db.execute(
                 sql: "UPDATE assets SET window = ?, license = ?, downloaded_at = ?, first_played_at = NULL WHERE asset_id = ?",
-                arguments: [queued?["window"] as Data?, queued?["license"] as Data?, downloadedAt, asset.assetId])
+                arguments: [
+                    try queued?.decode(Data?.self, forColumn: "window"), try queued?.decode(Data?.self, forColumn: "license"), downloadedAt,
+                    asset.assetId,
+                ])
             // The grant moves with the asset; the backplane hears of the completion at the next sync.
             if let grantId {
                 try db.execute(sql: "UPDATE assets SET grant_id = ? WHERE asset_id = ?", arguments: [grantId, asset.assetId])

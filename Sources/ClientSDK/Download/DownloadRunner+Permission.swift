@@ -60,13 +60,15 @@ extension DownloadRunner {
             _ = try? local.updateDownload(assetId: assetId) { $0.lastFailure = DownloadFailure(.permissionDenied, error.message) }
             erroredThisPass.insert(assetId)
             requestSync()
-        } catch {
-            // No answer (offline, a 5xx, 429, the engine stopping): no asset is asked for again
-            // in this pass (those already granted go on). Asking for the next at once would get
-            // the same answer, and a 429 for each would keep the device's bucket empty, so that
-            // its syncs are refused too.
+        } catch let error as BackplaneClientError where error.isTransient {
+            // No answer (offline, a 5xx, 429): no asset is asked for again in this pass (those
+            // already granted go on). Asking for the next at once would get the same answer, and
+            // a 429 for each would keep the device's bucket empty, so that its syncs are refused too.
             erroredThisPass.insert(assetId)
             erroredThisPass.formUnion((try? local.runnableDownloadIdsWithoutGrant()) ?? [])
+        } catch {
+            // Refused for this asset alone, or the engine stopping: asked again at the next pass.
+            erroredThisPass.insert(assetId)
         }
         return nil
     }

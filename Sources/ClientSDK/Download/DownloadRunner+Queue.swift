@@ -19,8 +19,7 @@ extension DownloadRunner {
         }
         defer { preparing.remove(request.assetId) }
         do {
-            try await downloader.prepare(
-                request, in: content.directory(for: request.assetId), limits: options.playlistLimits, room: storageRoom(assetBytes: 0))
+            try await prepareWithinDeadline(request)
         } catch where error.isPassing {
             // Queued all the same; what was fetched is fetched again when the download starts.
             try? content.removeFiles(of: request.assetId)
@@ -45,6 +44,39 @@ extension DownloadRunner {
         broadcaster.emit(.downloadQueued(queued))
         signal.signal()
         return queued
+    }
+
+    /// How long queueing may spend fetching an HLS asset's playlists (a slow origin within
+    /// `minimumTransferRate` could take hours); past it the asset is queued all the same, and the
+    /// engine fetches them when the download starts.
+    static let queueingDeadline = Duration.seconds(60)
+
+    /// `AssetDownloader.prepare` under `queueingDeadline`; running past it is a passing fault.
+    private func prepareWithinDeadline(_ request: DownloadRequest) async throws(DownloadFailure) {
+        let (downloader, directory) = (downloader, content.directory(for: request.assetId))
+        let (limits, room, ceiling) = (options.playlistLimits, storageRoom(assetBytes: 0), storageCeiling())
+        let outcome = await withTaskGroup(of: Result<Void, DownloadFailure>?.self) { group in
+            group.addTask {
+                do throws(DownloadFailure) {
+                    try await downloader.prepare(request, in: directory, limits: limits, room: room, ceiling: ceiling)
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: Self.queueingDeadline)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        switch outcome {
+        case .success?: return
+        case .failure(let failure)?: throw failure
+        case nil: throw DownloadFailure(.network, "The playlists of \(request.assetId) took more than \(Self.queueingDeadline) to fetch.")
+        }
     }
 
     /// Moves a queued asset to `index`; the asset downloading now goes on.

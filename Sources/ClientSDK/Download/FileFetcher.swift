@@ -154,8 +154,10 @@ struct FileFetcher: Sendable {
         var expected: Int64?
         if status == 206 {
             // Exactly the range asked for: what the answer holds is then the bytes still missing.
+            // An open-ended ask ends at the file's end, as this answer or the first one said it.
+            let end = wanted?.end ?? (response.headers.first(name: "content-range").flatMap(ContentRange.init)?.complete ?? info?.totalLength).map { $0 - 1 }
             guard let wanted, let contentRange = response.headers.first(name: "content-range").flatMap(ContentRange.init),
-                contentRange.first == wanted.start, contentRange.last == wanted.end ?? contentRange.complete.map({ $0 - 1 }) ?? contentRange.last
+                contentRange.first == wanted.start, end.map({ contentRange.last == $0 }) ?? true
             else {
                 throw DownloadFailure(.protocolViolation, status: status, "\(request.url.absoluteString) answered a range that was not asked for.")
             }
@@ -222,6 +224,10 @@ struct FileFetcher: Sendable {
         }
         do {
             for try await buffer in response.body {
+                // Counted as they arrive, skipped bytes too: a trickle of them is a trickle.
+                if let slow = rate.add(buffer.readableBytes) {
+                    throw DownloadFailure(.network, "\(request.url.absoluteString) sent \(slow.bytes) bytes in \(slow.seconds) s, slower than the \(minimumRate.bytesPerSecond) bytes/s a download needs; after \(have + written) bytes.")
+                }
                 var bytes = buffer
                 if skip > 0 {
                     let dropped = min(Int64(bytes.readableBytes), skip)
@@ -243,9 +249,6 @@ struct FileFetcher: Sendable {
                     throw Self.storageFailure(error, destination)
                 }
                 written += Int64(bytes.readableBytes)
-                if let slow = rate.add(bytes.readableBytes) {
-                    throw DownloadFailure(.network, "\(request.url.absoluteString) sent \(slow.bytes) bytes in \(slow.seconds) s, slower than the \(minimumRate.bytesPerSecond) bytes/s a download needs; after \(have + written) bytes.")
-                }
                 progress(Progress(bytes: have + written, total: total))
             }
         } catch let failure as DownloadFailure {
