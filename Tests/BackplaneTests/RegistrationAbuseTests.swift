@@ -9,7 +9,7 @@ import TestSupport
 
 /// What one holder of the app key (it ships in every copy of the app) can do to a node: not
 /// register without bound, and not hold every connection slot through one device's channels.
-@Suite struct RegistrationAbuseTests {
+@Suite(.serialized) struct RegistrationAbuseTests {
     /// Signed registration bytes for `device` of `user`, with its device key's proof.
     private static func registration(_ fixture: Fixture, user: String, device: String) throws -> (headers: HTTPFields, body: Data) {
         let key = fixture.deviceKeys.key(for: device)

@@ -6,7 +6,7 @@ import TestSupport
 
 /// Where an asset's files live: one directory per id, always, and the SDK's files readable by
 /// the app's user alone.
-@Suite struct AssetDirectoryTests {
+@Suite(.serialized) struct AssetDirectoryTests {
     /// Two ids of 120 bytes that share their first 100, as URLs used as ids do.
     static let longIds = (
         String(repeating: "https://cdn.example.com/catalogue/", count: 3).prefix(100) + "season-1/episode-01.mp4",

@@ -6,8 +6,9 @@ import TestSupport
 /// The SDK against an origin that lies: playlists and answers crafted to trap arithmetic, use
 /// unbounded disk, stall the queue or hang it. Each attack fails its asset with a clear
 /// `DownloadFailure` (or is harmless), the process lives, and a normal download in the same
-/// data directory still works afterwards.
-@Suite struct HostileOriginTests {
+/// data directory still works afterwards. One test at a time: each starts a backplane, an
+/// engine and two origins, and all at once they would crowd out the suite's timing tests.
+@Suite(.serialized) struct HostileOriginTests {
     static let playlistType = "application/vnd.apple.mpegurl"
 
     /// A media playlist whose segments are all one small file the origin serves.
@@ -26,8 +27,8 @@ import TestSupport
     }
 
     /// A plain file served well by `origin`, downloaded in the bench's data directory.
-    static func normalDownloadWorks(_ bench: DownloadBench, _ origin: HostileOrigin, assetId: String = "afterwards") async throws {
-        let movie = TestOrigin.content(300_000, seed: 42)
+    static func normalDownloadWorks(_ bench: DownloadBench, _ origin: HostileOrigin, assetId: String = "afterwards", bytes: Int = 300_000) async throws {
+        let movie = TestOrigin.content(bytes, seed: 42)
         origin.serve("/\(assetId).mp4", movie)
         try await bench.engine.downloads.enqueue(DownloadRequest(assetId: assetId, url: origin.url("/\(assetId).mp4")))
         let asset = try await bench.waitForOutcome(assetId)
@@ -274,6 +275,27 @@ import TestSupport
         #expect(queued.assetId == "big")
         try await bench.wait("the storage block") { try await bench.engine.downloads.asset("big")?.state == .blocked(.storage) }
         #expect(Self.bytes(under: bench.dataDirectory.appendingPathComponent("content")) <= 100_000)
+        await origin.stop()
+        await bench.stop()
+    }
+
+    @Test func anAssetThatCouldNeverFitFailsInsteadOfWaitingForRoom() async throws {
+        let bench = try await DownloadBench.start(options: { $0.maxStorage = 100_000; $0.parallelFiles = 1 })
+        let origin = try await HostileOrigin.start()
+        // Three segments of 40 KB: each fits, together they pass maxStorage.
+        origin.serve("/seg.ts", TestOrigin.content(40_000, seed: 4), contentType: "video/mp2t")
+        origin.serve("/three.m3u8", Data(Self.media("#EXTINF:6,\nseg.ts?1\n#EXTINF:6,\nseg.ts?2\n#EXTINF:6,\nseg.ts?3").utf8), contentType: Self.playlistType)
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "three", url: origin.url("/three.m3u8"), kind: .hls))
+        let three = try await bench.waitForOutcome("three", timeout: .seconds(20))
+        #expect(three.lastFailure?.kind == .origin, "\(String(describing: three.lastFailure))")
+        // No declared length, and more than maxStorage before the connection closes.
+        origin.route("/endless.mp4") { _, _ in
+            [.bytes(HostileOrigin.answer(headers: ["Content-Type": "video/mp4", "Connection": "close"], body: Data(count: 150_000))), .close]
+        }
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "endless", url: origin.url("/endless.mp4")))
+        let endless = try await bench.waitForOutcome("endless", timeout: .seconds(20))
+        #expect(endless.lastFailure?.kind == .origin, "\(String(describing: endless.lastFailure))")
+        try await Self.normalDownloadWorks(bench, origin, bytes: 50_000)
         await origin.stop()
         await bench.stop()
     }

@@ -263,7 +263,12 @@ actor DownloadRunner {
         broadcaster.emit(.downloadStarted(assetId: assetId))
         let started = ContinuousClock.now
         let completedBytes = completedSize()
-        let budget = StorageBudget(storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes), ceiling: storageCeiling())
+        // The ceiling is what the asset could ever hold, less what it holds: an HLS asset whose
+        // files add up past it fails on the file that would pass it, instead of waiting for room.
+        let ceiling = storageCeiling()
+        let budget = StorageBudget(
+            storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes),
+            ceiling: ceiling.subtractingClamped(queued.bytesDownloaded))
         let progress = ProgressReporter(assetId: assetId, local: local, broadcaster: broadcaster)
         tasks.withLock { $0.progress = progress }
         noteUnflushed(assetId)
@@ -273,7 +278,9 @@ actor DownloadRunner {
                 beforeFile: { [weak self] assetBytes in
                     guard let self else { throw CancellationError() }
                     if let reason = self.networkBlock() { throw Blocked(reason: reason) }
-                    budget.reset(to: self.storageRoom(assetBytes: assetBytes, completedBytes: completedBytes))
+                    budget.reset(
+                        to: self.storageRoom(assetBytes: assetBytes, completedBytes: completedBytes),
+                        ceiling: max(ceiling.subtractingClamped(assetBytes), 0))
                 },
                 progress: { progress.report($0) })
         }

@@ -241,6 +241,10 @@ struct FileFetcher: Sendable {
                     if let expected, written >= expected { break } else { continue }
                 }
                 if let budget, !budget.take(Int64(bytes.readableBytes)) {
+                    // An answer of no declared length that grows past what could ever fit.
+                    if written.addingClamped(Int64(bytes.readableBytes)) > budget.ceiling {
+                        throw DownloadFailure(.origin, status: status, "\(request.url.absoluteString) sent more than the storage rules could ever hold (\(budget.ceiling) bytes).")
+                    }
                     throw Self.noSpace(request, Int64(bytes.readableBytes))
                 }
                 do {
@@ -295,31 +299,40 @@ struct FileFetcher: Sendable {
 /// by the files of an asset fetched at the same time. The engine sets it before each file from
 /// what is on disk and the volume's free space; every write takes from it first.
 final class StorageBudget: Sendable {
-    private let remaining: Mutex<Int64>
-    /// The most the rules could ever leave this asset (`maxStorage`, the volume's size less
-    /// `headroom`), however much is deleted: a file declared larger cannot be downloaded.
-    let ceiling: Int64
-
-    init(_ bytes: Int64, ceiling: Int64 = .max) {
-        remaining = Mutex(bytes)
-        self.ceiling = ceiling
+    private struct State {
+        var remaining: Int64
+        var ceiling: Int64
     }
 
-    var available: Int64 { remaining.withLock { $0 } }
+    private let state: Mutex<State>
 
-    func reset(to bytes: Int64) {
-        remaining.withLock { $0 = bytes }
+    init(_ bytes: Int64, ceiling: Int64 = .max) {
+        state = Mutex(State(remaining: bytes, ceiling: ceiling))
+    }
+
+    var available: Int64 { state.withLock { $0.remaining } }
+
+    /// The most the rules could ever leave the rest of this asset (`maxStorage`, the volume's
+    /// size less `headroom`, less what the asset holds), however much is deleted: a file
+    /// declared larger, or growing past it, cannot be downloaded.
+    var ceiling: Int64 { state.withLock { $0.ceiling } }
+
+    func reset(to bytes: Int64, ceiling: Int64? = nil) {
+        state.withLock { state in
+            state.remaining = bytes
+            if let ceiling { state.ceiling = ceiling }
+        }
     }
 
     func canCover(_ bytes: Int64) -> Bool {
-        remaining.withLock { $0 >= bytes }
+        state.withLock { $0.remaining >= bytes }
     }
 
     /// Takes `bytes` if they are there.
     func take(_ bytes: Int64) -> Bool {
-        remaining.withLock { remaining in
-            guard remaining >= bytes else { return false }
-            remaining -= bytes
+        state.withLock { state in
+            guard state.remaining >= bytes else { return false }
+            state.remaining -= bytes
             return true
         }
     }
