@@ -154,16 +154,6 @@ public struct DeviceService: Sendable {
             deviceCredential: credential, settings: try await settings(applicationId), serverTime: now)
     }
 
-    /// A user's registered devices are bounded, whatever the download limit: without the bound
-    /// one app key could add rows for a user without end.
-    private static func checkRoomForAnotherDevice(_ limit: DeviceLimitState, userId: String) throws {
-        let most = WireLimits.maxRegisteredDevicesPerUser
-        guard limit.otherRegisteredDevices >= most else { return }
-        throw BackplaneError(.conflict, .conflict,
-            "User '\(userId)' has \(limit.otherRegisteredDevices) registered devices, the most allowed (\(most)); unregister one first.",
-            details: ["registeredDevices": .int(Int64(limit.otherRegisteredDevices)), "limit": .int(Int64(most))])
-    }
-
     /// Checks a device credential; the answer is the device (with its open commands, read in the
     /// same round trip, when asked) when it may make requests.
     func authenticate(applicationId: String, deviceId: String, credential: String, withOpenCommands: Bool = false) async throws -> DeviceRead {
