@@ -155,9 +155,10 @@ struct FileFetcher: Sendable {
         if status == 206 {
             // Exactly the range asked for: what the answer holds is then the bytes still missing.
             // An open-ended ask ends at the file's end, as this answer or the first one said it.
-            let end = wanted?.end ?? (response.headers.first(name: "content-range").flatMap(ContentRange.init)?.complete ?? info?.totalLength).map { $0 - 1 }
-            guard let wanted, let contentRange = response.headers.first(name: "content-range").flatMap(ContentRange.init),
-                contentRange.first == wanted.start, end.map({ contentRange.last == $0 }) ?? true
+            // (The first answer's length is read back from disk: subtracted without trapping.)
+            let contentRange = response.headers.first(name: "content-range").flatMap(ContentRange.init)
+            let end = wanted?.end ?? (contentRange?.complete ?? info?.totalLength).map { $0.subtractingClamped(1) }
+            guard let wanted, let contentRange, contentRange.first == wanted.start, end.map({ contentRange.last == $0 }) ?? true
             else {
                 throw DownloadFailure(.protocolViolation, status: status, "\(request.url.absoluteString) answered a range that was not asked for.")
             }
