@@ -4,31 +4,21 @@ the server's resident memory per channel and the time from one admin call that w
 channel to the last wake-up received. Baseline in the same run: waking one channel."""
 import argparse
 import asyncio
-import hashlib
-import hmac
 import http.client
 import json
-import secrets
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from backplane_signing import AppKey, signing_headers  # noqa: E402
+
 
 def sign(method, path, body, key, secret, device_id=None, credential=None):
-    ts = str(int(time.time()))
-    nonce = secrets.token_hex(16)
-    to_sign = "\n".join(["BPS1-HMAC-SHA256", method, path, ts, nonce, hashlib.sha256(body).hexdigest(), device_id or ""])
-    headers = {
-        "Content-Type": "application/json",
-        "X-Backplane-Key": key,
-        "X-Backplane-Timestamp": ts,
-        "X-Backplane-Nonce": nonce,
-        "X-Backplane-Signature": hmac.new(secret.encode(), to_sign.encode(), hashlib.sha256).hexdigest(),
-    }
-    if device_id:
-        headers["X-Backplane-Device-Id"] = device_id
-        headers["X-Backplane-Device-Credential"] = credential
+    headers = {"Content-Type": "application/json"}
+    headers.update(signing_headers(AppKey(key, secret), method, path, body, device_id, credential))
     return headers
 
 

@@ -7,17 +7,19 @@ transaction per 200 rows; or, with --postgres-url, copied with COPY into the ser
 own events table (as other devices' rows), one COPY and commit per 200 rows. Prints both rates
 and the ratio. Goal: >= 50%."""
 import argparse
-import hashlib
-import hmac
 import http.client
 import json
-import secrets
+import os
+import sys
 import sqlite3
 import threading
 import time
 import uuid
 from datetime import datetime, timezone
 from urllib.parse import urlparse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from backplane_signing import AppKey, signing_headers  # noqa: E402
 
 BATCH = 200
 
@@ -27,17 +29,10 @@ def iso(ts):
 
 
 def signed_headers(key, secret, method, path, data, device_id=None, credential=None):
-    """The headers of a request signed with the app key, now, with a fresh nonce; a device's
-    own request (with its credential) signs its id too."""
-    ts, nonce = str(int(time.time())), secrets.token_hex(16)
-    lines = ["BPS1-HMAC-SHA256", method, path, ts, nonce, hashlib.sha256(data).hexdigest(), device_id if credential else ""]
-    headers = {
-        "Content-Type": "application/json", "X-Backplane-Key": key, "X-Backplane-Timestamp": ts, "X-Backplane-Nonce": nonce,
-        "X-Backplane-Signature": hmac.new(secret.encode(), "\n".join(lines).encode(), hashlib.sha256).hexdigest(),
-    }
-    if credential:
-        headers["X-Backplane-Device-Id"] = device_id
-        headers["X-Backplane-Device-Credential"] = credential
+    """The headers of a JSON request signed with the app key (`scripts/backplane_signing.py`); a
+    device's own request (with its credential) signs its id too."""
+    headers = {"Content-Type": "application/json"}
+    headers.update(signing_headers(AppKey(key, secret), method, path, data, device_id if credential else None, credential))
     return headers
 
 

@@ -1,4 +1,5 @@
-"""Signing of backplane device requests (scheme BPS1-HMAC-SHA256), for the fuzzing net.
+"""Signing of backplane device requests (scheme BPS1-HMAC-SHA256): the one Python copy, used by
+the fuzzing net (scripts/fuzz-api, scripts/fuzz/backplane_hooks.py) and every benchmark.
 
 Mirrors Sources/Shared/RequestSigning.swift and Sources/Backplane/Services/DeviceProof.swift:
 
@@ -27,10 +28,6 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-
 SCHEME = "BPS1-HMAC-SHA256"
 
 
@@ -50,30 +47,43 @@ def string_to_sign(method: str, path_and_query: str, timestamp: int, nonce: str,
 
 
 class DeviceKey:
-    """A device's P-256 key pair."""
+    """A device's P-256 key pair (needs the `cryptography` package, which the benchmarks, signing
+    with the app key alone, do not)."""
 
-    def __init__(self, private_key: ec.EllipticCurvePrivateKey | None = None) -> None:
+    def __init__(self, private_key=None) -> None:
+        from cryptography.hazmat.primitives.asymmetric import ec
+
         self.private_key = private_key or ec.generate_private_key(ec.SECP256R1())
 
     @property
     def public_key_text(self) -> str:
+        from cryptography.hazmat.primitives import serialization
+
         point = self.private_key.public_key().public_bytes(
             serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
         )
         return b64url(point)
 
     def proof(self, to_sign: str) -> str:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
         der = self.private_key.sign(to_sign.encode("utf-8"), ec.ECDSA(hashes.SHA256()))
         r, s = decode_dss_signature(der)
         return b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
 
     def pem(self) -> str:
+        from cryptography.hazmat.primitives import serialization
+
         return self.private_key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         ).decode("ascii")
 
     @classmethod
     def from_pem(cls, pem: str) -> "DeviceKey":
+        from cryptography.hazmat.primitives import serialization
+
         return cls(serialization.load_pem_private_key(pem.encode("ascii"), password=None))
 
 
@@ -92,7 +102,8 @@ def signing_headers(
     credential: str | None = None,
     device_key: DeviceKey | None = None,
 ) -> dict[str, str]:
-    """The headers of a signed request; `device_key` adds X-Backplane-Device-Proof (registration)."""
+    """The headers of a signed request, now, with a fresh nonce; a device's own request (with its
+    credential) signs its id too; `device_key` adds X-Backplane-Device-Proof (registration)."""
     timestamp = int(time.time())
     nonce = new_nonce()
     to_sign = string_to_sign(method, path_and_query, timestamp, nonce, body, device_id)
