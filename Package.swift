@@ -104,8 +104,8 @@ let package = Package(
         ),
         // The SDK guide's code blocks, compiled so the guide cannot drift from the API. Never run.
         .executableTarget(name: "SDKGuideExamples", dependencies: ["ClientSDK"], path: "Examples/SDKGuide"),
-        // Helpers shared by the test targets (child processes, temporary directories).
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // Helpers shared by the test targets (child processes, temporary directories, the test application).
+        .target(name: "TestSupport", dependencies: ["Backplane"], path: "Tests/TestSupport"),
         .testTarget(
             name: "ClientSDKTests",
             dependencies: [

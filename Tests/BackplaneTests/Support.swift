@@ -21,11 +21,8 @@ struct Fixture {
         let directory = directory ?? temporaryDirectory("backplane-tests")
         let store = try SQLiteStore(directory: directory)
         let services = clock.map { clock in BackplaneServices(store: store, now: { clock.now }) } ?? BackplaneServices(store: store)
-        let (application, key) = try await services.applications.createApplication(name: "test app")
+        let (application, key) = try await services.testApplication(name: "test app", deviceLimit: deviceLimit)
         let token = try await services.applications.createToken(applicationId: application.id, scope: .admin, name: "tests")
-        if let deviceLimit {
-            _ = try await services.applications.updateSettings(applicationId: application.id, .init(deviceLimit: deviceLimit))
-        }
         return Fixture(
             directory: directory, services: services, applicationId: application.id,
             signer: Signer(keyId: key.keyId, secret: key.secret), adminToken: token)
@@ -39,11 +36,7 @@ struct Fixture {
     }
 
     func application() -> some ApplicationProtocol {
-        // The server's limits but for registrations: suites register hundreds of devices at once
-        // (RegistrationAbuseTests tests those limits on a router of its own).
-        var limits = RateLimits()
-        (limits.registrationAddressRate, limits.registrationUserRate) = (0, 0)
-        return buildApplication(BackplaneConfiguration(port: 0, dataDirectory: directory, logLevel: .error, rateLimits: limits), services: services)
+        buildApplication(BackplaneConfiguration(port: 0, dataDirectory: directory, logLevel: .error, rateLimits: .tests), services: services)
     }
 
     /// Runs `body` against the in-process router and removes the data directory afterwards.

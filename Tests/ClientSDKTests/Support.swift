@@ -37,10 +37,7 @@ final class InProcessBackplane: Sendable {
     static func start(deviceLimit: Int? = nil, now: @escaping @Sendable () -> Date = { Date() }) async throws -> InProcessBackplane {
         let directory = temporaryDirectory("backplane-sdk-server")
         let services = BackplaneServices(store: try SQLiteStore(directory: directory), now: now)
-        let (application, key) = try await services.applications.createApplication(name: "sdk tests")
-        if let deviceLimit {
-            _ = try await services.applications.updateSettings(applicationId: application.id, .init(deviceLimit: deviceLimit))
-        }
+        let (application, key) = try await services.testApplication(name: "sdk tests", deviceLimit: deviceLimit)
         return try await serve(
             services: services, applicationId: application.id, keyId: key.keyId, secret: key.secret, directory: directory, now: now, port: 0)
     }
@@ -60,11 +57,8 @@ final class InProcessBackplane: Sendable {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         // `stop()` cancels the server to make it vanish the way a crashed one does; Hummingbird logs
         // the cancelled connections at error level, which is expected here, so only critical logs show.
-        // Registration limits off: suites start thousands of engines against one server.
-        var limits = RateLimits()
-        (limits.registrationAddressRate, limits.registrationUserRate) = (0, 0)
         let app = buildApplication(
-            BackplaneConfiguration(port: port, dataDirectory: directory, logLevel: .critical, rateLimits: limits), services: services,
+            BackplaneConfiguration(port: port, dataDirectory: directory, logLevel: .critical, rateLimits: .tests), services: services,
             onServerRunning: { continuation.yield($0) })
         let task = Task { try await app.runService(gracefulShutdownSignals: []) }
         var iterator = ports.makeAsyncIterator()

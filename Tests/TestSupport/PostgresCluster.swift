@@ -121,7 +121,7 @@ public actor PostgresCluster {
         }
         let data = directory.appendingPathComponent("data").path
         try await Self.run(bin, "initdb", ["-D", data, "-U", "backplane", "--auth=trust", "-E", "UTF8", "--no-sync"], asRoot: asRoot)
-        let port = try Self.freePort()
+        let port = try freePort()
         // fsync off: these databases live for one test run, and the suite's many commits would
         // otherwise wait on the disk. Durability of the store itself is PostgreSQL's setting.
         let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400"
@@ -160,23 +160,6 @@ public actor PostgresCluster {
         return versions.compactMap(Int.init).sorted().reversed()
             .map { URL(fileURLWithPath: "\(root)/\($0)/bin") }
             .first { FileManager.default.isExecutableFile(atPath: $0.appendingPathComponent("pg_ctl").path) }
-    }
-
-    /// A loopback port nothing listens on now (the kernel's pick for a socket bound to port 0).
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Unavailable.failed("socket() failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw Unavailable.failed("could not find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// What `atexit` runs, one command per cluster: a C function cannot capture.
