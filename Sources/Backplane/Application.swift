@@ -61,10 +61,10 @@ public struct BackplaneServices: Sendable {
     public let store: any BackplaneStore
     /// The device channels open on this node.
     public let wakeUpHub: WakeUpHub
-    /// Where the services announce wake-ups: the hub, or with a PostgreSQL store (several nodes)
-    /// the relay that also tells the other nodes, a service of the application.
+    /// Where the services announce wake-ups: the hub, or with a store that several nodes share
+    /// (its `wakeUpRelay`) the publisher that also tells the other nodes, a service of the application.
     public let wakeUps: any WakeUpPublisher
-    let wakeUpRelay: PostgresWakeUps?
+    let wakeUpRelay: RelayedWakeUps?
     public let applications: ApplicationService
     public let devices: DeviceService
     public let commands: CommandService
@@ -92,7 +92,7 @@ public struct BackplaneServices: Sendable {
         store.transactionTimings.attach(metrics)
         let wakeUpHub = wakeUpHub ?? WakeUpHub(metrics: metrics)
         self.wakeUpHub = wakeUpHub
-        let relay = (store as? PostgresStore).map { PostgresWakeUps(store: $0, hub: wakeUpHub) }
+        let relay = store.wakeUpRelay.map { RelayedWakeUps(relay: $0, hub: wakeUpHub) }
         let wakeUps: any WakeUpPublisher = relay ?? wakeUpHub
         self.wakeUpRelay = relay
         self.wakeUps = wakeUps
@@ -103,10 +103,10 @@ public struct BackplaneServices: Sendable {
         self.entitlements = Entitlements(store: store, now: now)
         self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
         self.assetPolicies = AssetPolicyService(store: store, now: now)
-        self.sync = SyncService(store: store, devices: devices, commands: commands, grants: grants)
+        self.sync = SyncService(store: store, devices: devices, commands: commands, lastSeen: lastSeen, now: now)
         self.feeds = FeedService(store: store, wakeUps: wakeUps, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)
-        self.events = EventService(store: store, metrics: metrics, now: now)
+        self.events = EventService(store: store, lastSeen: lastSeen, metrics: metrics, now: now)
         self.now = now
     }
 }
@@ -137,9 +137,9 @@ public func buildRouter(
     devices.addRegistration(to: callers.signedByAppKey("v1/devices/register"))
     let signedByDevice = callers.signedByDevice("v1")
     devices.addRoutes(to: signedByDevice)
-    devices.addSync(to: callers.signedByDevice("v1/sync", handlerRecordsNonce: true, readsOpenCommands: true))
+    devices.addSync(to: callers.signedByDeviceSpentByService("v1/sync"))
     SubscriptionsController(subscriptions: services.subscriptions).addRoutes(to: signedByDevice)
-    EventsController(events: services.events).addRoutes(to: callers.signedByDevice("v1/events", handlerRecordsNonce: true))
+    EventsController(events: services.events).addRoutes(to: callers.signedByDeviceSpentByService("v1/events"))
     let admin = callers.bearer("v1/admin", scope: .admin)
     AdminController(devices: services.devices, applications: services.applications, commands: services.commands).addRoutes(to: admin)
     let grants = DownloadGrantsController(
@@ -171,7 +171,7 @@ public func buildWebSocketRouter(
     router.add(middleware: AddressRateLimitMiddleware(
         limiter: limiters.address, fromForwardedFor: limiters.addressFromForwardedFor, metrics: services.metrics))
     let callers = CallerGroups(router: router, services: services, deviceLimiter: limiters.device)
-    ChannelController().addRoutes(to: router.group("v1/devices").add(middleware: callers.deviceSigning()))
+    ChannelController().addRoutes(to: callers.signedByDeviceInRootContext("v1/devices"))
     return router
 }
 

@@ -1,6 +1,7 @@
 @testable import Backplane
 import Foundation
 import GRDB
+import Synchronization
 import TestSupport
 import Testing
 
@@ -36,7 +37,19 @@ struct ColumnReadsTests {
                 """)
             try db.execute(sql: "UPDATE commands SET created_at = 1704110400.5, failure_reason = X'6F6B' WHERE command_id = 'c1'")
         }
-        let (device, commands) = try #require(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "phone"))
+        // What a sync reads: the device and its open commands, each through `ColumnCursor`.
+        @Sendable func syncRead() async throws -> (DeviceRecord, [CommandRecord]) {
+            let read = Mutex<SyncSnapshot?>(nil)
+            let plan = SyncPlan(applicationId: applicationId, deviceId: "phone", signedInDevice: nil, reportedGrantIds: [], ackedCommandIds: []) {
+                snapshot in
+                read.withLock { $0 = snapshot }
+                return SyncDecision(deviceAfter: snapshot.device, releasedAt: Self.now)
+            }
+            _ = try await store.sync(plan, spending: nil)
+            let snapshot = try #require(read.withLock { $0 })
+            return (snapshot.device, snapshot.openCommands)
+        }
+        let (device, commands) = try await syncRead()
         #expect(device.nickname == "hi" && device.model == nil)
         #expect(device.registeredAt == Date(timeIntervalSince1970: 1_704_110_400))
         #expect(device.lastSeenAt == Date(timeIntervalSince1970: 1_704_110_400))
@@ -52,7 +65,7 @@ struct ColumnReadsTests {
 
         // A text column holding bytes that are not UTF-8 converts in neither.
         try await other.write { db in try db.execute(sql: "UPDATE devices SET platform = X'FF' WHERE device_id = 'phone'") }
-        await #expect(throws: DecodingError.self) { try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "phone") }
+        await #expect(throws: DecodingError.self) { try await syncRead() }
         await #expect(throws: (any Error).self) {
             try await other.read { db in try DeviceRecord.fetchOne(db, sql: "SELECT \(DeviceRecord.selectSQL) FROM devices") }
         }

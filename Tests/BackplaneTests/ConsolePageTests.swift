@@ -164,7 +164,7 @@ import Testing
             #expect(question.status == .ok && question.text.contains("Revoke token \(record.id)?"))
             #expect(try await fixture.services.applications.authenticate(bearer: String(secret)).id == record.id)
             #expect(try await browser.post("/console/tokens/\(record.id)/revoke", ["confirm": "yes"]).status == .seeOther)
-            await #expect(throws: BackplaneError.self) { try await fixture.services.applications.authenticate(bearer: String(secret)) }
+            await #expect(throws: ServiceError.self) { try await fixture.services.applications.authenticate(bearer: String(secret)) }
 
             let key = try await browser.post("/console/keys", [:])
             #expect(key.status == .created && key.text.contains("aks_"))

@@ -43,34 +43,42 @@ extension StoreConformanceTests {
         #expect(listed.first?.lastUsedAt == nil)
     }
 
-    /// A sync's command write records its request's nonce: the same nonce again is refused with
-    /// `NonceReusedError`, and the refused write delivers nothing.
+    /// A sync spends its request's nonce, whether it changes nothing (a read) or writes: the same
+    /// nonce again is refused with `NonceReusedError`, and the refused sync delivers nothing.
     @Test(arguments: StoreKind.allCases)
-    func aSyncWriteRecordsItsNonceAndARefusedReplayChangesNothing(_ kind: StoreKind) async throws {
+    func aSyncSpendsItsNonceAndARefusedReplayChangesNothing(_ kind: StoreKind) async throws {
         let store = try await kind.make()
         let applicationId = try await application(in: store)
         try await registered(store, applicationId, "phone")
         let keyId = try #require(try await store.appKeys(applicationId: applicationId).first?.keyId)
         let nonce = SignedRequestRecord(keyId: keyId, nonce: "sync-write-nonce-01", signedAt: Self.now, receivedAt: Self.now)
-        let rules = CommandSyncRules(
-            applyAck: { _, _ in fatalError("no acks are sent") },
-            deliver: { command in
+        let phone = try await store.device(applicationId: applicationId, deviceId: "phone")
+        // Delivers whatever is open.
+        let delivering = SyncPlan(applicationId: applicationId, deviceId: "phone", signedInDevice: phone, reportedGrantIds: [], ackedCommandIds: []) { read in
+            var decision = SyncDecision(deviceAfter: read.device, releasedAt: Self.now)
+            decision.commands = read.openCommands.map { command in
                 var delivered = command
                 delivered.state = .delivered
                 return delivered
-            },
-            detach: { $0 }, now: Self.now)
-        // Nothing open: the write is made for the nonce alone.
-        let first = try await store.syncCommands(applicationId: applicationId, deviceId: "phone", acks: [], rules: rules, signedRequest: nonce)
-        #expect(first.open.isEmpty)
+            }
+            decision.openCommands = decision.commands
+            return decision
+        }
+        // Nothing open: nothing to write, and the nonce is spent all the same.
+        let first = try await store.sync(delivering, spending: nonce)
+        #expect(first.openCommands.isEmpty)
 
         _ = try await store.insertCommands([CommandRecord(
             commandId: "c1", applicationId: applicationId, deviceId: "phone", type: .wipe, assetIds: nil, state: .pending,
             createdAt: Self.now, updatedAt: Self.now, deferrals: 0)])
-        await #expect(throws: NonceReusedError.self) {
-            _ = try await store.syncCommands(applicationId: applicationId, deviceId: "phone", acks: [], rules: rules, signedRequest: nonce)
-        }
+        await #expect(throws: NonceReusedError.self) { _ = try await store.sync(delivering, spending: nonce) }
         #expect(try await store.command(applicationId: applicationId, commandId: "c1")?.state == .pending)
         #expect(try await store.recordSignedRequest(nonce) == false)
+
+        // A sync that writes spends its nonce in its write.
+        let second = SignedRequestRecord(keyId: keyId, nonce: "sync-write-nonce-02", signedAt: Self.now, receivedAt: Self.now)
+        #expect(try await store.sync(delivering, spending: second).openCommands.map(\.commandId) == ["c1"])
+        #expect(try await store.command(applicationId: applicationId, commandId: "c1")?.state == .delivered)
+        #expect(try await store.recordSignedRequest(second) == false)
     }
 }

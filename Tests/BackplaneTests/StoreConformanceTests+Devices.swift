@@ -1,5 +1,6 @@
 @testable import Backplane
 import Foundation
+import Synchronization
 import BackplaneWire
 import Testing
 
@@ -66,18 +67,17 @@ extension StoreConformanceTests {
         #expect(inserted == expected)
 
         let done = Self.now.addingTimeInterval(10)
-        let rules = CommandSyncRules(
-            applyAck: { _, command in
-                guard var updated = command else {
-                    return .init(updated: nil, result: .init(commandId: "c1", status: .rejected), detachesDevice: false)
-                }
+        let acknowledged = SyncPlan(
+            applicationId: applicationId, deviceId: "phone", signedInDevice: nil, reportedGrantIds: [], ackedCommandIds: ["c1"]
+        ) { snapshot in
+            var decision = SyncDecision(deviceAfter: snapshot.device, releasedAt: done)
+            if var updated = snapshot.ackedCommands["c1"] {
                 (updated.state, updated.completedAt, updated.updatedAt, updated.failureReason) = (.failed, done, done, "disk full")
-                return .init(updated: updated, result: .init(commandId: "c1", status: .accepted), detachesDevice: false)
-            },
-            deliver: { $0 }, detach: { $0 }, now: done)
-        _ = try await store.syncCommands(
-            applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: "c1", outcome: .failed, reason: "disk full")], rules: rules,
-            signedRequest: nil)
+                decision.commands = [updated]
+            }
+            return decision
+        }
+        _ = try await store.sync(acknowledged, spending: nil)
         (expected.state, expected.completedAt, expected.updatedAt, expected.failureReason) = (.failed, done, done, "disk full")
         #expect(try await store.command(applicationId: applicationId, commandId: "c1") == expected)
 
@@ -90,9 +90,10 @@ extension StoreConformanceTests {
         #expect(insertedWipe.assetIds == nil)
     }
 
-    /// A sync's first read: the device with its open commands, in delivery order.
+    /// What a sync reads: the device with its open commands, in delivery order, whether it
+    /// starts from the signed-in device (a quiet sync's read) or reads everything in its write.
     @Test(arguments: StoreKind.allCases)
-    func aDeviceIsReadWithItsOpenCommands(_ kind: StoreKind) async throws {
+    func aSyncReadsTheDeviceWithItsOpenCommands(_ kind: StoreKind) async throws {
         let store = try await kind.make()
         let applicationId = try await application(in: store)
         try await registered(store, applicationId, "phone")
@@ -106,15 +107,29 @@ extension StoreConformanceTests {
                 commandId: id, applicationId: applicationId, deviceId: device, type: .wipe, assetIds: nil, state: state, createdAt: Self.now,
                 updatedAt: Self.now, deferrals: 0)
         })
-        let (device, open) = try #require(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "phone"))
-        #expect(device == (try await store.device(applicationId: applicationId, deviceId: "phone")))
-        #expect(open.map(\.commandId) == ["c1", "c4"])
-        // Whole records, as the other reads return them.
-        #expect(open == (try await store.commands(applicationId: applicationId, deviceId: "phone")).filter { !$0.state.isFinished })
-        #expect(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "gone") == nil)
-        // A device with none, and one with only another device's.
-        let (tv, none) = try #require(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "tv"))
-        #expect(tv == (try await store.device(applicationId: applicationId, deviceId: "tv")) && none.isEmpty)
-        #expect(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "tablet")?.1.map(\.commandId) == ["c3"])
+        /// The snapshot a sync of `deviceId` decides from, changing nothing.
+        func snapshot(_ deviceId: String, signedIn: Bool) async throws -> SyncSnapshot {
+            let seen = Mutex<SyncSnapshot?>(nil)
+            let device = signedIn ? try await store.device(applicationId: applicationId, deviceId: deviceId) : nil
+            _ = try await store.sync(SyncPlan(
+                applicationId: applicationId, deviceId: deviceId, signedInDevice: device, reportedGrantIds: [], ackedCommandIds: []
+            ) { read in
+                seen.withLock { $0 = read }
+                return SyncDecision(deviceAfter: read.device, releasedAt: Self.now)
+            }, spending: nil)
+            return try #require(seen.withLock { $0 })
+        }
+        for signedIn in [true, false] {
+            let phone = try await snapshot("phone", signedIn: signedIn)
+            #expect(phone.device == (try await store.device(applicationId: applicationId, deviceId: "phone")))
+            #expect(phone.openCommands.map(\.commandId) == ["c1", "c4"])
+            // Whole records, as the other reads return them.
+            #expect(phone.openCommands == (try await store.commands(applicationId: applicationId, deviceId: "phone")).filter { !$0.state.isFinished })
+            // A device with none, and one with only another device's.
+            let tv = try await snapshot("tv", signedIn: signedIn)
+            #expect(tv.device == (try await store.device(applicationId: applicationId, deviceId: "tv")) && tv.openCommands.isEmpty)
+            #expect(try await snapshot("tablet", signedIn: signedIn).openCommands.map(\.commandId) == ["c3"])
+        }
+        await #expect(throws: StoreError.self) { _ = try await snapshot("gone", signedIn: false) }
     }
 }

@@ -257,13 +257,14 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         let store = try await kind.make()
         let applicationId = try await application(in: store)
         try await registered(store, applicationId, "phone")
-        let commands = CommandService(store: store, wakeUps: WakeUpHub(), now: { Self.now })
+        let services = BackplaneServices(store: store, now: { Self.now })
+        let (commands, sync) = (services.commands, services.sync)
         var enqueued: [String] = []
         for type in [CommandType.syncNow, .wipe, .syncNow] {
             enqueued += try await commands.enqueue(applicationId: applicationId, EnqueueCommandRequest(type: type, deviceId: "phone"))
                 .commands.map(\.commandId)
         }
-        let delivered = try await commands.sync(applicationId: applicationId, deviceId: "phone", acks: []).commands
+        let delivered = try await sync.sync(applicationId: applicationId, deviceId: "phone", SyncRequest(acks: [])).commands
         #expect(delivered.map(\.commandId) == enqueued)
         #expect(delivered.allSatisfy { $0.state == .delivered })
 
@@ -271,17 +272,15 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         let results = try await withThrowingTaskGroup(of: [CommandAckResult].self) { group in
             for _ in 0..<12 {
                 group.addTask {
-                    try await commands.sync(
-                        applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: first, outcome: .succeeded)]).results
+                    try await sync.sync(applicationId: applicationId, deviceId: "phone", SyncRequest(acks: [CommandAck(commandId: first, outcome: .succeeded)])).ackResults
                 }
             }
             return try await group.reduce(into: []) { $0 += $1 }
         }
         #expect(results.count(where: { $0.status == .accepted }) == 1)
         #expect(results.count(where: { $0.status == .duplicate }) == 11)
-        let late = try await commands.sync(
-            applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: first, outcome: .failed, reason: "late")])
-        #expect(late.results.map(\.status) == [.duplicate])
+        let late = try await sync.sync(applicationId: applicationId, deviceId: "phone", SyncRequest(acks: [CommandAck(commandId: first, outcome: .failed, reason: "late")]))
+        #expect(late.ackResults.map(\.status) == [.duplicate])
         #expect(late.commands.map(\.commandId) == Array(enqueued.dropFirst()))
         let finished = try #require(try await store.command(applicationId: applicationId, commandId: first))
         #expect(finished.state == .succeeded)
@@ -295,7 +294,8 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         let store = try await kind.make()
         let applicationId = try await application(in: store)
         try await registered(store, applicationId, "phone")
-        let commands = CommandService(store: store, wakeUps: WakeUpHub(), now: { Self.now })
+        let services = BackplaneServices(store: store, now: { Self.now })
+        let (commands, sync) = (services.commands, services.sync)
         var ids: [String] = []
         for _ in 0..<16 {
             ids += try await commands.enqueue(applicationId: applicationId, EnqueueCommandRequest(type: .syncNow, deviceId: "phone"))
@@ -308,12 +308,12 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
                     do {
                         _ = try await commands.cancel(applicationId: applicationId, commandId: id)
                         return .cancelled(id)
-                    } catch let error as BackplaneError where error.status == .conflict {
+                    } catch let error as ServiceError where error.code == .conflict {
                         return .refused(id)
                     }
                 }
                 if index % 4 == 0 {
-                    group.addTask { .handedOut(try await commands.sync(applicationId: applicationId, deviceId: "phone", acks: []).commands.map(\.commandId)) }
+                    group.addTask { .handedOut(try await sync.sync(applicationId: applicationId, deviceId: "phone", SyncRequest(acks: [])).commands.map(\.commandId)) }
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
@@ -341,15 +341,15 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         let store = try await kind.make()
         let applicationId = try await application(in: store)
         try await registered(store, applicationId, "phone")
-        let commands = CommandService(store: store, wakeUps: WakeUpHub(), now: { Self.now })
+        let services = BackplaneServices(store: store, now: { Self.now })
+        let (commands, sync) = (services.commands, services.sync)
         let kill = try await commands.enqueue(applicationId: applicationId, EnqueueCommandRequest(type: .kill, deviceId: "phone"))
             .commands[0].commandId
-        _ = try await commands.sync(applicationId: applicationId, deviceId: "phone", acks: [])
-        let deferred = try await commands.sync(
-            applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: kill, outcome: .deferred, reason: "playing")])
+        _ = try await sync.sync(applicationId: applicationId, deviceId: "phone", SyncRequest(acks: []))
+        let deferred = try await sync.sync(applicationId: applicationId, deviceId: "phone", SyncRequest(acks: [CommandAck(commandId: kill, outcome: .deferred, reason: "playing")]))
         #expect(deferred.commands.map(\.commandId) == [kill], "a deferred command stays open")
         #expect(try await store.device(applicationId: applicationId, deviceId: "phone")?.isRegistered == true)
-        _ = try await commands.sync(applicationId: applicationId, deviceId: "phone", acks: [CommandAck(commandId: kill, outcome: .succeeded)])
+        _ = try await sync.sync(applicationId: applicationId, deviceId: "phone", SyncRequest(acks: [CommandAck(commandId: kill, outcome: .succeeded)]))
         let device = try #require(try await store.device(applicationId: applicationId, deviceId: "phone"))
         #expect(!device.isRegistered)
         #expect(!device.downloadEnabled)

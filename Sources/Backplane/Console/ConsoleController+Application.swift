@@ -94,9 +94,9 @@ extension ConsoleController {
                 return renderer.page(
                     "settings", title: "Settings", model: SettingsModel(fields: lines), session: context.session, current: .settings,
                     notice: "Settings saved. Devices receive them at their next sync.")
-            } catch let error as BackplaneError where error.code == .validationFailed {
-                guard case .string(let name)? = error.body.error.details?["field"] else { throw error }
-                errors[name] = error.body.error.message
+            } catch let error as ServiceError where error.code == .validationFailed {
+                guard case .string(let name)? = error.details?["field"] else { throw error }
+                errors[name] = error.message
             }
         }
         let lines = Self.settingFields.map { field in
@@ -185,12 +185,12 @@ extension ConsoleController {
     @Sendable func createToken(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         let form = try await context.form(TokenForm.self, from: request, needs: .admin, toDo: "Creating a token")
         guard let scope = TokenScope(rawValue: form.scope), scope != .admin else {
-            throw BackplaneError.validation("The console makes cms and reporting tokens; admin tokens come from 'backplane token create'.", field: "scope")
+            throw ServiceError.validation("The console makes cms and reporting tokens; admin tokens come from 'backplane token create'.", field: "scope")
         }
         var expiresAt: Date?
         if let days = form.expiresInDays?.trimmingCharacters(in: .whitespaces), !days.isEmpty {
             guard let count = Int(days), (1...3650).contains(count) else {
-                throw BackplaneError.validation("'Expires in days' must be a whole number from 1 to 3650.", field: "expiresInDays")
+                throw ServiceError.validation("'Expires in days' must be a whole number from 1 to 3650.", field: "expiresInDays")
             }
             expiresAt = services.now().addingTimeInterval(Double(count) * 86400)
         }

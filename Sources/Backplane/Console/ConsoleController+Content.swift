@@ -16,11 +16,11 @@ extension ConsoleController {
             .get("events/export", use: exportEvents)
     }
 
-    private func requireFeedReader(_ session: ConsoleSession) throws {
+    private func requireFeedReader(_ session: BrowserSession) throws {
         if session.scope != .admin { try session.require(.cms, toDo: "The feeds pages") }
     }
 
-    private func requireEventReader(_ session: ConsoleSession) throws {
+    private func requireEventReader(_ session: BrowserSession) throws {
         if session.scope != .admin { try session.require(.reporting, toDo: "The event log") }
     }
 
@@ -115,7 +115,7 @@ extension ConsoleController {
         // the others (its window, types, custom fields). Updates go through the CMS API.
         if let live = try await services.store.episode(applicationId: context.applicationId, feedId: feedId, assetId: form.assetId),
            live.retractedAt == nil {
-            throw BackplaneError.conflict(
+            throw ServiceError.conflict(
                 "Episode '\(form.assetId)' is already published in this feed. Retract it first, or update it with PUT /v1/cms/feeds/{feedId}/episodes/{assetId}.")
         }
         let episode = EpisodeInput(assetId: form.assetId, title: optional(form.title), downloadURL: optional(form.downloadURL))
@@ -171,10 +171,10 @@ extension ConsoleController {
         }
         let filter: EventFilter
         do {
-            filter = try ReportsController.filter { query[$0] }
+            filter = try EventFilter(named: { query[$0] })
             try EventService.validate(filter)
-        } catch let error as BackplaneError {
-            return page(filterError: error.body.error.message, chart: nil, rows: [], next: nil, status: error.status)
+        } catch let error as ServiceError {
+            return page(filterError: error.message, chart: nil, rows: [], next: nil, status: error.code.httpStatus)
         }
         let applicationId = context.applicationId
         let events = try await services.events.list(applicationId: applicationId, filter: filter, cursor: query["cursor"], limit: nil)
@@ -211,9 +211,7 @@ extension ConsoleController {
     @Sendable func exportEvents(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         try requireEventReader(context.session)
         let query = try ConsoleForms.query(request)
-        let format = try ReportsController.ExportFormat(query["format"])
-        let filter = try ReportsController.filter { query[$0] }
-        try EventService.validate(filter)
-        return ReportsController.exportResponse(events: services.events, applicationId: context.applicationId, filter: filter, format: format)
+        let format = try EventExportFormat(query["format"])
+        return try Response.eventExport(services.events, applicationId: context.applicationId, filter: try EventFilter(named: { query[$0] }), format: format)
     }
 }

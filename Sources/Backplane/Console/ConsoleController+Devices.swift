@@ -149,7 +149,7 @@ extension ConsoleController {
     @Sendable func enqueueCommand(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         let form = try await context.form(CommandForm.self, from: request, needs: .admin, toDo: "Sending a command")
         let deviceId = try context.pathValue("deviceId")
-        guard let type = CommandType(rawValue: form.type) else { throw BackplaneError.validation("Unknown command type '\(form.type)'.", field: "type") }
+        guard let type = CommandType(rawValue: form.type) else { throw ServiceError.validation("Unknown command type '\(form.type)'.", field: "type") }
         let assetIds = form.assetIds.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
         let devicePath = ConsolePaths.device(deviceId)
         guard ConsoleForms.confirmed(form.confirm) else {
@@ -177,7 +177,7 @@ extension ConsoleController {
     @Sendable func setDownloadEnabled(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         let form = try await context.form(DownloadForm.self, from: request, needs: .admin, toDo: "Turning download on or off")
         let deviceId = try context.pathValue("deviceId")
-        guard let enabled = try QueryValue.bool(form.enabled, name: "enabled") else { throw BackplaneError.validation("'enabled' is missing.") }
+        guard let enabled = try QueryValue.bool(form.enabled, name: "enabled") else { throw ServiceError.validation("'enabled' is missing.") }
         let device = try await services.devices.setDownloadEnabled(
             applicationId: context.applicationId, deviceId: deviceId, enabled: enabled, origin: .admin).device
         let back = form.back == "user" ? ConsolePaths.user(device.userId) : ConsolePaths.device(deviceId)

@@ -72,7 +72,7 @@ struct ConsoleController {
         let record: TokenRecord
         do {
             record = try await services.applications.authenticate(bearer: token, now: services.now())
-        } catch let error as BackplaneError where error.code == .invalidCredentials {
+        } catch let error as ServiceError where error.code == .invalidCredentials {
             return signInForm(request, message: "That token is unknown, revoked or expired.", status: .unauthorized)
         }
         var response = Response(status: .seeOther, headers: [.location: ConsoleNavigation.home(for: record.scope)])
@@ -199,9 +199,10 @@ struct ConsoleErrorMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
-        } catch let error as BackplaneError {
+        } catch let refusal as any Error where refusal is ServiceError || refusal is BackplaneError || (refusal as? StoreError)?.isRequestsFault == true {
+            let error = ErrorMiddleware<Context>.map(refusal, requestId: context.id)
             context.access.record(error.code)
-            guard case .console(let session)? = context.identity else { return renderer.error(error, session: nil) }
+            guard case .browser(let session)? = context.identity else { return renderer.error(error, session: nil) }
             return renderer.error(error, session: session)
         }
     }

@@ -17,7 +17,7 @@ enum ConsoleForms {
         do {
             return try URLEncodedFormDecoder().decode(Form.self, from: String(buffer: body))
         } catch {
-            throw BackplaneError.badRequest("The form is incomplete or malformed. Reload the page and try again.")
+            throw ServiceError.badRequest("The form is incomplete or malformed. Reload the page and try again.")
         }
     }
 
@@ -29,7 +29,7 @@ enum ConsoleForms {
         do {
             return try URLEncodedFormDecoder().decode([String: String].self, from: raw).filter { !$0.value.isEmpty }
         } catch {
-            throw BackplaneError.badRequest("The query is malformed: each parameter may appear once.")
+            throw ServiceError.badRequest("The query is malformed: each parameter may appear once.")
         }
     }
 

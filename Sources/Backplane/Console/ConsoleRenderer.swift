@@ -31,7 +31,7 @@ struct ConsoleRenderer: Sendable {
 
     /// A whole page. `session` nil: the signed-out pages (sign-in, its errors).
     func page<Model>(
-        _ template: String, title: String, model: Model, session: ConsoleSession?, current: ConsoleNavigation.Item? = nil,
+        _ template: String, title: String, model: Model, session: BrowserSession?, current: ConsoleNavigation.Item? = nil,
         notice: String? = nil, status: HTTPResponse.Status = .ok
     ) -> Response {
         let body = library.render(PageFrame(csrf: session?.formToken ?? "", page: model), withTemplate: template) ?? ""
@@ -43,7 +43,7 @@ struct ConsoleRenderer: Sendable {
     }
 
     /// An error as a page: what went wrong, in words, with the status it has in the API.
-    func error(_ error: BackplaneError, session: ConsoleSession?) -> Response {
+    func error(_ error: BackplaneError, session: BrowserSession?) -> Response {
         page(
             "error", title: Self.errorTitle(error.status), model: ErrorModel(message: error.body.error.message, code: error.code.rawValue),
             session: session, status: error.status)

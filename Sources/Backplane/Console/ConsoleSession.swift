@@ -4,26 +4,6 @@ import HTTPTypes
 import Hummingbird
 import BackplaneWire
 
-/// Who is signed in to the console: the bearer token kept in the session cookie, and what it
-/// may do. Nothing is kept on the server: every request presents the cookie and the token is
-/// checked as an API request's would be (`ApplicationService.authenticate`), so a revoked or
-/// expired token ends its console sessions at once, on every node.
-struct ConsoleSession: Sendable {
-    let applicationId: String
-    let scope: TokenScope
-    let tokenName: String
-    /// The form token every state-changing form carries (`ConsoleSecurity.formToken`).
-    let formToken: String
-
-    /// Throws the console's 403 unless the session's token has `scope`.
-    func require(_ scope: TokenScope, toDo action: String) throws {
-        guard self.scope == scope else {
-            throw BackplaneError.forbidden(
-                "\(action) needs a token of scope '\(scope.rawValue)'; you signed in with a '\(self.scope.rawValue)' token.")
-        }
-    }
-}
-
 /// The cookies, form tokens and response headers of the console.
 enum ConsoleSecurity {
     /// The session cookie: the bearer token itself. `HttpOnly` keeps it from scripts,
@@ -85,8 +65,8 @@ enum ConsoleSecurity {
         }
     }
 
-    static func refused(_ message: String) -> BackplaneError {
-        BackplaneError(.forbidden, .forbidden, message, details: ["reason": .string("csrf")])
+    static func refused(_ message: String) -> ServiceError {
+        ServiceError(.forbidden, message, details: ["reason": .string("csrf")])
     }
 
     /// A console cookie (Hummingbird's `Cookie`): `HttpOnly`, `SameSite=Strict`, path `/console`,
@@ -126,13 +106,13 @@ struct ConsoleSessionMiddleware: RouterMiddleware {
         let record: TokenRecord
         do {
             record = try await services.applications.authenticate(bearer: token, now: services.now())
-        } catch let error as BackplaneError where error.code == .invalidCredentials {
+        } catch let error as ServiceError where error.code == .invalidCredentials {
             // Revoked or expired since sign-in: sign in again. (A store that cannot answer is
             // an error page, not a sign-out.)
             return signIn
         }
         var context = context
-        context.identity = .console(ConsoleSession(
+        context.identity = .browser(BrowserSession(
             applicationId: record.applicationId, scope: record.scope, tokenName: record.name,
             formToken: ConsoleSecurity.formToken(forBearer: token)))
         return try await next(request, context)
@@ -142,11 +122,11 @@ struct ConsoleSessionMiddleware: RouterMiddleware {
 /// A signed-in console request.
 struct ConsoleRequestContext: ChildRequestContext, WireCodingContext {
     var coreContext: CoreRequestContextStorage
-    let session: ConsoleSession
+    let session: BrowserSession
 
     init(context: BackplaneRequestContext) throws {
-        guard case .console(let session)? = context.identity else {
-            throw BackplaneError.invalidCredentials("Sign in to the console first.")
+        guard case .browser(let session)? = context.identity else {
+            throw ServiceError.invalidCredentials("Sign in to the console first.")
         }
         self.coreContext = context.coreContext
         self.session = session

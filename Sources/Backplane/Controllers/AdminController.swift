@@ -122,7 +122,7 @@ struct AdminController {
     @Sendable func createToken(_ request: Request, context: TokenRequestContext) async throws -> EditedResponse<CreatedToken> {
         let body = try await request.decode(as: CreateTokenRequest.self, context: context)
         guard body.scope != .admin else {
-            throw BackplaneError(.forbidden, .forbidden,
+            throw ServiceError(.forbidden,
                 "Admin tokens are created with 'backplane token create' on the server; this route makes cms and reporting tokens.",
                 details: ["field": .string("scope")])
         }

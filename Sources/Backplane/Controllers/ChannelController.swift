@@ -11,10 +11,10 @@ struct ChannelController {
     func addRoutes(to group: RouterGroup<BackplaneRequestContext>) {
         group.get(":deviceId/channel") { _, context -> Response in
             guard let device = context.device else {
-                throw BackplaneError.invalidCredentials("The channel needs a device's signed request.")
+                throw ServiceError.invalidCredentials("The channel needs a device's signed request.")
             }
             guard let upgrade = context.channelUpgrade else {
-                throw BackplaneError.badRequest("This is the device's WebSocket channel: connect with an HTTP Upgrade (websocket) request.")
+                throw ServiceError.badRequest("This is the device's WebSocket channel: connect with an HTTP Upgrade (websocket) request.")
             }
             upgrade.accept(device)
             return Response(status: .ok)

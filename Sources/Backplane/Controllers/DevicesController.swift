@@ -26,22 +26,20 @@ struct DevicesController {
             .put("user-devices/:siblingId/download-enabled", use: setSiblingDownloadEnabled)
             // Reached only when a request for the channel was not a WebSocket upgrade.
             .get("devices/:deviceId/channel") { _, _ -> Response in
-                throw BackplaneError.badRequest("This is the device's WebSocket channel: connect with an HTTP Upgrade (websocket) request.")
+                throw ServiceError.badRequest("This is the device's WebSocket channel: connect with an HTTP Upgrade (websocket) request.")
             }
     }
 
-    /// `POST /v1/sync`, in a group whose credential check also reads the open commands and leaves
-    /// the nonce to the sync (`SyncService`), which records it in its first write.
-    func addSync(to group: RouterGroup<DeviceRequestContext>) {
+    /// `POST /v1/sync`, in a group that leaves the nonce to the sync (`SyncService`), which spends
+    /// it in its own transaction.
+    func addSync(to group: RouterGroup<SignedDeviceRequestContext>) {
         group.post(use: sync)
     }
 
-    @Sendable func sync(_ request: Request, context: DeviceRequestContext) async throws -> SyncResponse {
-        let me = context.device
+    @Sendable func sync(_ request: Request, context: SignedDeviceRequestContext) async throws -> SyncResponse {
         // An empty body is an empty report.
         let body = try await request.decode(as: SyncRequest.self, context: context, orIfEmpty: SyncRequest())
-        return try await self.sync.sync(
-            applicationId: me.applicationId, deviceId: me.deviceId, body, authenticated: context.read, signedRequest: context.nonceToRecord)
+        return try await self.sync.sync(context.signed, body)
     }
 
     @Sendable func register(_ request: Request, context: RegistrationRequestContext) async throws -> EditedResponse<RegisterDeviceResponse> {

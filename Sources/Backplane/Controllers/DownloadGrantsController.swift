@@ -79,7 +79,7 @@ struct DownloadGrantsController {
     @Sendable func keySet(_ request: Request, context: BackplaneRequestContext) async throws -> EntitlementKeySet {
         let applicationId = try context.pathValue("applicationId")
         guard applicationId.utf8.count <= WireLimits.maxIdentifierLength, try await applications.exists(applicationId: applicationId) else {
-            throw BackplaneError.notFound("No such application.")
+            throw ServiceError.notFound("No such application.")
         }
         return try await entitlements.keySet(applicationId: applicationId)
     }

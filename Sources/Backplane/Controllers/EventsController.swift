@@ -7,14 +7,13 @@ import BackplaneWire
 struct EventsController {
     let events: EventService
 
-    /// In a group signed by the device whose handler records the nonce: with the events, in one transaction.
-    func addRoutes(to group: RouterGroup<DeviceRequestContext>) {
+    /// In a group that leaves the nonce to the upload, which spends it with the events, in one transaction.
+    func addRoutes(to group: RouterGroup<SignedDeviceRequestContext>) {
         group.post(use: upload)
     }
 
-    @Sendable func upload(_ request: Request, context: DeviceRequestContext) async throws -> EventBatchResponse {
-        let me = context.device
+    @Sendable func upload(_ request: Request, context: SignedDeviceRequestContext) async throws -> EventBatchResponse {
         let batch = try await request.decode(as: ReceivedEventBatch.self, context: context)
-        return try await events.ingest(applicationId: me.applicationId, deviceId: me.deviceId, batch, signedRequest: context.nonceToRecord)
+        return try await events.ingest(context.signed, batch)
     }
 }

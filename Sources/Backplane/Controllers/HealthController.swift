@@ -10,7 +10,7 @@ struct HealthController {
         router.get("healthz") { _, _ in HealthStatus(status: "ok") }
         router.get("readyz") { _, _ -> HealthStatus in
             guard await store.isReachable() else {
-                throw BackplaneError(.serviceUnavailable, .serviceUnavailable, "The database does not answer.")
+                throw ServiceError(.serviceUnavailable, "The database does not answer.")
             }
             return HealthStatus(status: "ready")
         }

@@ -16,10 +16,10 @@ struct MetricsController {
                 let presented = request.headers[.authorization].map { Data($0.utf8) } ?? Data()
                 // Compared as hashes: equal-length values, so the comparison's time says nothing.
                 guard SHA256.hash(data: presented) == SHA256.hash(data: Data("Bearer \(token)".utf8)) else {
-                    throw BackplaneError.invalidCredentials("Send 'Authorization: Bearer <metrics token>'.")
+                    throw ServiceError.invalidCredentials("Send 'Authorization: Bearer <metrics token>'.")
                 }
             }
-            guard let registry = services.metrics.registry else { throw BackplaneError.notFound("Metrics are off.") }
+            guard let registry = services.metrics.registry else { throw ServiceError.notFound("Metrics are off.") }
             // Gauges read when scraped rather than kept up to date on every change.
             services.metrics.channelsOpen.set(services.wakeUpHub.channelCount)
             if let nonces = try? await services.store.nonceCount() { services.metrics.nonces.set(nonces) }

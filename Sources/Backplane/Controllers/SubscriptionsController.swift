@@ -45,7 +45,7 @@ struct SubscriptionsController {
         let me = context.device
         let query = request.uri.queryParameters
         guard let since = try QueryValue.date(query["since"].map(String.init), name: "since") else {
-            throw BackplaneError.badRequest("'since' (an RFC 3339 date) is required.")
+            throw ServiceError.badRequest("'since' (an RFC 3339 date) is required.")
         }
         return try await subscriptions.episodes(
             applicationId: me.applicationId, deviceId: me.deviceId, since: since,

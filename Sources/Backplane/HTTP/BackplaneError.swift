@@ -2,8 +2,10 @@ import Foundation
 import Hummingbird
 import BackplaneWire
 
-/// Every error the backplane answers on purpose. It renders the error body (`ErrorBody` in BackplaneWire);
-/// anything else that escapes a handler is a bug and becomes `internal_error` (500).
+/// An error as HTTP answers it: a status, the error body (`ErrorBody` in BackplaneWire) and any
+/// headers it needs. Services throw `ServiceError`, which `ErrorMiddleware` turns into this by
+/// one table (`ErrorCode.httpStatus`); this type is made directly only for refusals that exist
+/// in HTTP alone (a wrong method, a rate limit's `Retry-After`, an unreadable request head).
 public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringConvertible {
     public var status: HTTPResponse.Status
     public var body: ErrorBody
@@ -13,6 +15,11 @@ public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringCo
     public init(_ status: HTTPResponse.Status, _ code: ErrorCode, _ message: String, details: [String: JSONValue]? = nil) {
         self.status = status
         self.body = ErrorBody(code: code, message: message, details: details)
+    }
+
+    /// A service's refusal, with the status its code has.
+    public init(_ error: ServiceError) {
+        self.init(error.code.httpStatus, error.code, error.message, details: error.details)
     }
 
     public var code: ErrorCode { body.error.code }
@@ -30,23 +37,8 @@ public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringCo
         ByteBuffer(bytes: (try? WireJSON.encoder().encode(body)) ?? Data())
     }
 
-    // MARK: the errors the services and middleware raise
+    // MARK: refusals that exist in HTTP alone
 
-    public static func badRequest(_ message: String) -> Self { .init(.badRequest, .badRequest, message) }
-    public static func validation(_ message: String, field: String? = nil) -> Self {
-        .init(.badRequest, .validationFailed, message, details: field.map { ["field": .string($0)] })
-    }
-    public static func payloadTooLarge(limit: Int) -> Self {
-        .init(.contentTooLarge, .payloadTooLarge, "The request body is larger than \(limit) bytes.", details: ["limitBytes": .int(Int64(limit))])
-    }
-    public static func invalidCredentials(_ message: String) -> Self { .init(.unauthorized, .invalidCredentials, message) }
-    public static func invalidSignature(_ message: String) -> Self { .init(.unauthorized, .invalidSignature, message) }
-    /// A signed request whose nonce was used before (by the signing middleware, or by a service
-    /// that records the nonce in its own transaction).
-    public static var nonceReused: Self { .init(.unauthorized, .nonceReused, "This nonce was already used; every request needs a new one.") }
-    public static func forbidden(_ message: String) -> Self { .init(.forbidden, .forbidden, message) }
-    public static func notFound(_ message: String) -> Self { .init(.notFound, .notFound, message) }
-    public static func conflict(_ message: String) -> Self { .init(.conflict, .conflict, message) }
     public static func methodNotAllowed(_ method: String, allowed: [String]) -> Self {
         var error = Self(.methodNotAllowed, .methodNotAllowed, "\(method) is not served here; this path serves \(allowed.joined(separator: ", ")).",
                          details: ["allowed": .array(allowed.map { .string($0) })])
@@ -66,11 +58,4 @@ public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringCo
         .init(.internalServerError, .internalError, "Internal error; quote request id \(requestId) when reporting it.",
               details: ["requestId": .string(requestId)])
     }
-
-    public static func deviceLimitReached(enabled: Int, limit: Int) -> Self {
-        .init(.conflict, .deviceLimitReached,
-              "The user already has \(enabled) download-enabled devices; the limit is \(limit).",
-              details: ["downloadEnabledCount": .int(Int64(enabled)), "deviceLimit": .int(Int64(limit))])
-    }
 }
-

@@ -21,8 +21,8 @@ struct RegistrationRequestContext: ChildRequestContext, WireCodingContext {
     let peerAddress: String?
 
     init(context: BackplaneRequestContext) throws {
-        guard case .appKey(let applicationId, let stringToSign)? = context.identity else {
-            throw BackplaneError.invalidCredentials("This route needs a request signed with an app key.")
+        guard case .appKey(let applicationId, let stringToSign, _, spent: true)? = context.identity else {
+            throw ServiceError.invalidCredentials("This route needs a request signed with an app key.")
         }
         self.coreContext = context.coreContext
         self.applicationId = applicationId
@@ -31,24 +31,33 @@ struct RegistrationRequestContext: ChildRequestContext, WireCodingContext {
     }
 }
 
-/// A device's own routes: signed with an app key and the device credential.
+/// A device's own routes: signed with an app key and the device credential, the nonce spent
+/// before the handler runs.
 struct DeviceRequestContext: ChildRequestContext, WireCodingContext {
     var coreContext: CoreRequestContextStorage
     let device: AuthenticatedDevice
-    /// The request's nonce, on routes whose handler records it in its own transaction; nil where
-    /// the middleware recorded it already.
-    let nonceToRecord: SignedRequestRecord?
-    /// What the credential check read of the device, earlier in this request.
-    let read: DeviceRead?
 
     init(context: BackplaneRequestContext) throws {
-        guard case .device(let device, let nonceToRecord, let read)? = context.identity else {
-            throw BackplaneError.invalidCredentials("This route needs a device credential.")
+        guard case .device(let signed, spent: true)? = context.identity else {
+            throw ServiceError.invalidCredentials("This route needs a device credential.")
         }
         self.coreContext = context.coreContext
-        self.device = device
-        self.nonceToRecord = nonceToRecord
-        self.read = read
+        self.device = signed.device
+    }
+}
+
+/// A device's routes whose service spends the nonce in its own write (the sync, an event
+/// upload): one commit for the request instead of two. The handler hands `signed` on.
+struct SignedDeviceRequestContext: ChildRequestContext, WireCodingContext {
+    var coreContext: CoreRequestContextStorage
+    let signed: SignedRequest
+
+    init(context: BackplaneRequestContext) throws {
+        guard case .device(let signed, spent: false)? = context.identity else {
+            throw ServiceError.invalidCredentials("This route needs a device credential.")
+        }
+        self.coreContext = context.coreContext
+        self.signed = signed
     }
 }
 
@@ -60,7 +69,7 @@ struct TokenRequestContext: ChildRequestContext, WireCodingContext {
 
     init(context: BackplaneRequestContext) throws {
         guard case .token(let applicationId)? = context.identity else {
-            throw BackplaneError.invalidCredentials("This route needs a bearer token.")
+            throw ServiceError.invalidCredentials("This route needs a bearer token.")
         }
         self.coreContext = context.coreContext
         self.applicationId = applicationId
@@ -79,20 +88,23 @@ struct CallerGroups {
     func signedByAppKey(_ path: RouterPath) -> RouterGroup<RegistrationRequestContext> {
         router.group(path)
             .add(middleware: SignedRequestMiddleware(services: services, requireDevice: false, deviceLimiter: deviceLimiter))
+            .add(middleware: SpendNonceMiddleware(services: services))
             .group(context: RegistrationRequestContext.self)
     }
 
-    /// Requests signed by a device. With `handlerRecordsNonce`, the handler records the nonce in
-    /// the same transaction as its own write (`DeviceRequestContext.nonceToRecord`); with
-    /// `readsOpenCommands`, the credential check reads the device's open commands with it.
-    func signedByDevice(
-        _ path: RouterPath, handlerRecordsNonce: Bool = false, readsOpenCommands: Bool = false
-    ) -> RouterGroup<DeviceRequestContext> {
-        var signing = deviceSigning(handlerRecordsNonce: handlerRecordsNonce)
-        signing.readsOpenCommands = readsOpenCommands
-        return router.group(path)
-            .add(middleware: signing)
+    /// Requests signed by a device, their nonce spent before the handler.
+    func signedByDevice(_ path: RouterPath) -> RouterGroup<DeviceRequestContext> {
+        router.group(path)
+            .add(middleware: deviceSignIn)
+            .add(middleware: SpendNonceMiddleware(services: services))
             .group(context: DeviceRequestContext.self)
+    }
+
+    /// Requests signed by a device whose service spends the nonce in its own write.
+    func signedByDeviceSpentByService(_ path: RouterPath) -> RouterGroup<SignedDeviceRequestContext> {
+        router.group(path)
+            .add(middleware: deviceSignIn)
+            .group(context: SignedDeviceRequestContext.self)
     }
 
     /// Requests with a bearer token of one scope.
@@ -102,9 +114,15 @@ struct CallerGroups {
             .group(context: TokenRequestContext.self)
     }
 
-    /// The device-signing middleware alone, for the WebSocket router, whose routes stay in the
-    /// root context.
-    func deviceSigning(handlerRecordsNonce: Bool = false) -> SignedRequestMiddleware {
-        SignedRequestMiddleware(services: services, requireDevice: true, deviceLimiter: deviceLimiter, handlerRecordsNonce: handlerRecordsNonce)
+    /// The WebSocket router's channel routes, which stay in the root context: signed by the
+    /// device, the nonce spent before the upgrade is accepted.
+    func signedByDeviceInRootContext(_ path: RouterPath) -> RouterGroup<BackplaneRequestContext> {
+        router.group(path)
+            .add(middleware: deviceSignIn)
+            .add(middleware: SpendNonceMiddleware(services: services))
+    }
+
+    private var deviceSignIn: SignedRequestMiddleware {
+        SignedRequestMiddleware(services: services, requireDevice: true, deviceLimiter: deviceLimiter)
     }
 }

@@ -59,8 +59,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let limits: TransportLimits
     /// When the connection is late (nil: it is not waiting on the client). Moved on every request
-    /// head and answer; the timer is not: scheduling and cancelling one twice a request was about
-    /// 1.5 % of a quiet sync's time. It fires at or before `deadline` and then looks again.
+    /// head and answer; the timer is not, which spares every request scheduling and cancelling
+    /// one twice. It fires at or before `deadline` and then looks again.
     private var deadline: NIODeadline?
     private var timer: (task: Scheduled<Void>, at: NIODeadline)?
     /// Requests whose head was read and whose answer has not ended: while one is being worked on

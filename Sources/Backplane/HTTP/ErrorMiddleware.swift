@@ -18,7 +18,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             response = try await next(request, context)
         } catch {
             var mapped = Self.map(error, requestId: context.id)
-            if mapped.status == .notFound, !(error is BackplaneError),
+            if mapped.status == .notFound, !(error is BackplaneError), !(error is ServiceError),
                let allowed = allowedMethods?.methods(for: request.uri.path), !allowed.isEmpty {
                 mapped = .methodNotAllowed(request.method.rawValue, allowed: allowed)
             }
@@ -39,12 +39,16 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
 
     static func map(_ error: any Error, requestId: String) -> BackplaneError {
         switch error {
+        case let error as ServiceError:
+            return BackplaneError(error)
         case let error as BackplaneError:
             return error
         case is StoreUnavailableError:
-            return BackplaneError(.serviceUnavailable, .serviceUnavailable, "The database is unavailable; try again shortly.")
+            return BackplaneError(.storeUnavailable)
+        case StoreError.unstorableValue(let reason):
+            return BackplaneError(.badRequest(reason))
         case is NIOTooManyBytesError:
-            return .payloadTooLarge(limit: WireLimits.maxBodyBytes)
+            return BackplaneError(.payloadTooLarge(limit: WireLimits.maxBodyBytes))
         case let error as HTTPError:
             return BackplaneError(error.status, code(for: error.status), error.body ?? message(for: error.status))
         case let error as any HTTPResponseError where error.status.code < 500:
@@ -69,5 +73,25 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
 
     private static func message(for status: HTTPResponse.Status) -> String {
         status.code == 404 ? "No such route." : status.reasonPhrase
+    }
+}
+
+extension ErrorCode {
+    /// The one table from a refusal's code to its HTTP status: every `ServiceError` is answered
+    /// with the status its code has here.
+    var httpStatus: HTTPResponse.Status {
+        switch self {
+        case .badRequest, .validationFailed: .badRequest
+        case .payloadTooLarge: .contentTooLarge
+        case .headersTooLarge: .requestHeaderFieldsTooLarge
+        case .invalidCredentials, .invalidSignature, .staleTimestamp, .nonceReused: .unauthorized
+        case .forbidden, .deviceUnregistered: .forbidden
+        case .notFound: .notFound
+        case .deviceAlreadyRegistered, .deviceLimitReached, .downloadLimitReached, .downloadNotEnabled, .conflict: .conflict
+        case .methodNotAllowed: .methodNotAllowed
+        case .rateLimited: .tooManyRequests
+        case .serviceUnavailable: .serviceUnavailable
+        case .internalError: .internalServerError
+        }
     }
 }

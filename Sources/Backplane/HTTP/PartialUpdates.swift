@@ -23,7 +23,7 @@ extension Request {
         let buffer = try await request.collectBody(upTo: context.maxUploadSize)
         if let object = try? JSONSerialization.jsonObject(with: Data(buffer: buffer)) as? [String: Any] {
             if let unknown = object.keys.sorted().first(where: { !T.fields.contains($0) }) {
-                throw BackplaneError.validation(
+                throw ServiceError.validation(
                     "Unknown field '\(unknown)'; this body takes \(T.fields.sorted().joined(separator: ", ")). Nothing was changed.",
                     field: unknown)
             }

@@ -8,29 +8,48 @@ import BackplaneWire
 /// (`CallerContexts.swift`) turns it into a caller that is not optional.
 enum Identity: Sendable {
     /// Signed with an app key, before the device has a credential (registration).
-    /// `stringToSign` is the verified string, which a device proof signs too.
-    case appKey(applicationId: String, stringToSign: String)
-    /// Signed with an app key and carrying a valid device credential. `nonceToRecord` is set when
-    /// the route's handler records the nonce in its own transaction; `read` is what the
-    /// credential check read, which a quiet sync answers from instead of reading it again.
-    case device(AuthenticatedDevice, nonceToRecord: SignedRequestRecord?, read: DeviceRead?)
+    /// `stringToSign` is the verified string, which a device proof signs too. `spent`: the
+    /// nonce is spent (`SpendNonceMiddleware`).
+    case appKey(applicationId: String, stringToSign: String, nonce: SignedRequestRecord, spent: Bool)
+    /// Signed with an app key and carrying a valid device credential; `spent`: its nonce is spent
+    /// already (`SpendNonceMiddleware`), or left to the route's service.
+    case device(SignedRequest, spent: Bool)
     /// A bearer token of the scope the route's group requires.
     case token(applicationId: String)
-    /// A console session: the token in its cookie, of any scope (pages check theirs).
-    case console(ConsoleSession)
+    /// A browser session: the token in its cookie, of any scope (pages check theirs).
+    case browser(BrowserSession)
 }
 
-/// What the credential check read of the device, earlier in the request.
-struct DeviceRead: Sendable {
-    let record: DeviceRecord
-    /// Its open commands, read with it on the routes that ask for them (the sync).
-    let openCommands: [CommandRecord]?
+extension Identity {
+    /// A signed request's nonce, spent or not; nil for other callers.
+    var signedNonce: SignedRequestRecord? {
+        switch self {
+        case .appKey(_, _, let nonce, _): nonce
+        case .device(let signed, _): signed.nonce
+        case .token, .browser: nil
+        }
+    }
 }
 
-/// The device that signed a request with its credential; it may act only on itself.
-struct AuthenticatedDevice: Sendable, Equatable {
+/// A browser signed in with a bearer token kept in a cookie (the console's session): the token's
+/// application, scope and name, and the form token its pages carry. Nothing is kept on the
+/// server: every request presents the cookie and the token is checked as an API request's would
+/// be (`ApplicationService.authenticate`), so a revoked or expired token ends its sessions at
+/// once, on every node.
+struct BrowserSession: Sendable {
     let applicationId: String
-    let deviceId: String
+    let scope: TokenScope
+    let tokenName: String
+    /// The form token every state-changing form carries (`ConsoleSecurity.formToken`).
+    let formToken: String
+
+    /// Throws the console's 403 unless the session's token has `scope`.
+    func require(_ scope: TokenScope, toDo action: String) throws {
+        guard self.scope == scope else {
+            throw ServiceError.forbidden(
+                "\(action) needs a token of scope '\(scope.rawValue)'; you signed in with a '\(self.scope.rawValue)' token.")
+        }
+    }
 }
 
 /// Where the channel route leaves the device whose upgrade it accepts, for `GuardedHTTPChannel`
@@ -74,10 +93,10 @@ public struct BackplaneRequestContext: RequestContext {
     public var requestDecoder: BackplaneRequestDecoder { BackplaneRequestDecoder() }
     public var responseEncoder: JSONEncoder { WireJSON.encoder() }
 
-    /// The signing device, on routes behind the device-signing middleware.
+    /// The signing device, once its request's nonce is spent.
     var device: AuthenticatedDevice? {
-        guard case .device(let device, _, _) = identity else { return nil }
-        return device
+        guard case .device(let signed, spent: true) = identity else { return nil }
+        return signed.device
     }
 }
 
@@ -94,14 +113,14 @@ extension Request {
 public struct BackplaneRequestDecoder: RequestDecoder {
     public func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext) async throws -> T {
         let buffer = try await request.body.collect(upTo: context.maxUploadSize)
-        guard buffer.readableBytes > 0 else { throw BackplaneError.badRequest("A JSON request body is required.") }
+        guard buffer.readableBytes > 0 else { throw ServiceError.badRequest("A JSON request body is required.") }
         if let key = buffer.withUnsafeReadableBytes(DuplicateJSONKeys.first(in:)) {
-            throw BackplaneError.badRequest("The body has the key '\(key)' twice in one object; each key may appear once.")
+            throw ServiceError.badRequest("The body has the key '\(key)' twice in one object; each key may appear once.")
         }
         do {
             return try WireJSON.decoder().decode(T.self, from: Data(buffer: buffer))
         } catch let error as DecodingError {
-            throw BackplaneError.badRequest(DecodingProblem.message(error, subject: "The body"))
+            throw ServiceError.badRequest(DecodingProblem.message(error, subject: "The body"))
         }
     }
 }

@@ -2,51 +2,13 @@ import Foundation
 import Hummingbird
 import BackplaneWire
 
-/// Query parameter parsing with the API's error body.
-enum QueryValue {
-    static func int(_ text: String?, name: String) throws -> Int? {
-        guard let text else { return nil }
-        guard let value = Int(text) else { throw BackplaneError.badRequest("'\(name)' must be an integer.") }
-        return value
-    }
-
-    static func date(_ text: String?, name: String) throws -> Date? {
-        guard let text else { return nil }
-        guard let date = try? Date(text, strategy: .iso8601) else {
-            throw BackplaneError.badRequest("'\(name)' must be an RFC 3339 date such as 2026-01-01T00:00:00Z.")
-        }
-        try Validate.date(date, field: name)
-        return date
-    }
-
-    /// One of an enumeration's raw values; an unknown one is refused with the list of known ones.
-    static func option<Value: RawRepresentable & CaseIterable>(_ text: String?, name: String, as: Value.Type) throws -> Value?
-    where Value.RawValue == String {
-        guard let text else { return nil }
-        guard let value = Value(rawValue: text) else {
-            throw BackplaneError.validation(
-                "Unknown \(name) '\(text)'; known: \(Value.allCases.map(\.rawValue).joined(separator: ", ")).", field: name)
-        }
-        return value
-    }
-
-    static func bool(_ text: String?, name: String) throws -> Bool? {
-        switch text {
-        case nil: return nil
-        case "true", "1": return true
-        case "false", "0": return false
-        default: throw BackplaneError.badRequest("'\(name)' must be true or false.")
-        }
-    }
-}
-
 extension RequestContext {
     /// A path parameter, percent-decoded. No identifier holds U+0000, and PostgreSQL cannot
     /// even look one up: refused here.
     func pathValue(_ name: String) throws -> String {
         let raw = try parameters.require(name)
         let value = raw.removingPercentEncoding ?? raw
-        guard !value.unicodeScalars.contains("\u{0}") else { throw BackplaneError.badRequest("'\(name)' must not contain U+0000.") }
+        guard !value.unicodeScalars.contains("\u{0}") else { throw ServiceError.badRequest("'\(name)' must not contain U+0000.") }
         return value
     }
 }

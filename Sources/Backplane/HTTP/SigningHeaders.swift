@@ -1,11 +1,11 @@
 import HTTPTypes
 
 /// The signing headers of a request, found in one pass over its fields. `HTTPFields`' subscript
-/// searches the fields for its name and joins what it finds through generic sequence code: six
-/// of those were 3.6 % of the server's time in a profile of quiet syncs. The names are matched
-/// as literals, lower case as `canonicalName` is: comparing with a made `HTTPField.Name` retains
-/// its strings, which every thread shares, and that contended count showed in the profile too.
-/// `SigningHeadersTests` checks each literal against the protocol's header names.
+/// searches the fields for its name and joins what it finds through generic sequence code, and a
+/// signed request needs six. The names are matched as literals, lower case as `canonicalName` is:
+/// comparing with a made `HTTPField.Name` retains its strings, which every thread shares, so every
+/// request would contend for their reference count. `SigningHeadersTests` checks each literal
+/// against the protocol's header names.
 struct SigningHeaders {
     var keyId: String?
     var timestamp: String?

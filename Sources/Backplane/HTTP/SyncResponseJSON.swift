@@ -6,12 +6,11 @@ extension SyncResponse {
     ///
     /// Every device sends a sync every few minutes, and most answers are the same small object
     /// (the device, the settings, the time, no commands). `JSONEncoder` builds a tree of boxed
-    /// values through its generic containers and sorts every object's keys on each call, which a
-    /// profile of quiet syncs showed as about a tenth of the server's time; this writes the keys in
-    /// their sorted order instead. The download report results, present only on the rarer syncs
-    /// that carry reports, are still encoded by `JSONEncoder`. `SyncResponseJSONTests` compares the two
-    /// on every kind of value, so a field added to these types must be added here too (that test
-    /// fails until it is).
+    /// values through its generic containers and sorts every object's keys on each call, for an
+    /// answer whose keys are always the same; this writes the keys in their sorted order instead.
+    /// The download report results, present only on the rarer syncs that carry reports, are still
+    /// encoded by `JSONEncoder`. `SyncResponseJSONTests` compares the two on every kind of value,
+    /// so a field added to these types must be added here too (that test fails until it is).
     func wireJSON() throws -> [UInt8] {
         var out = WireJSONWriter()
         out.bytes.reserveCapacity(640)
@@ -78,7 +77,7 @@ struct WireJSONWriter {
     mutating func key(_ name: StaticString, _ value: Date) {
         key(name)
         // By hand within the years it covers, straight into the answer (the text has nothing to
-        // escape): a format style per call was half of writing a device.
+        // escape): no format style per call, on the path of every sync's answer.
         guard UTCDateText.gregorianFourDigitYears.contains(value) else { return string(value.formatted(.iso8601)) }
         bytes.append(UInt8(ascii: "\""))
         UTCDateText.appendISO8601(value, to: &bytes)

@@ -21,12 +21,12 @@ final class AccessRecord: Sendable {
     func record(_ identity: Identity?) {
         fields.withLock { fields in
             switch identity {
-            case .appKey(let applicationId, _)?, .token(let applicationId)?:
+            case .appKey(let applicationId, _, _, _)?, .token(let applicationId)?:
                 fields.applicationId = applicationId
-            case .device(let device, _, _)?:
-                fields.applicationId = device.applicationId
-                fields.deviceId = device.deviceId
-            case .console(let session)?:
+            case .device(let signed, _)?:
+                fields.applicationId = signed.device.applicationId
+                fields.deviceId = signed.device.deviceId
+            case .browser(let session)?:
                 fields.applicationId = session.applicationId
             case nil:
                 break

@@ -5,8 +5,8 @@ import Logging
 /// `time level label: key=value … [source] message`, metadata from the logger, the metadata
 /// provider, the call and its error (`error.message`, `error.type`), with the metadata rendered
 /// when a line is written instead of each time it changes. Hummingbird sets a request id on
-/// every request's logger, and `StreamLogHandler` rendered all of its metadata then: about 2 %
-/// of a quiet sync's time in a profile, with nothing logged at all.
+/// every request's logger, and `StreamLogHandler` rendered all of its metadata then: work on
+/// every request, with nothing logged at all.
 public struct TextLogHandler: LogHandler {
     public var logLevel: Logger.Level = .info
     public var metadata: Logger.Metadata = [:]

@@ -15,11 +15,11 @@ extension ApplicationService {
         if let expiresAt {
             try Validate.date(expiresAt, field: "expiresAt")
             guard expiresAt > now, expiresAt.timeIntervalSince(now) <= Self.maxTokenLifetime else {
-                throw BackplaneError.validation("'expiresAt' must be in the future and at most ten years away.", field: "expiresAt")
+                throw ServiceError.validation("'expiresAt' must be in the future and at most ten years away.", field: "expiresAt")
             }
         }
         guard try await store.application(id: applicationId) != nil else {
-            throw BackplaneError.notFound("No application with id '\(applicationId)'.")
+            throw ServiceError.notFound("No application with id '\(applicationId)'.")
         }
         let token = Secrets.bearerToken()
         let record = TokenRecord(
@@ -47,10 +47,10 @@ extension ApplicationService {
     /// a revocation takes effect at once, on every node.
     public func authenticate(bearer token: String, now: Date = Date()) async throws -> TokenRecord {
         guard let record = try await store.token(hash: Secrets.hash(token)), record.revokedAt == nil else {
-            throw BackplaneError.invalidCredentials("Unknown or revoked bearer token.")
+            throw ServiceError.invalidCredentials("Unknown or revoked bearer token.")
         }
         if let expiresAt = record.expiresAt, expiresAt <= now {
-            throw BackplaneError.invalidCredentials("This bearer token expired at \(expiresAt.formatted(.iso8601)).")
+            throw ServiceError.invalidCredentials("This bearer token expired at \(expiresAt.formatted(.iso8601)).")
         }
         credentialUse?.usedToken(record.id, at: now)
         return record
@@ -61,7 +61,7 @@ extension ApplicationService {
     public func revokeToken(applicationId: String, tokenId: String, now: Date = Date()) async throws -> TokenInfo {
         try Validate.identifier(tokenId, field: "tokenId")
         guard let revoked = try await store.revokeToken(applicationId: applicationId, tokenId: tokenId, at: now) else {
-            throw BackplaneError.notFound("No token '\(tokenId)' in this application.")
+            throw ServiceError.notFound("No token '\(tokenId)' in this application.")
         }
         return revoked.wire
     }

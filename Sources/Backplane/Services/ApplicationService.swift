@@ -34,7 +34,7 @@ public struct ApplicationService: Sendable {
 
     public func settings(applicationId: String) async throws -> ApplicationSettings {
         guard let application = try await store.application(id: applicationId) else {
-            throw BackplaneError.notFound("No application with id '\(applicationId)'.")
+            throw ServiceError.notFound("No application with id '\(applicationId)'.")
         }
         return application.settings
     }
@@ -46,7 +46,7 @@ public struct ApplicationService: Sendable {
             try Validate.settings(next)
             return next
         }
-        guard let updated else { throw BackplaneError.notFound("No application with id '\(applicationId)'.") }
+        guard let updated else { throw ServiceError.notFound("No application with id '\(applicationId)'.") }
         wakeUps?.publish(.application(applicationId: applicationId))
         return updated
     }
@@ -70,10 +70,10 @@ public struct ApplicationService: Sendable {
     public func revokeAppKey(applicationId: String, keyId: String, now: Date = Date()) async throws -> AppKey {
         let revoked = try await store.revokeAppKey(applicationId: applicationId, keyId: keyId, at: now) { active in
             guard active.contains(where: { $0.keyId != keyId }) else {
-                throw BackplaneError.conflict("'\(keyId)' is the application's only active key; add a new key before revoking it.")
+                throw ServiceError.conflict("'\(keyId)' is the application's only active key; add a new key before revoking it.")
             }
         }
-        guard let revoked else { throw BackplaneError.notFound("No app key '\(keyId)' in this application.") }
+        guard let revoked else { throw ServiceError.notFound("No app key '\(keyId)' in this application.") }
         return revoked.wire
     }
 

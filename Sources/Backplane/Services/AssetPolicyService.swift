@@ -26,7 +26,7 @@ public struct AssetPolicyService: Sendable {
     public func get(applicationId: String, assetId: String) async throws -> AssetPolicyEntry {
         try Validate.identifier(assetId, field: "assetId")
         guard let record = try await store.assetPolicy(applicationId: applicationId, assetId: assetId) else {
-            throw BackplaneError.notFound("No policy for asset '\(assetId)'.")
+            throw ServiceError.notFound("No policy for asset '\(assetId)'.")
         }
         return Self.wire(record)
     }
@@ -35,7 +35,7 @@ public struct AssetPolicyService: Sendable {
     public func delete(applicationId: String, assetId: String) async throws {
         try Validate.identifier(assetId, field: "assetId")
         guard try await store.deleteAssetPolicy(applicationId: applicationId, assetId: assetId) else {
-            throw BackplaneError.notFound("No policy for asset '\(assetId)'.")
+            throw ServiceError.notFound("No policy for asset '\(assetId)'.")
         }
     }
 

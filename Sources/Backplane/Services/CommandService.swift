@@ -24,7 +24,7 @@ public struct CommandService: Sendable {
     public func enqueue(applicationId: String, _ request: EnqueueCommandRequest) async throws -> CommandList {
         let targets = [request.deviceId, request.externalDeviceId, request.userId].compactMap { $0 }
         guard targets.count == 1 else {
-            throw BackplaneError.validation("Name exactly one target: deviceId, externalDeviceId or userId.")
+            throw ServiceError.validation("Name exactly one target: deviceId, externalDeviceId or userId.")
         }
         for (value, field) in [(request.deviceId, "deviceId"), (request.externalDeviceId, "externalDeviceId"), (request.userId, "userId")] {
             if let value { try Validate.identifier(value, field: field) }
@@ -33,7 +33,7 @@ public struct CommandService: Sendable {
         let now = now()
         try Validate.date(request.expiresAt, field: "expiresAt")
         if let expiresAt = request.expiresAt, expiresAt <= now {
-            throw BackplaneError.validation("'expiresAt' must be in the future.", field: "expiresAt")
+            throw ServiceError.validation("'expiresAt' must be in the future.", field: "expiresAt")
         }
 
         let devices = try await targetDevices(applicationId: applicationId, request)
@@ -51,7 +51,7 @@ public struct CommandService: Sendable {
 
     public func command(applicationId: String, commandId: String) async throws -> Command {
         guard let command = try await store.command(applicationId: applicationId, commandId: commandId) else {
-            throw BackplaneError.notFound("No command '\(commandId)'.")
+            throw ServiceError.notFound("No command '\(commandId)'.")
         }
         return command.wire
     }
@@ -59,7 +59,7 @@ public struct CommandService: Sendable {
     /// A device's commands, oldest first. Open commands past their expiry are shown as expired.
     public func commands(applicationId: String, deviceId: String) async throws -> CommandList {
         guard try await store.device(applicationId: applicationId, deviceId: deviceId) != nil else {
-            throw BackplaneError.notFound("No device '\(deviceId)'.")
+            throw ServiceError.notFound("No device '\(deviceId)'.")
         }
         let now = now()
         let commands = try await store.commands(applicationId: applicationId, deviceId: deviceId)
@@ -88,7 +88,7 @@ public struct CommandService: Sendable {
         let now = now()
         let updated = try await store.updateCommand(applicationId: applicationId, commandId: commandId) { command in
             guard command.state == .pending else {
-                throw BackplaneError.conflict("Command '\(commandId)' is \(command.state.rawValue); only a pending command can be cancelled.")
+                throw ServiceError.conflict("Command '\(commandId)' is \(command.state.rawValue); only a pending command can be cancelled.")
             }
             var command = command
             command.state = .cancelled
@@ -96,54 +96,13 @@ public struct CommandService: Sendable {
             command.updatedAt = now
             return command
         }
-        guard let updated else { throw BackplaneError.notFound("No command '\(commandId)'.") }
+        guard let updated else { throw ServiceError.notFound("No command '\(commandId)'.") }
         metrics.count(.cancelled)
         return updated.wire
     }
 
-    /// The command section of a device's sync: apply its acks, deliver what is open.
-    /// `openAlreadyRead`: the device's open commands as this request read them already; when
-    /// there are no acks and none of them is newly delivered or expired, they are the answer.
-    /// `signedRequest`: the request's nonce, recorded in the section's write when it makes one
-    /// (`recordedNonce`); a replay is refused there and changes nothing.
-    func sync(
-        applicationId: String, deviceId: String, acks: [CommandAck], openAlreadyRead: [CommandRecord]? = nil,
-        signedRequest: SignedRequestRecord? = nil
-    ) async throws -> (commands: [Command], results: [CommandAckResult], recordedNonce: Bool) {
-        guard acks.count <= WireLimits.maxAcksPerSync else {
-            throw BackplaneError.validation("At most \(WireLimits.maxAcksPerSync) acknowledgements per sync.", field: "acks")
-        }
-        for ack in acks {
-            try Validate.identifier(ack.commandId, field: "acks.commandId")
-            try Validate.optionalText(ack.reason, field: "acks.reason", maxLength: WireLimits.maxReasonLength)
-        }
-        let now = now()
-        let rules = CommandSyncRules(
-            applyAck: { ack, command in Self.apply(ack, to: command, from: deviceId, now: now) },
-            deliver: { command in
-                var command = Self.expiring(command, now: now)
-                if command.state == .pending {
-                    command.state = .delivered
-                    command.deliveredAt = now
-                    command.updatedAt = now
-                }
-                return command
-            },
-            detach: { device in DeviceService.detached(device, at: now) },
-            now: now)
-        // The store's own quiet path, without its read.
-        if acks.isEmpty, let open = openAlreadyRead, open.allSatisfy({ rules.deliver($0) == $0 }) {
-            return (open.map(\.wire), [], false)
-        }
-        let (results, open) = try await answeringNonceRefusals {
-            try await store.syncCommands(applicationId: applicationId, deviceId: deviceId, acks: acks, rules: rules, signedRequest: signedRequest)
-        }
-        countTransitions(acks: acks, results: results, open: open, now: now)
-        return (open.map(\.wire), results, signedRequest != nil)
-    }
-
     /// Counted once the store has applied them: a transaction retried or rolled back counts nothing.
-    private func countTransitions(acks: [CommandAck], results: [CommandAckResult], open: [CommandRecord], now: Date) {
+    func countTransitions(acks: [CommandAck], results: [CommandAckResult], open: [CommandRecord], now: Date) {
         // One result per ack, in order: a command acknowledged twice in one sync counts once.
         for (ack, result) in zip(acks, results) where result.status == .accepted {
             switch ack.outcome {
@@ -153,41 +112,6 @@ public struct CommandService: Sendable {
             }
         }
         metrics.count(.delivered, open.filter { $0.state == .delivered && $0.deliveredAt == now }.count)
-    }
-
-    /// The acknowledgement state machine. A repeated ack of a finished command changes nothing.
-    static func apply(_ ack: CommandAck, to command: CommandRecord?, from deviceId: String, now: Date) -> CommandSyncRules.AckDecision {
-        guard let command, command.deviceId == deviceId else {
-            return .init(updated: nil, result: .init(commandId: ack.commandId, status: .rejected, message: "No such command for this device."), detachesDevice: false)
-        }
-        let current = expiring(command, now: now)
-        guard !current.state.isFinished else {
-            return .init(updated: current, result: .init(commandId: ack.commandId, status: .duplicate, message: "The command is \(current.state.rawValue)."), detachesDevice: false)
-        }
-        var updated = current
-        updated.updatedAt = now
-        switch ack.outcome {
-        case .succeeded:
-            updated.state = .succeeded
-            updated.completedAt = now
-        case .failed:
-            updated.state = .failed
-            updated.completedAt = now
-            updated.failureReason = ack.reason ?? "unspecified"
-        case .deferred:
-            updated.deferrals += 1
-            updated.failureReason = ack.reason
-        }
-        let succeeded = updated.state == .succeeded
-        let detaches = succeeded && (command.type == .kill || command.type == .unregister)
-        // A wipe or a deletion removed the downloads: their grants hold nothing any more.
-        let releases: CommandSyncRules.GrantRelease? = switch command.type {
-        case .wipe where succeeded, .kill where succeeded: .all
-        case .deleteAssets where succeeded: .assets(command.assetIds ?? [])
-        default: nil
-        }
-        return .init(
-            updated: updated, result: .init(commandId: ack.commandId, status: .accepted), detachesDevice: detaches, releasesGrants: releases)
     }
 
     /// An open command whose expiry passed is expired.
@@ -203,15 +127,15 @@ public struct CommandService: Sendable {
     private func validateAssets(_ request: EnqueueCommandRequest) throws -> [String]? {
         guard request.type == .deleteAssets else {
             guard request.assetIds == nil else {
-                throw BackplaneError.validation("'assetIds' is only for deleteAssets.", field: "assetIds")
+                throw ServiceError.validation("'assetIds' is only for deleteAssets.", field: "assetIds")
             }
             return nil
         }
         guard let assetIds = request.assetIds, !assetIds.isEmpty else {
-            throw BackplaneError.validation("deleteAssets needs a non-empty 'assetIds'.", field: "assetIds")
+            throw ServiceError.validation("deleteAssets needs a non-empty 'assetIds'.", field: "assetIds")
         }
         guard assetIds.count <= WireLimits.maxAssetIdsPerCommand else {
-            throw BackplaneError.validation("At most \(WireLimits.maxAssetIdsPerCommand) asset ids per command.", field: "assetIds")
+            throw ServiceError.validation("At most \(WireLimits.maxAssetIdsPerCommand) asset ids per command.", field: "assetIds")
         }
         for assetId in assetIds { try Validate.identifier(assetId, field: "assetIds") }
         return assetIds
@@ -230,7 +154,7 @@ public struct CommandService: Sendable {
         }
         devices = devices.filter(\.isRegistered)
         guard !devices.isEmpty else {
-            throw BackplaneError.notFound("No registered device matches the target.")
+            throw ServiceError.notFound("No registered device matches the target.")
         }
         return devices
     }

@@ -39,7 +39,7 @@ enum OpaqueCursor {
     }
 
     /// The answer to a cursor the server did not issue (or one out of range).
-    static var notIssued: BackplaneError { .badRequest("'cursor' is not a cursor this server issued.") }
+    static var notIssued: ServiceError { .badRequest("'cursor' is not a cursor this server issued.") }
 }
 
 /// Opaque change-log cursor: the last sequence number of the application's change log delivered

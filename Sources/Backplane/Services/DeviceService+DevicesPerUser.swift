@@ -6,7 +6,7 @@ extension DeviceService {
     static func checkRoomForAnotherDevice(_ limit: DeviceLimitState, userId: String) throws {
         let most = WireLimits.maxRegisteredDevicesPerUser
         guard limit.otherRegisteredDevices >= most else { return }
-        throw BackplaneError(.conflict, .conflict,
+        throw ServiceError(.conflict,
             "User '\(userId)' has \(limit.otherRegisteredDevices) registered devices, the most allowed (\(most)); unregister one first.",
             details: ["registeredDevices": .int(Int64(limit.otherRegisteredDevices)), "limit": .int(Int64(most))])
     }

@@ -16,7 +16,7 @@ struct DeviceLimitPolicy: Sendable {
 
     func checkEnable(otherEnabled: Int) throws {
         guard hasRoom(otherEnabled: otherEnabled) else {
-            throw BackplaneError.deviceLimitReached(enabled: otherEnabled, limit: limit)
+            throw ServiceError.deviceLimitReached(enabled: otherEnabled, limit: limit)
         }
     }
 }
@@ -75,12 +75,12 @@ public struct DeviceService: Sendable {
         try Validate.optionalText(request.appVersion, field: "appVersion", maxLength: WireLimits.maxShortTextLength)
         if let keyText = request.devicePublicKey {
             guard let key = RegistrationProof.publicKey(keyText) else {
-                throw BackplaneError.validation(
+                throw ServiceError.validation(
                     "'devicePublicKey' must be a P-256 public key: base64url of its 65-byte uncompressed X9.63 form.", field: "devicePublicKey")
             }
             // Only the holder of the private key may record it.
             guard proof.isSigned(by: key) else {
-                throw BackplaneError.invalidSignature(
+                throw ServiceError.invalidSignature(
                     "A registration with 'devicePublicKey' must carry \(RequestSigning.Header.deviceProof): the device key's signature of the string to sign.")
             }
         }
@@ -97,7 +97,7 @@ public struct DeviceService: Sendable {
             var device: DeviceRecord
             if let existing = state.existing {
                 guard proof.proves(existing) else {
-                    throw BackplaneError(.conflict, .deviceAlreadyRegistered,
+                    throw ServiceError(.deviceAlreadyRegistered,
                         "Device '\(request.deviceId)' is already registered. Registering it again needs proof that this is that install: "
                             + "\(RequestSigning.Header.deviceProof) signed by the device key it registered with"
                             + (existing.publicKey == nil ? ", or its current \(RequestSigning.Header.deviceCredential)" : "")
@@ -112,7 +112,7 @@ public struct DeviceService: Sendable {
                 } else if request.moveFromOtherUser == true {
                     outcome = .moved
                 } else {
-                    throw BackplaneError(.conflict, .deviceAlreadyRegistered,
+                    throw ServiceError(.deviceAlreadyRegistered,
                         "Device '\(request.deviceId)' is registered to another user; set moveFromOtherUser to move it.",
                         details: ["deviceId": .string(request.deviceId)])
                 }
@@ -154,24 +154,15 @@ public struct DeviceService: Sendable {
             deviceCredential: credential, settings: try await settings(applicationId), serverTime: now)
     }
 
-    /// Checks a device credential; the answer is the device (with its open commands, read in the
-    /// same round trip, when asked) when it may make requests.
-    func authenticate(applicationId: String, deviceId: String, credential: String, withOpenCommands: Bool = false) async throws -> DeviceRead {
-        let found: DeviceRecord?
-        var openCommands: [CommandRecord]?
-        if withOpenCommands {
-            let read = try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: deviceId)
-            found = read?.0
-            openCommands = read?.1
-        } else {
-            found = try await store.device(applicationId: applicationId, deviceId: deviceId)
-        }
-        guard let device = found, device.credentialHash == Secrets.hash(credential)
-        else { throw BackplaneError.invalidCredentials("Unknown device or wrong device credential.") }
+    /// Checks a device credential; the answer is the device, as read, when it may make requests.
+    func authenticate(applicationId: String, deviceId: String, credential: String) async throws -> DeviceRecord {
+        guard let device = try await store.device(applicationId: applicationId, deviceId: deviceId),
+              device.credentialHash == Secrets.hash(credential)
+        else { throw ServiceError.invalidCredentials("Unknown device or wrong device credential.") }
         guard device.isRegistered else {
-            throw BackplaneError(.forbidden, .deviceUnregistered, "Device '\(deviceId)' was unregistered; register it again.")
+            throw ServiceError(.deviceUnregistered, "Device '\(deviceId)' was unregistered; register it again.")
         }
-        return DeviceRead(record: device, openCommands: openCommands)
+        return device
     }
 
     // MARK: a device's own requests
@@ -213,7 +204,7 @@ public struct DeviceService: Sendable {
         let now = now()
         let change = { @Sendable (device: DeviceRecord, limit: DeviceLimitState) throws -> DeviceRecord in
             guard device.isRegistered else {
-                throw BackplaneError.conflict("Device '\(deviceId)' is unregistered; it must register again first.")
+                throw ServiceError.conflict("Device '\(deviceId)' is unregistered; it must register again first.")
             }
             guard device.downloadEnabled != enabled else { return device }
             if enabled {
@@ -227,7 +218,7 @@ public struct DeviceService: Sendable {
         let device: DeviceRecord
         do {
             device = try await mutate(applicationId, deviceId, change)
-        } catch let refusal as BackplaneError where refusal.code == .deviceLimitReached {
+        } catch let refusal as ServiceError where refusal.code == .deviceLimitReached {
             metrics.deviceLimitRefusals.increment()
             throw refusal
         }
@@ -243,12 +234,12 @@ public struct DeviceService: Sendable {
         applicationId: String, deviceId: String, siblingId: String, enabled: Bool
     ) async throws -> DeviceResponse {
         guard !enabled else {
-            throw BackplaneError.forbidden("A device may turn download off for another device of its user, never on; it enables only itself.")
+            throw ServiceError.forbidden("A device may turn download off for another device of its user, never on; it enables only itself.")
         }
         let me = try await existing(applicationId, deviceId)
         let now = now()
         let sibling = try await mutate(applicationId, siblingId) { device, _ in
-            guard device.userId == me.userId, device.isRegistered else { throw BackplaneError.notFound("No device '\(siblingId)' of this user.") }
+            guard device.userId == me.userId, device.isRegistered else { throw ServiceError.notFound("No device '\(siblingId)' of this user.") }
             guard device.downloadEnabled else { return device }
             var device = device
             device.downloadEnabled = false
@@ -294,31 +285,6 @@ public struct DeviceService: Sendable {
         return device
     }
 
-    /// The device section of a sync: records reported version changes and answers the device's
-    /// state, the effective settings and the server time. `alreadyRead`: the device's row when the
-    /// caller read it already in this request.
-    func syncDevice(
-        applicationId: String, deviceId: String, _ request: SyncRequest, alreadyRead: DeviceRecord? = nil
-    ) async throws -> DeviceResponse {
-        try Validate.optionalText(request.sdkVersion, field: "sdkVersion", maxLength: WireLimits.maxShortTextLength)
-        try Validate.optionalText(request.appVersion, field: "appVersion", maxLength: WireLimits.maxShortTextLength)
-        try Validate.optionalText(request.osVersion, field: "osVersion", maxLength: WireLimits.maxShortTextLength)
-        let now = now()
-        @Sendable func reported(_ original: DeviceRecord) -> DeviceRecord {
-            var device = original
-            device.sdkVersion = request.sdkVersion ?? device.sdkVersion
-            device.appVersion = request.appVersion ?? device.appVersion
-            device.osVersion = request.osVersion ?? device.osVersion
-            if device != original { device.updatedAt = now }
-            return device
-        }
-        // Most syncs report the versions the device has already: that is a read, not a write.
-        let current: DeviceRecord
-        if let alreadyRead { current = alreadyRead } else { current = try await existing(applicationId, deviceId) }
-        let device = reported(current) == current ? current : try await mutate(applicationId, deviceId) { original, _ in reported(original) }
-        return try await response(applicationId, device, includePushToken: true)
-    }
-
     // MARK: admin
 
     /// The device's row with its newest last-seen time (the console's device page); 404 when unknown.
@@ -352,7 +318,7 @@ public struct DeviceService: Sendable {
 
     private func existing(_ applicationId: String, _ deviceId: String) async throws -> DeviceRecord {
         guard let device = try await store.device(applicationId: applicationId, deviceId: deviceId) else {
-            throw BackplaneError.notFound("No device '\(deviceId)'.")
+            throw ServiceError.notFound("No device '\(deviceId)'.")
         }
         return device
     }
@@ -362,19 +328,19 @@ public struct DeviceService: Sendable {
         _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
     ) async throws -> DeviceRecord {
         guard let device = try await store.updateDevice(applicationId: applicationId, deviceId: deviceId, change) else {
-            throw BackplaneError.notFound("No device '\(deviceId)'.")
+            throw ServiceError.notFound("No device '\(deviceId)'.")
         }
         return device
     }
 
     private func settings(_ applicationId: String) async throws -> ApplicationSettings {
         guard let application = try await store.application(id: applicationId) else {
-            throw BackplaneError.notFound("No application with id '\(applicationId)'.")
+            throw ServiceError.notFound("No application with id '\(applicationId)'.")
         }
         return application.settings
     }
 
-    private func response(_ applicationId: String, _ device: DeviceRecord, includePushToken: Bool) async throws -> DeviceResponse {
+    func response(_ applicationId: String, _ device: DeviceRecord, includePushToken: Bool) async throws -> DeviceResponse {
         DeviceResponse(device: lastSeen.latest(device).wire(includePushToken: includePushToken), settings: try await settings(applicationId), serverTime: now())
     }
 

@@ -39,7 +39,7 @@ public struct DownloadGrantService: Sendable {
         try Validate.identifier(request.assetId, field: "assetId")
         if let grantId = request.grantId { try Validate.identifier(grantId, field: "grantId") }
         if let limit = request.maxLifetimeDownloads, !(0...Self.maxLimit).contains(limit) {
-            throw BackplaneError.validation("'maxLifetimeDownloads' must be 0 to \(Self.maxLimit).", field: "maxLifetimeDownloads")
+            throw ServiceError.validation("'maxLifetimeDownloads' must be 0 to \(Self.maxLimit).", field: "maxLifetimeDownloads")
         }
         let now = now()
         let outcome = try await store.grantDownload(applicationId: applicationId, deviceId: deviceId, assetId: request.assetId) { state in
@@ -52,12 +52,12 @@ public struct DownloadGrantService: Sendable {
             let entitlement = try await entitlements.tokens(for: [grant]).first ?? nil
             return (DownloadPermissionResponse(grant: Self.wire(grant, entitlement: entitlement), counts: counts), created)
         case .denied(let rule, let counts):
-            throw BackplaneError.downloadLimitReached(rule: rule, counts: counts)
+            throw ServiceError.downloadLimitReached(rule: rule, counts: counts)
         case .ended(let grantId):
-            throw BackplaneError.conflict("Grant '\(grantId)' of asset '\(request.assetId)' is not held by this device; ask without a grantId.")
+            throw ServiceError.conflict("Grant '\(grantId)' of asset '\(request.assetId)' is not held by this device; ask without a grantId.")
         case .notEnabled:
-            throw BackplaneError(
-                .conflict, .downloadNotEnabled, "Device '\(deviceId)' is not download-enabled; enable it (within the device limit) first.")
+            throw ServiceError(
+.downloadNotEnabled, "Device '\(deviceId)' is not download-enabled; enable it (within the device limit) first.")
         }
     }
 
@@ -91,19 +91,6 @@ public struct DownloadGrantService: Sendable {
                 settings: settings, asset: state.policy.map { $0.availability.over(state.episode?.availability) } ?? state.episode?.availability),
             grantedAt: now, updatedAt: now)
         return .granted(grant, counts, created: true)
-    }
-
-    /// The download section of a sync: applies the device's reports, each once.
-    func report(applicationId: String, deviceId: String, _ reports: [DownloadReport]) async throws -> [DownloadReportResult] {
-        guard !reports.isEmpty else { return [] }
-        guard reports.count <= WireLimits.maxDownloadReportsPerSync else {
-            throw BackplaneError.validation("At most \(WireLimits.maxDownloadReportsPerSync) download reports per sync.", field: "downloadReports")
-        }
-        for report in reports { try Validate.identifier(report.grantId, field: "downloadReports.grantId") }
-        let now = now()
-        return try await store.reportDownloads(applicationId: applicationId, reports: reports) { report, grant in
-            Self.apply(report, to: grant, from: deviceId, now: now)
-        }
     }
 
     /// The grant's state machine: active → completed | failed | deleted, completed → deleted.
@@ -159,7 +146,7 @@ public struct DownloadGrantService: Sendable {
         guard let reset = try await store.resetLifetimeDownloads(
             applicationId: applicationId, userId: request.userId, assetId: request.assetId, at: now())
         else {
-            throw BackplaneError.notFound("User '\(request.userId)' was never granted asset '\(request.assetId)'.")
+            throw ServiceError.notFound("User '\(request.userId)' was never granted asset '\(request.assetId)'.")
         }
         return LifetimeResetResponse(userId: request.userId, assetId: request.assetId, resetGrants: reset)
     }
@@ -171,15 +158,15 @@ public struct DownloadGrantService: Sendable {
     public func revoke(applicationId: String, grantId: String) async throws -> RevokedGrant {
         try Validate.identifier(grantId, field: "grantId")
         guard let grant = try await store.downloadGrant(applicationId: applicationId, grantId: grantId) else {
-            throw BackplaneError.notFound("No download grant '\(grantId)'.")
+            throw ServiceError.notFound("No download grant '\(grantId)'.")
         }
         guard grant.state.holdsDownload else {
-            throw BackplaneError.conflict("The grant is \(grant.state.rawValue); there is nothing to revoke.")
+            throw ServiceError.conflict("The grant is \(grant.state.rawValue); there is nothing to revoke.")
         }
         let enqueued = try await commands.enqueue(
             applicationId: applicationId, EnqueueCommandRequest(type: .deleteAssets, deviceId: grant.deviceId, assetIds: [grant.assetId]))
         guard let command = enqueued.commands.first else {
-            throw BackplaneError.conflict("Device '\(grant.deviceId)' is no longer registered.")
+            throw ServiceError.conflict("Device '\(grant.deviceId)' is no longer registered.")
         }
         let entitlement = try await entitlements.tokens(for: [grant]).first ?? nil
         return RevokedGrant(grant: Self.wire(grant, entitlement: entitlement), command: command)
@@ -192,12 +179,12 @@ public struct DownloadGrantService: Sendable {
     }
 }
 
-extension BackplaneError {
+extension ServiceError {
     static func downloadLimitReached(rule: DownloadRule, counts: DownloadCounts) -> Self {
         let count = counts[rule]
         func object(_ count: DownloadCount) -> JSONValue { .object(["used": .int(Int64(count.used)), "limit": .int(Int64(count.limit))]) }
         return .init(
-            .conflict, .downloadLimitReached,
+            .downloadLimitReached,
             "The \(rule.rawValue) limit is reached: \(count.used) of \(count.limit).",
             details: [
                 "rule": .string(rule.rawValue),

@@ -66,10 +66,10 @@ public struct Entitlements: Sendable {
     public func retire(applicationId: String, keyId: String) async throws -> EntitlementKeySet {
         let current = try await keys(applicationId, creating: false)
         guard current.contains(where: { $0.keyId == keyId }) else {
-            throw BackplaneError.notFound("No unretired entitlement key '\(keyId)'.")
+            throw ServiceError.notFound("No unretired entitlement key '\(keyId)'.")
         }
         guard current[0].keyId != keyId else {
-            throw BackplaneError.conflict("Key '\(keyId)' signs the entitlements; rotate to a new key before retiring it.")
+            throw ServiceError.conflict("Key '\(keyId)' signs the entitlements; rotate to a new key before retiring it.")
         }
         _ = try await store.retireEntitlementKey(applicationId: applicationId, keyId: keyId, at: now())
         return try await keySet(applicationId: applicationId)

@@ -37,7 +37,7 @@ public struct FeedService: Sendable {
     public func deleteFeed(applicationId: String, feedId: String) async throws {
         let subscribers = try await store.subscriberIds(applicationId: applicationId, feedId: feedId)
         guard try await store.deleteFeed(applicationId: applicationId, feedId: feedId, at: now()) else {
-            throw BackplaneError.notFound("No feed '\(feedId)'.")
+            throw ServiceError.notFound("No feed '\(feedId)'.")
         }
         wake(applicationId, subscribers)
     }
@@ -46,15 +46,15 @@ public struct FeedService: Sendable {
     /// alone), retracted ones added again. Returns the episodes written.
     public func publish(applicationId: String, feedId: String, _ request: PublishEpisodesRequest) async throws -> EpisodeList {
         guard request.episodes.count <= WireLimits.maxEpisodesPerBatch else {
-            throw BackplaneError(.contentTooLarge, .payloadTooLarge,
+            throw ServiceError(.payloadTooLarge,
                 "At most \(WireLimits.maxEpisodesPerBatch) episodes per batch; this one has \(request.episodes.count).",
                 details: ["limit": .int(Int64(WireLimits.maxEpisodesPerBatch))])
         }
-        guard !request.episodes.isEmpty else { throw BackplaneError.validation("'episodes' must not be empty.", field: "episodes") }
+        guard !request.episodes.isEmpty else { throw ServiceError.validation("'episodes' must not be empty.", field: "episodes") }
         for (index, episode) in request.episodes.enumerated() { try Self.validate(episode, at: "episodes[\(index)]") }
         let assetIds = request.episodes.map(\.assetId)
         guard Set(assetIds).count == assetIds.count else {
-            throw BackplaneError.validation("An asset id appears twice in the batch.", field: "episodes")
+            throw ServiceError.validation("An asset id appears twice in the batch.", field: "episodes")
         }
         _ = try await liveFeed(applicationId, feedId)
         let now = now()
@@ -81,14 +81,14 @@ public struct FeedService: Sendable {
     /// Replaces one live episode; the path names it, and the body's `assetId` must agree.
     public func updateEpisode(applicationId: String, feedId: String, assetId: String, _ input: EpisodeInput) async throws -> Episode {
         guard input.assetId == assetId else {
-            throw BackplaneError.validation("The body's assetId '\(input.assetId)' is not the path's '\(assetId)'.", field: "assetId")
+            throw ServiceError.validation("The body's assetId '\(input.assetId)' is not the path's '\(assetId)'.", field: "assetId")
         }
         try Self.validate(input, at: "episode")
         _ = try await liveFeed(applicationId, feedId)
         let now = now()
         let writes = try await store.writeEpisodes(applicationId: applicationId, feedId: feedId, assetIds: [assetId]) { existing in
             guard var record = existing[assetId], record.retractedAt == nil else {
-                throw BackplaneError.notFound("No episode '\(assetId)' in feed '\(feedId)'.")
+                throw ServiceError.notFound("No episode '\(assetId)' in feed '\(feedId)'.")
             }
             guard record.episode != input else { return [] }
             record.episode = input
@@ -106,7 +106,7 @@ public struct FeedService: Sendable {
         let now = now()
         _ = try await store.writeEpisodes(applicationId: applicationId, feedId: feedId, assetIds: [assetId]) { existing in
             guard var record = existing[assetId], record.retractedAt == nil else {
-                throw BackplaneError.notFound("No episode '\(assetId)' in feed '\(feedId)'.")
+                throw ServiceError.notFound("No episode '\(assetId)' in feed '\(feedId)'.")
             }
             record.retractedAt = now
             record.updatedAt = now
@@ -120,13 +120,13 @@ public struct FeedService: Sendable {
     private func episode(_ applicationId: String, _ feedId: String, _ assetId: String) async throws -> Episode {
         guard let record = try await store.episode(applicationId: applicationId, feedId: feedId, assetId: assetId),
               record.retractedAt == nil
-        else { throw BackplaneError.notFound("No episode '\(assetId)' in feed '\(feedId)'.") }
+        else { throw ServiceError.notFound("No episode '\(assetId)' in feed '\(feedId)'.") }
         return record.wire
     }
 
     private func liveFeed(_ applicationId: String, _ feedId: String) async throws -> FeedRecord {
         guard let feed = try await store.feed(applicationId: applicationId, feedId: feedId), feed.deletedAt == nil else {
-            throw BackplaneError.notFound("No feed '\(feedId)'.")
+            throw ServiceError.notFound("No feed '\(feedId)'.")
         }
         return feed
     }
@@ -149,13 +149,13 @@ public struct FeedService: Sendable {
         if let url = episode.downloadURL {
             guard url.utf8.count <= WireLimits.maxURLLength, let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased()),
                   parsed.host != nil
-            else { throw BackplaneError.validation("'\(path).downloadURL' must be an http(s) URL of at most \(WireLimits.maxURLLength) bytes.", field: "\(path).downloadURL") }
+            else { throw ServiceError.validation("'\(path).downloadURL' must be an http(s) URL of at most \(WireLimits.maxURLLength) bytes.", field: "\(path).downloadURL") }
             guard episode.mediaType != nil else {
-                throw BackplaneError.validation("'\(path).mediaType' (file or hls) is required with a downloadURL.", field: "\(path).mediaType")
+                throw ServiceError.validation("'\(path).mediaType' (file or hls) is required with a downloadURL.", field: "\(path).mediaType")
             }
         }
         if let mimeTypes = episode.permittedMimeTypes, mimeTypes.count > WireLimits.maxMimeTypesPerEpisode {
-            throw BackplaneError.validation(
+            throw ServiceError.validation(
                 "'\(path).permittedMimeTypes' holds at most \(WireLimits.maxMimeTypesPerEpisode) entries; this one has \(mimeTypes.count).",
                 field: "\(path).permittedMimeTypes")
         }
@@ -163,10 +163,10 @@ public struct FeedService: Sendable {
             try Validate.text(mime, field: "\(path).permittedMimeTypes", maxLength: WireLimits.maxShortTextLength)
         }
         if let bitrate = episode.maxBitrate, bitrate < 0 {
-            throw BackplaneError.validation("'\(path).maxBitrate' must not be negative.", field: "\(path).maxBitrate")
+            throw ServiceError.validation("'\(path).maxBitrate' must not be negative.", field: "\(path).maxBitrate")
         }
         if let size = episode.sizeBytes, size < 0 {
-            throw BackplaneError.validation("'\(path).sizeBytes' must not be negative.", field: "\(path).sizeBytes")
+            throw ServiceError.validation("'\(path).sizeBytes' must not be negative.", field: "\(path).sizeBytes")
         }
         try Validate.availability(episode.availability, maxLifetimeDownloads: episode.maxLifetimeDownloads, at: "\(path).")
         try validateFields(episode.customFields, field: "\(path).customFields")
@@ -176,7 +176,7 @@ public struct FeedService: Sendable {
         guard let fields else { return }
         let size = (try? JSONEncoder().encode(fields).count) ?? Int.max
         guard size <= WireLimits.maxCustomFieldsBytes else {
-            throw BackplaneError.validation("'\(field)' is larger than \(WireLimits.maxCustomFieldsBytes) bytes as JSON.", field: field)
+            throw ServiceError.validation("'\(field)' is larger than \(WireLimits.maxCustomFieldsBytes) bytes as JSON.", field: field)
         }
     }
 }

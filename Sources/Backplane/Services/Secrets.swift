@@ -7,7 +7,7 @@ enum Secrets {
     /// `prefix` + `byteCount` random bytes in base64url (no padding).
     static func random(prefix: String, byteCount: Int) -> String {
         // Eight bytes per draw: each draw is a system call (`getrandom`), and drawing byte by
-        // byte was 7% of a registration in a profile.
+        // byte would make one for every byte of every secret a registration draws.
         var generator = SystemRandomNumberGenerator()
         var bytes: [UInt8] = []
         bytes.reserveCapacity(byteCount + 7)

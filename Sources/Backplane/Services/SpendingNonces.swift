@@ -5,7 +5,7 @@ extension BackplaneStore {
     /// Records a signed request's nonce on its own, or refuses its replay (401 `nonce_reused`):
     /// for the signing middleware, and for the sync when none of its writes took the nonce along.
     func spend(_ nonce: SignedRequestRecord) async throws {
-        if try await !answeringNonceRefusals({ try await recordSignedRequest(nonce) }) { throw BackplaneError.nonceReused }
+        if try await !answeringNonceRefusals({ try await recordSignedRequest(nonce) }) { throw ServiceError.nonceReused }
     }
 }
 
@@ -16,9 +16,9 @@ func answeringNonceRefusals<T>(_ call: () async throws -> T) async throws -> T {
     do {
         return try await call()
     } catch is NonceReusedError {
-        throw BackplaneError.nonceReused
+        throw ServiceError.nonceReused
     } catch let refused as SignedBeforeRestartError {
-        throw BackplaneError(.unauthorized, .staleTimestamp,
+        throw ServiceError(.staleTimestamp,
             "The request was signed before the server restarted; sign it again with a timestamp of at least \(refused.notBefore).",
             details: ["serverTime": .int(Int64(refused.serverTime.timeIntervalSince1970)), "notBefore": .int(refused.notBefore)])
     }

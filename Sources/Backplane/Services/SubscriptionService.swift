@@ -16,10 +16,10 @@ public struct SubscriptionService: Sendable {
     /// request loses nothing; changes after the subscription come through `changes`.
     public func subscribe(applicationId: String, deviceId: String, feedId: String, _ request: SubscribeRequest) async throws -> SubscribeResponse {
         if let maxItems = request.maxItems, maxItems > 100_000 {
-            throw BackplaneError.validation("'maxItems' must be at most 100000 (0 or less: unlimited).", field: "maxItems")
+            throw ServiceError.validation("'maxItems' must be at most 100000 (0 or less: unlimited).", field: "maxItems")
         }
         guard let feed = try await store.feed(applicationId: applicationId, feedId: feedId), feed.deletedAt == nil else {
-            throw BackplaneError.notFound("No feed '\(feedId)'.")
+            throw ServiceError.notFound("No feed '\(feedId)'.")
         }
         let now = now()
         let limit = min(request.maxItems.flatMap { $0 > 0 ? $0 : nil } ?? WireLimits.maxChangesPerPage, WireLimits.maxChangesPerPage)
@@ -33,7 +33,7 @@ public struct SubscriptionService: Sendable {
 
     public func unsubscribe(applicationId: String, deviceId: String, feedId: String) async throws {
         guard try await store.unsubscribe(applicationId: applicationId, deviceId: deviceId, feedId: feedId) else {
-            throw BackplaneError.notFound("Not subscribed to '\(feedId)'.")
+            throw ServiceError.notFound("Not subscribed to '\(feedId)'.")
         }
     }
 

@@ -10,7 +10,7 @@ enum Validate {
 
     static func text(_ value: String, field: String, maxLength: Int) throws {
         guard !value.trimmingCharacters(in: .whitespaces).isEmpty else {
-            throw BackplaneError.validation("'\(field)' must not be empty.", field: field)
+            throw ServiceError.validation("'\(field)' must not be empty.", field: field)
         }
         try optionalText(value, field: field, maxLength: maxLength)
     }
@@ -20,10 +20,10 @@ enum Validate {
     static func optionalText(_ value: String?, field: String, maxLength: Int) throws {
         guard let value else { return }
         guard value.utf8.count <= maxLength else {
-            throw BackplaneError.validation("'\(field)' is longer than \(maxLength) bytes (UTF-8).", field: field)
+            throw ServiceError.validation("'\(field)' is longer than \(maxLength) bytes (UTF-8).", field: field)
         }
         guard !value.unicodeScalars.contains(where: { CharacterSet.controlCharacters.contains($0) }) else {
-            throw BackplaneError.validation("'\(field)' must not contain control characters.", field: field)
+            throw ServiceError.validation("'\(field)' must not contain control characters.", field: field)
         }
     }
 
@@ -31,14 +31,14 @@ enum Validate {
     /// date arithmetic are safe for).
     static func date(_ value: Date?, field: String) throws {
         guard let value, !WireLimits.acceptedDates.contains(value) else { return }
-        throw BackplaneError.validation(WireLimits.dateOutOfRangeMessage(field: field), field: field)
+        throw ServiceError.validation(WireLimits.dateOutOfRangeMessage(field: field), field: field)
     }
 
     /// A page size from a `limit` query parameter: `default` when absent, else 1...max.
     static func pageLimit(_ limit: Int?, default defaultLimit: Int, max: Int) throws -> Int {
         let limit = limit ?? defaultLimit
         guard (1...max).contains(limit) else {
-            throw BackplaneError.validation("'limit' must be between 1 and \(max).", field: "limit")
+            throw ServiceError.validation("'limit' must be between 1 and \(max).", field: "limit")
         }
         return limit
     }
@@ -46,14 +46,14 @@ enum Validate {
     /// A limit or duration setting: -1 (unlimited) or 0...Int32.max.
     static func setting(_ value: Int, field: String) throws {
         guard value >= ApplicationSettings.unlimited, value <= Int(Int32.max) else {
-            throw BackplaneError.validation("'\(field)' must be -1 (unlimited) or between 0 and \(Int32.max).", field: field)
+            throw ServiceError.validation("'\(field)' must be -1 (unlimited) or between 0 and \(Int32.max).", field: field)
         }
     }
 
     /// An asset's availability (an episode's, a policy's): each value in range, and a window
     /// that ends after it starts. `prefix` names the object in errors (`episodes[2].`).
     static func availability(_ availability: AssetAvailability, maxLifetimeDownloads: Int?, at prefix: String = "") throws {
-        if let (field, message) = availability.problem(prefix: prefix) { throw BackplaneError.validation(message, field: field) }
+        if let (field, message) = availability.problem(prefix: prefix) { throw ServiceError.validation(message, field: field) }
         if let value = maxLifetimeDownloads { try setting(value, field: "\(prefix)maxLifetimeDownloads") }
     }
 

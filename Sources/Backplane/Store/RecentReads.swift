@@ -2,8 +2,8 @@ import Foundation
 import NIOConcurrencyHelpers
 
 /// Application and app-key records kept for a moment after a read: every signed request reads
-/// its app key and its application's settings, and a profile of the quiet sync showed those
-/// reads as a tenth of the server's time.
+/// its app key and its application's settings, the same few records over and over, so keeping
+/// them for a moment spares the store those reads on most requests.
 ///
 /// A change this store makes clears everything at once. A change another process makes (the
 /// `backplane` admin commands write to the database directly) is seen once the entry is

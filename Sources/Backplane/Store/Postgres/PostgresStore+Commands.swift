@@ -38,13 +38,6 @@ extension PostgresStore {
             """).records(CommandRecord.init)
     }
 
-    public func deviceWithOpenCommands(applicationId: String, deviceId: String) async throws -> (DeviceRecord, [CommandRecord])? {
-        try await connection { [logger] connection in
-            guard let device = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger) else { return nil }
-            return (device, try await Self.openCommands(connection, applicationId: applicationId, deviceId: deviceId, locking: false, logger: logger))
-        }
-    }
-
     public func commands(applicationId: String, filter: CommandFilter, beforeRowId: Int64?, limit: Int) async throws -> [CommandRecord] {
         // Each optional condition is written so that a NULL parameter switches it off.
         try await rows("""
@@ -91,58 +84,9 @@ extension PostgresStore {
         }
     }
 
-    public func syncCommands(
-        applicationId: String, deviceId: String, acks: [CommandAck], rules: CommandSyncRules, signedRequest: SignedRequestRecord?
-    ) async throws -> (results: [CommandAckResult], open: [CommandRecord]) {
-        // A quiet sync (no acks, nothing newly delivered or expired) changes nothing: one read.
-        if acks.isEmpty, signedRequest == nil {
-            let open = try await connection { [logger] connection in
-                try await Self.openCommands(connection, applicationId: applicationId, deviceId: deviceId, locking: false, logger: logger)
-            }
-            if open.allSatisfy({ rules.deliver($0) == $0 }) { return ([], open) }
-        }
-        return try await transaction { [logger] connection in
-            // First, as every transaction that may change the device row or its grants does: one lock order.
-            try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
-            if let signedRequest, try await !Self.record(connection, signedRequest, logger: logger) { throw NonceReusedError() }
-            var results: [CommandAckResult] = []
-            for ack in acks {
-                let existing = try await Self.lockedCommand(connection, applicationId: applicationId, commandId: ack.commandId, logger: logger)
-                let decision = rules.applyAck(ack, existing)
-                if let updated = decision.updated, updated != existing { try await Self.update(connection, updated, logger: logger) }
-                if let release = decision.releasesGrants {
-                    let assetIds: [String]? = switch release {
-                    case .all: nil
-                    case .assets(let ids): ids
-                    }
-                    try await Self.releaseGrants(
-                        connection, applicationId: applicationId, deviceId: deviceId, assetIds: assetIds, at: rules.now, logger: logger)
-                }
-                if decision.detachesDevice {
-                    if let device = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger) {
-                        let detached = rules.detach(device)
-                        if detached != device {
-                            try await Self.update(connection, detached, logger: logger)
-                            try await Self.releaseGrants(
-                                connection, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: rules.now, logger: logger)
-                        }
-                    }
-                }
-                results.append(decision.result)
-            }
-            var stillOpen: [CommandRecord] = []
-            for command in try await Self.openCommands(connection, applicationId: applicationId, deviceId: deviceId, locking: true, logger: logger) {
-                let delivered = rules.deliver(command)
-                if delivered != command { try await Self.update(connection, delivered, logger: logger) }
-                if !delivered.state.isFinished { stillOpen.append(delivered) }
-            }
-            return (results, stillOpen)
-        }
-    }
-
     /// A device's pending and delivered commands in enqueue order; locked, they are re-read after
     /// any wait, so one finished meanwhile by another node is left out.
-    private static func openCommands(
+    static func openCommands(
         _ connection: PostgresConnection, applicationId: String, deviceId: String, locking: Bool, logger: Logger
     ) async throws -> [CommandRecord] {
         try await connection.rows("""
@@ -162,7 +106,7 @@ extension PostgresStore {
     }
 
     /// Writes the command's changing columns.
-    private static func update(_ connection: PostgresConnection, _ c: CommandRecord, logger: Logger) async throws {
+    static func update(_ connection: PostgresConnection, _ c: CommandRecord, logger: Logger) async throws {
         try await connection.run("""
             UPDATE commands SET
                 state = \(c.state.rawValue), updated_at = \(c.updatedAt), expires_at = \(c.expiresAt), delivered_at = \(c.deliveredAt),

@@ -52,31 +52,6 @@ extension PostgresStore {
         }
     }
 
-    public func reportDownloads<Result: Sendable>(
-        applicationId: String, reports: [DownloadReport],
-        apply: @escaping @Sendable (DownloadReport, DownloadGrantRecord?) -> (DownloadGrantRecord?, Result)
-    ) async throws -> [Result] {
-        try await transaction { [logger] connection in
-            var results: [Result] = []
-            for report in reports {
-                let existing = try await connection.rows("""
-                    SELECT \(unescaped: PostgresColumns.grant) FROM download_grants
-                    WHERE application_id = \(applicationId) AND grant_id = \(report.grantId) FOR UPDATE
-                    """, logger: logger).records(DownloadGrantRecord.init).first
-                let (updated, result) = apply(report, existing)
-                if let updated, updated != existing {
-                    try await connection.run("""
-                        UPDATE download_grants SET state = \(updated.state.rawValue), counts_for_lifetime = \(updated.countsForLifetime),
-                            "window" = \(try StoredJSON.encode(updated.window))::jsonb, updated_at = \(updated.updatedAt)
-                        WHERE application_id = \(applicationId) AND grant_id = \(updated.grantId)
-                        """, logger: logger)
-                }
-                results.append(result)
-            }
-            return results
-        }
-    }
-
     public func downloadGrant(applicationId: String, grantId: String) async throws -> DownloadGrantRecord? {
         try await rows("""
             SELECT \(unescaped: PostgresColumns.grant) FROM download_grants WHERE application_id = \(applicationId) AND grant_id = \(grantId)
@@ -108,6 +83,15 @@ extension PostgresStore {
                 RETURNING 1
                 """, logger: logger).count
         }
+    }
+
+    /// Writes a grant's changing columns (a report's transition).
+    static func updateState(_ connection: PostgresConnection, _ grant: DownloadGrantRecord, logger: Logger) async throws {
+        try await connection.run("""
+            UPDATE download_grants SET state = \(grant.state.rawValue), counts_for_lifetime = \(grant.countsForLifetime),
+                "window" = \(try StoredJSON.encode(grant.window))::jsonb, updated_at = \(grant.updatedAt)
+            WHERE application_id = \(grant.applicationId) AND grant_id = \(grant.grantId)
+            """, logger: logger)
     }
 
     /// Ends the device's grants that hold a download (of `assetIds`, or all) as `released`: the

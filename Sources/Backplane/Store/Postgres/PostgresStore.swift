@@ -24,7 +24,9 @@ public final class PostgresStore: BackplaneStore {
     let client: PostgresClient
     let logger: Logger
     /// Applications and app keys as recently read (`RecentReads`); cleared by this store's changes to them.
-    let recentApplications = RecentReads<ApplicationRecord>()
+    let recentApplications: RecentReads<ApplicationRecord>
+    /// NOTIFY and LISTEN between the nodes on this database.
+    public let wakeUpRelay: (any WakeUpRelay)?
     let recentAppKeys = RecentReads<AppKeyRecord>()
     public let transactionTimings = TransactionTimings()
 
@@ -40,8 +42,12 @@ public final class PostgresStore: BackplaneStore {
         // `run()` starts, which every start does.
         var poolLogger = logger
         poolLogger.logLevel = max(logger.logLevel, .error)
-        self.client = PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: poolLogger)
+        self.client = client
         self.logger = logger
+        let recentApplications = RecentReads<ApplicationRecord>()
+        self.recentApplications = recentApplications
+        self.wakeUpRelay = PostgresWakeUpRelay(client: client, forgetApplications: { recentApplications.clear() }, logger: logger)
     }
 
     /// Runs the connection pool until cancelled: queries need it running.
@@ -188,7 +194,7 @@ public final class PostgresStore: BackplaneStore {
             // U+0000 in text or JSON, which SQLite stores and PostgreSQL cannot: the request's
             // fault, whichever field the validation before did not cover.
             if state == "22021" || state == "22P05" {
-                return BackplaneError.badRequest("A value contains U+0000 (NUL), which cannot be stored.")
+                return StoreError.unstorableValue("A value contains U+0000 (NUL), which cannot be stored.")
             }
             return error
         }

@@ -94,8 +94,8 @@ public final class SQLiteStore: BackplaneStore {
 
     /// One row through a statement prepared once per connection, for the reads every request
     /// makes (its app key and application; its device goes through `ColumnCursor`): GRDB's query
-    /// interface generates, parses and authorizes its SQL on each call, which a profile of the
-    /// quiet sync showed as a fifth of the server's time.
+    /// interface generates, parses and authorizes its SQL on each call, work that a prepared
+    /// statement does once per connection instead of once per request.
     static func fetchOne<Record: FetchableRecord>(
         _ type: Record.Type, _ db: Database, sql: String, _ arguments: StatementArguments
     ) throws -> Record? {
@@ -112,7 +112,7 @@ public final class SQLiteStore: BackplaneStore {
     /// which saves the two thread hand-offs of `read`; through `read` when none is, or when
     /// SQLite answers busy. Only for look-ups by key: anything that scans or pages goes through
     /// `read`. On the calling thread there is no transaction around `body` (its BEGIN and COMMIT
-    /// were a quarter of the quiet sync's read): each statement reads the latest commit, so
+    /// would be two more statements on every request): each statement reads the latest commit, so
     /// `body` must not need two statements to see the same one (so the device and its open
     /// commands are one statement).
     func pointRead<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {

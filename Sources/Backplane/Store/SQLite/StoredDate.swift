@@ -3,10 +3,10 @@ import GRDB
 
 /// A date as GRDB stores it, "yyyy-MM-dd HH:mm:ss.SSS" in UTC, written without a
 /// `DateFormatter` (`UTCDateText.stored`) and read without a `Calendar`. GRDB formats every
-/// `Date` through one shared formatter, which goes through ICU: about 6 % of the writer
-/// thread's samples in a profile of acknowledging syncs, time no other write can share. The
-/// text is the same, byte for byte, and so is the date read back (`UTCDateTextTests`), so what
-/// GRDB wrote before and the store's SQL comparisons of dates are unchanged.
+/// `Date` through one shared formatter, which goes through ICU, on the writer thread for every
+/// date a write stores: time no other write can share. The text is the same, byte for byte, and
+/// so is the date read back (`UTCDateTextTests`), so what GRDB wrote before and the store's SQL
+/// comparisons of dates are unchanged.
 struct StoredDate: DatabaseValueConvertible {
     let date: Date
 

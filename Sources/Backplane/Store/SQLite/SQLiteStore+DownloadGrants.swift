@@ -36,21 +36,6 @@ extension SQLiteStore {
         }
     }
 
-    public func reportDownloads<Result: Sendable>(
-        applicationId: String, reports: [DownloadReport],
-        apply: @escaping @Sendable (DownloadReport, DownloadGrantRecord?) -> (DownloadGrantRecord?, Result)
-    ) async throws -> [Result] {
-        try await write { db in
-            try reports.map { report in
-                let existing = try DownloadGrantRecord
-                    .filter { $0.applicationId == applicationId && $0.grantId == report.grantId }.fetchOne(db)
-                let (updated, result) = apply(report, existing)
-                if let updated, updated != existing { try updated.update(db) }
-                return result
-            }
-        }
-    }
-
     public func downloadGrant(applicationId: String, grantId: String) async throws -> DownloadGrantRecord? {
         try await read { db in
             try DownloadGrantRecord.filter { $0.applicationId == applicationId && $0.grantId == grantId }.fetchOne(db)

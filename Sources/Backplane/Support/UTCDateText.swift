@@ -35,8 +35,8 @@ enum UTCDateText {
     /// `Double`, then the day's start in seconds since 2001 added), so it is the same `Double`,
     /// last bit included, where the sum is finer than a second near 2001 (`UTCDateTextTests`).
     /// Nil for any other text, a date that does not exist (February 30) or a year before 1583:
-    /// the caller leaves those to GRDB. GRDB's parse goes through `Calendar`, about a twentieth
-    /// of a device read in a profile.
+    /// the caller leaves those to GRDB. GRDB's parse goes through `Calendar`, for each date of
+    /// the device read every sync makes.
     static func date(stored text: String) -> Date? {
         var text = text
         return text.withUTF8(date(storedUTF8:))

@@ -91,8 +91,8 @@ struct StatementColumns: ColumnValues {
 
 /// Rows of a statement decoded straight from SQLite by position, for the reads every request
 /// makes. GRDB's record cursors build a dictionary of the statement's lower-cased column names
-/// for each fetch, to look columns up by name: about a third of a device read in a profile of
-/// quiet syncs, for a read that looks nothing up by name.
+/// for each fetch, to look columns up by name: work on the device read every sync makes, for a
+/// read that looks nothing up by name.
 final class ColumnCursor<Element>: DatabaseCursor {
     var _isDone = false
     let _statement: Statement

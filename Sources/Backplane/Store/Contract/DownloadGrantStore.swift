@@ -1,6 +1,43 @@
 import Foundation
 import BackplaneWire
 
+/// Download grants and the keys that sign their entitlements. A grant is decided and recorded in
+/// the transaction that counts the user's grants, so concurrent requests never exceed a limit.
+public protocol DownloadGrantStore: Sendable {
+    /// One transaction: reads the device, the settings, the counts, the policy and the episode of
+    /// `assetId`, asks
+    /// `decide`, and inserts the grant it returns, if any (nil keeps the held one). Throws
+    /// `StoreError.unknownDevice` when there is no such device.
+    func grantDownload<Decision: Sendable>(
+        applicationId: String, deviceId: String, assetId: String,
+        decide: @escaping @Sendable (DownloadPermissionState) throws -> (DownloadGrantRecord?, Decision)
+    ) async throws -> Decision
+    func downloadGrant(applicationId: String, grantId: String) async throws -> DownloadGrantRecord?
+    /// A page of grants of a user or a device (all when both are nil), newest first, before `beforeRowId`.
+    func downloadGrants(
+        applicationId: String, userId: String?, deviceId: String?, beforeRowId: Int64?, limit: Int
+    ) async throws -> [DownloadGrantRecord]
+    /// Takes the user's downloads of the asset out of its lifetime count; returns how many, or
+    /// nil when the user was never granted the asset.
+    func resetLifetimeDownloads(applicationId: String, userId: String, assetId: String, at: Date) async throws -> Int?
+
+    /// Creates or replaces an asset's policy.
+    func setAssetPolicy(_ record: AssetPolicyRecord) async throws
+    func assetPolicy(applicationId: String, assetId: String) async throws -> AssetPolicyRecord?
+    /// False when there was none.
+    func deleteAssetPolicy(applicationId: String, assetId: String) async throws -> Bool
+
+    /// The application's unretired entitlement keys, newest first. When there is none, `make`
+    /// (if given) creates the first one in the same transaction.
+    func entitlementKeys(
+        applicationId: String, orCreate make: (@Sendable () -> EntitlementKeyRecord)?
+    ) async throws -> [EntitlementKeyRecord]
+    /// Adds a key that becomes the signing key.
+    func addEntitlementKey(_ key: EntitlementKeyRecord) async throws
+    /// Retires a key (tokens it signed stop verifying). Nil when the key is unknown.
+    func retireEntitlementKey(applicationId: String, keyId: String, at: Date) async throws -> EntitlementKeyRecord?
+}
+
 /// A download granted to a device: it counts toward the user's limits while it holds a download
 /// (`active`, `completed`) and toward the asset's lifetime downloads until an admin resets the count.
 public struct DownloadGrantRecord: Sendable, Equatable, Codable {

@@ -5,8 +5,19 @@ import BackplaneWire
 /// with the device clock corrected) and the reporting queries.
 public struct EventService: Sendable {
     let store: any BackplaneStore
+    /// Where a signed upload's device is noted as seen.
+    var lastSeen: LastSeenLog? = nil
     var metrics: BackplaneMetrics = .none
     let now: @Sendable () -> Date
+
+    /// A device's signed upload: its nonce is spent with the events, in one transaction, and the
+    /// device is noted as seen once it is accepted.
+    func ingest(_ signed: SignedRequest, _ batch: ReceivedEventBatch) async throws -> EventBatchResponse {
+        let device = signed.device
+        let response = try await ingest(applicationId: device.applicationId, deviceId: device.deviceId, batch, signedRequest: signed.nonce)
+        lastSeen?.saw(applicationId: device.applicationId, deviceId: device.deviceId, at: now())
+        return response
+    }
 
     /// Stores what is valid in a batch and answers one result per event, in order. Only a batch
     /// that is unusable as a whole (too many events) is refused with an error.
@@ -17,12 +28,12 @@ public struct EventService: Sendable {
         applicationId: String, deviceId: String, _ batch: ReceivedEventBatch, signedRequest: SignedRequestRecord? = nil
     ) async throws -> EventBatchResponse {
         guard batch.events.count <= WireLimits.maxEventsPerBatch else {
-            throw BackplaneError(.badRequest, .validationFailed,
+            throw ServiceError(.validationFailed,
                 "A batch holds at most \(WireLimits.maxEventsPerBatch) events; this one has \(batch.events.count). Nothing was stored.",
                 details: ["field": .string("events"), "maxEvents": .int(Int64(WireLimits.maxEventsPerBatch))])
         }
         guard WireLimits.acceptedDates.contains(batch.sentAt) else {
-            throw BackplaneError.validation(WireLimits.dateOutOfRangeMessage(field: "sentAt") + " Nothing was stored.", field: "sentAt")
+            throw ServiceError.validation(WireLimits.dateOutOfRangeMessage(field: "sentAt") + " Nothing was stored.", field: "sentAt")
         }
         let receivedAt = now()
         // The batch left the device at `sentAt` by its clock and arrived now by ours; the
@@ -118,7 +129,7 @@ public struct EventService: Sendable {
         try Validate.optionalText(filter.deviceId, field: "deviceId", maxLength: WireLimits.maxIdentifierLength)
         try Validate.optionalText(filter.assetId, field: "assetId", maxLength: WireLimits.maxIdentifierLength)
         if let from = filter.from, let to = filter.to, from >= to {
-            throw BackplaneError.validation("'from' must be before 'to'.", field: "from")
+            throw ServiceError.validation("'from' must be before 'to'.", field: "from")
         }
     }
 

@@ -117,13 +117,3 @@ final class SpentNonces: Sendable {
     /// Whole seconds, rounded down; dates are range-checked before they get here.
     static func seconds(_ date: Date) -> Int64 { Int64(date.timeIntervalSince1970.rounded(.down)) }
 }
-
-/// A signed request's timestamp is from before the lease in force when the server started: it
-/// may be a replay of a request the server spent in memory before a crash. Answered
-/// `stale_timestamp`, with `notBefore`, so the device signs again.
-public struct SignedBeforeRestartError: Error, Sendable {
-    /// The first signed timestamp (Unix seconds) this server accepts.
-    public var notBefore: Int64
-    /// When the request was checked.
-    public var serverTime: Date
-}

@@ -94,8 +94,8 @@ extension SQLiteStore {
     }
 
     private static func limitState(_ db: Database, applicationId: String, userId: String, excluding deviceId: String) throws -> DeviceLimitState {
-        // The settings column alone, through a statement prepared once: decoding the whole
-        // record through `Decodable` was about a third of a registration's write in a profile.
+        // The settings column alone, through a statement prepared once: a registration's write
+        // needs no more, and decoding the whole record through `Decodable` would run while no other write can.
         guard let settings = try String.fetchOne(db.cachedStatement(sql: "SELECT settings FROM applications WHERE id = ?"), arguments: [applicationId])
         else { throw StoreError.unknownApplication(applicationId) }
         let counts = try Row.fetchOne(db.cachedStatement(sql: """

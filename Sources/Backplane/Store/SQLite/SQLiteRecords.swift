@@ -65,9 +65,9 @@ extension DeviceRecord: SnakeCaseRecord {
 
     /// Read by hand, not through `Decodable`, and by position, not by name: every signed device
     /// request reads its device, and the decoder's keyed containers, then the look-up of each
-    /// column's name, were most of that read's time in profiles. The hot reads step the statement
-    /// themselves (`ColumnCursor`). A value that does not convert throws, as the decoder would
-    /// (`row[...]` would stop the process).
+    /// column's name, are work on every such read that reading by position skips. The hot reads
+    /// step the statement themselves (`ColumnCursor`). A value that does not convert throws, as
+    /// the decoder would (`row[...]` would stop the process).
     public init(row: Row) throws { try self.init(columns: row) }
 
     init(columns: some ColumnValues) throws {
@@ -82,9 +82,9 @@ extension DeviceRecord: SnakeCaseRecord {
     }
 
     /// Written by hand too: `Encodable` converted each property name to snake case on every
-    /// insert and update, and computing the primary key encodes the whole record again; in a
-    /// profile of registrations this was over half the time of the write, which runs while no other
-    /// write can. `aDeviceReadsBackAsWritten` fails if a column is left out here.
+    /// insert and update, and computing the primary key encodes the whole record again; all of it
+    /// in the write, which runs while no other write can. `aDeviceReadsBackAsWritten` fails if a
+    /// column is left out here.
     public func encode(to container: inout PersistenceContainer) throws {
         container["row_id"] = rowId
         container["application_id"] = applicationId
@@ -154,8 +154,8 @@ extension CommandRecord: SnakeCaseRecord {
     }
 
     /// An update through a statement prepared once per connection: GRDB's `update` generates,
-    /// parses and authorizes its SQL on every call, which was a third of an acknowledging
-    /// sync's write in a profile.
+    /// parses and authorizes its SQL on every call, inside the write of every sync that
+    /// acknowledges a command, which runs while no other write can.
     static func update(_ db: Database, _ command: CommandRecord) throws {
         let values = try columns.dropFirst().map { try $0.value(command) }
         try db.cachedStatement(sql: updateSQL).execute(arguments: StatementArguments(values + [command.rowId]))

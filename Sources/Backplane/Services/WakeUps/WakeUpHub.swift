@@ -1,16 +1,9 @@
 import Foundation
 import Synchronization
 
-/// Something changed for these devices: they should sync. Wake-ups carry no data; the queue on
-/// the server is the truth and the device reads it with a sync.
-public enum WakeUp: Sendable, Equatable, Codable {
-    case devices(applicationId: String, deviceIds: [String])
-    /// Every device of the application (settings changed).
-    case application(applicationId: String)
-}
-
-/// Where services announce wake-ups. One node: the hub itself. Several nodes: a publisher that
-/// also forwards to the others (PostgreSQL NOTIFY), whose listeners call `WakeUpHub.deliver`.
+/// Where services announce wake-ups. One node: the hub itself. Several nodes sharing a store:
+/// `RelayedWakeUps`, which also forwards them through the store's `WakeUpRelay` and delivers
+/// what the other nodes sent to this node's hub.
 public protocol WakeUpPublisher: Sendable {
     func publish(_ wakeUp: WakeUp)
 }

@@ -6,8 +6,8 @@ import NIOConcurrencyHelpers
 /// application, its device and the device's open commands), run on the calling thread.
 ///
 /// Why: `DatabasePool.read` from async code costs two thread hand-offs, to a reader's queue and
-/// back, which a profile of the quiet sync showed as about a tenth of the server's time; the
-/// read itself is a few index look-ups in pages SQLite has cached. Why not the pool's own readers
+/// back, and every request pays them, for a read that is itself a few index look-ups in pages
+/// SQLite has cached: on the calling thread it costs only itself. Why not the pool's own readers
 /// synchronously: the pool's async reads hold a reader across an await, so a thread of the
 /// concurrency pool blocked waiting for one can wait for the very threads it blocks (this
 /// deadlocked under load when tried). These connections are never awaited on and never waited

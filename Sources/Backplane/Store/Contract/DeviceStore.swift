@@ -1,0 +1,122 @@
+import Foundation
+import BackplaneWire
+
+/// Devices. Registration and every change that can enable download read the user's
+/// download-enabled count and write in one transaction: the device limit holds under concurrency.
+public protocol DeviceStore: Sendable {
+    func device(applicationId: String, deviceId: String) async throws -> DeviceRecord?
+    /// The registered devices of a user, in registration order.
+    func devices(applicationId: String, userId: String) async throws -> [DeviceRecord]
+    /// A page of devices with `rowId` greater than `afterRowId`, in `rowId` order.
+    func devices(applicationId: String, filter: DeviceFilter, afterRowId: Int64?, limit: Int) async throws -> [DeviceRecord]
+    /// The application's registered devices, those enabled for download and those seen since
+    /// `seenSince`, counted in one statement (a walk of the application's devices).
+    func fleetSummary(applicationId: String, seenSince: Date) async throws -> FleetSummary
+
+    /// Inserts or replaces the device row decided by `decide`, in one transaction with the read of
+    /// `RegistrationState`. A device that moves to another user releases its download grants in it.
+    func registerDevice<Decision: Sendable>(
+        applicationId: String, deviceId: String, userId: String,
+        decide: @escaping @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
+    ) async throws -> (DeviceRecord, Decision)
+
+    /// Replaces an existing device row with what `change` returns, in one transaction with the read of
+    /// the row and its user's `DeviceLimitState`. Nil when no such device exists. A device this
+    /// unregisters releases its download grants in the same transaction.
+    func updateDevice(
+        applicationId: String, deviceId: String,
+        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
+    ) async throws -> DeviceRecord?
+
+    /// Moves each device's `lastSeenAt` forward to the sighting's time (never back), in one
+    /// transaction. Sightings of devices that do not exist change nothing.
+    func recordLastSeen(_ sightings: [DeviceSighting]) async throws
+}
+
+public struct DeviceRecord: Sendable, Equatable, Codable {
+    /// Store-assigned, increasing; the key of admin pagination. Nil before the first insert.
+    public var rowId: Int64?
+    public var applicationId: String
+    public var deviceId: String
+    public var userId: String
+    public var externalDeviceId: String?
+    public var nickname: String?
+    public var platform: String
+    public var model: String?
+    public var osVersion: String?
+    public var sdkVersion: String?
+    public var appVersion: String?
+    public var pushToken: String?
+    public var downloadEnabled: Bool
+    /// SHA-256 of the current device credential; empty once an admin released the device (no
+    /// credential matches it, and the next registration of the id needs no proof).
+    public var credentialHash: String
+    /// The device key (base64url X9.63 P-256) recorded at registration; re-registering the device
+    /// needs a proof by it. Nil for a device registered without one, or released.
+    public var publicKey: String?
+    public var registeredAt: Date
+    public var updatedAt: Date
+    public var lastSeenAt: Date
+    public var unregisteredAt: Date?
+
+    public var isRegistered: Bool { unregisteredAt == nil }
+}
+
+/// What a device mutation sees, read inside the store's transaction so that a decision taken
+/// on it (the device limit) cannot be invalidated by a concurrent request.
+public struct DeviceLimitState: Sendable {
+    public var settings: ApplicationSettings
+    /// Registered, download-enabled devices of the user in question, not counting the device itself.
+    public var otherEnabledDevices: Int
+    /// Registered devices of the user, enabled or not, not counting the device itself.
+    public var otherRegisteredDevices: Int
+}
+
+public struct RegistrationState: Sendable {
+    /// The row with this application and device id, registered or not.
+    public var existing: DeviceRecord?
+    /// Counted for the user the device is registering to.
+    public var limit: DeviceLimitState
+}
+
+/// A device's last signed request, for `DeviceStore.recordLastSeen`.
+public struct DeviceSighting: Sendable, Equatable {
+    public var applicationId: String
+    public var deviceId: String
+    public var at: Date
+
+    public init(applicationId: String, deviceId: String, at: Date) {
+        self.applicationId = applicationId
+        self.deviceId = deviceId
+        self.at = at
+    }
+}
+
+public struct DeviceFilter: Sendable, Equatable {
+    public var userId: String?
+    public var externalDeviceId: String?
+    /// Exact match: the console's find.
+    public var nickname: String?
+    public var includeUnregistered: Bool
+
+    public init(userId: String? = nil, externalDeviceId: String? = nil, nickname: String? = nil, includeUnregistered: Bool = false) {
+        self.userId = userId
+        self.externalDeviceId = externalDeviceId
+        self.nickname = nickname
+        self.includeUnregistered = includeUnregistered
+    }
+}
+
+/// The console overview's device figures, counted in one read.
+public struct FleetSummary: Sendable, Equatable {
+    public var registeredDevices: Int
+    public var downloadEnabledDevices: Int
+    /// Registered devices whose last accepted request is at or after the summary's `seenSince`.
+    public var devicesSeenSince: Int
+
+    public init(registeredDevices: Int, downloadEnabledDevices: Int, devicesSeenSince: Int) {
+        self.registeredDevices = registeredDevices
+        self.downloadEnabledDevices = downloadEnabledDevices
+        self.devicesSeenSince = devicesSeenSince
+    }
+}

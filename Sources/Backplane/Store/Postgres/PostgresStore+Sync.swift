@@ -1,0 +1,54 @@
+import Foundation
+import PostgresNIO
+import BackplaneWire
+
+/// A device's sync in one store call (`SyncStore`).
+extension PostgresStore {
+    public func sync(_ plan: SyncPlan, spending nonce: SignedRequestRecord?) async throws -> SyncDecision {
+        // Nothing to report or acknowledge: answered from the signed-in device and one read of
+        // its open commands when that changes nothing; the nonce is then spent on its own.
+        if plan.mayBeQuiet, let device = plan.signedInDevice {
+            let open = try await connection { [logger] connection in
+                try await Self.openCommands(connection, applicationId: plan.applicationId, deviceId: plan.deviceId, locking: false, logger: logger)
+            }
+            let decision = plan.decide(SyncSnapshot(device: device, openCommands: open))
+            if decision.changesNothing {
+                if let nonce, try await !recordSignedRequest(nonce) { throw NonceReusedError() }
+                return decision
+            }
+        }
+        return try await transaction { [logger] connection in
+            // First, as every transaction that may change the device row or its grants does: one lock order.
+            try await Self.lockDevice(connection, applicationId: plan.applicationId, deviceId: plan.deviceId, logger: logger)
+            if let nonce, try await !Self.record(connection, nonce, logger: logger) { throw NonceReusedError() }
+            guard let device = try await Self.device(connection, applicationId: plan.applicationId, deviceId: plan.deviceId, logger: logger) else {
+                throw StoreError.unknownDevice(plan.deviceId)
+            }
+            // Locked rows, read again after any wait: a command another node finished meanwhile is seen finished.
+            let grants = plan.reportedGrantIds.isEmpty ? [] : try await connection.rows("""
+                SELECT \(unescaped: PostgresColumns.grant) FROM download_grants
+                WHERE application_id = \(plan.applicationId) AND grant_id = ANY(\(plan.reportedGrantIds)) ORDER BY grant_id FOR UPDATE
+                """, logger: logger).records(DownloadGrantRecord.init)
+            let acked = plan.ackedCommandIds.isEmpty ? [] : try await connection.rows("""
+                SELECT \(unescaped: PostgresColumns.command) FROM commands
+                WHERE application_id = \(plan.applicationId) AND command_id = ANY(\(plan.ackedCommandIds)) ORDER BY row_id FOR UPDATE
+                """, logger: logger).records(CommandRecord.init)
+            let snapshot = SyncSnapshot(
+                device: device,
+                reportedGrants: Dictionary(grants.map { ($0.grantId, $0) }, uniquingKeysWith: { first, _ in first }),
+                ackedCommands: Dictionary(acked.map { ($0.commandId, $0) }, uniquingKeysWith: { first, _ in first }),
+                openCommands: try await Self.openCommands(
+                    connection, applicationId: plan.applicationId, deviceId: plan.deviceId, locking: true, logger: logger))
+            let decision = plan.decide(snapshot)
+            for grant in decision.grants { try await Self.updateState(connection, grant, logger: logger) }
+            for command in decision.commands { try await Self.update(connection, command, logger: logger) }
+            for release in decision.releases {
+                try await Self.releaseGrants(
+                    connection, applicationId: plan.applicationId, deviceId: plan.deviceId, assetIds: release.assetIds, at: decision.releasedAt,
+                    logger: logger)
+            }
+            if let changed = decision.device { try await Self.update(connection, changed, logger: logger) }
+            return decision
+        }
+    }
+}
