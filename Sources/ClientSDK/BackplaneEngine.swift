@@ -22,6 +22,8 @@ public actor BackplaneEngine {
     public nonisolated var subscriptions: SubscriptionManager { SubscriptionManager(engine: self) }
     /// The event log: `log(_:)` queues durably; the engine uploads.
     public nonisolated let eventLogger: EventLogger
+    /// The SDK database, which the engine opens at start and shares with the event logger.
+    nonisolated let storage: SDKStorage
     /// The download queue and its rules.
     public nonisolated var downloads: DownloadManager { DownloadManager(engine: self) }
     /// Whether downloaded assets may be played, on a trusted clock.
@@ -43,7 +45,7 @@ public actor BackplaneEngine {
 
     /// The engine's collaborators, one job each.
     struct Components {
-        let local: LocalStore
+        let local: SDKDatabase
         let content: ContentStore
         /// What the backplane last said about the device and the application.
         let snapshot: DeviceSnapshot
@@ -60,7 +62,8 @@ public actor BackplaneEngine {
 
     public init(configuration: BackplaneClientConfiguration) {
         self.configuration = configuration
-        self.eventLogger = EventLogger(configuration: configuration, storage: LocalStoreHandle(directory: configuration.dataDirectory))
+        self.storage = SDKStorage(directory: configuration.dataDirectory)
+        self.eventLogger = EventLogger(configuration: configuration, storage: storage)
     }
 
     /// A new stream of SDK events; call it once per subscriber, before `start()` to see everything.
@@ -168,7 +171,7 @@ public actor BackplaneEngine {
     func loadComponents() throws -> Components {
         if let components { return components }
         do {
-            let local = try eventLogger.openStore()
+            let local = try storage.open()
             let (deviceId, deviceKey) = try loadIdentity()
             let downloadSignal = WakeSignal()
             let snapshot = try DeviceSnapshot(local: local, clock: clock, broadcaster: broadcaster, onChange: downloadSignal)

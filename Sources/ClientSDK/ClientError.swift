@@ -3,23 +3,31 @@ import BackplaneWire
 
 /// The one error type of the SDK: what went wrong, and the server's answer when there was one.
 public struct BackplaneClientError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: String, Sendable {
+    /// What kind of failure this is. A struct with static values rather than an enum, as
+    /// async-http-client's `HTTPClientError` is, so that a kind added later does not break an
+    /// app's `switch` (which needs a `default` anyway).
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        /// A stable name, for logs and the harness's output.
+        public let rawValue: String
+        private init(_ rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
         /// The backplane could not be reached or did not answer in time.
-        case communicationsFailure
+        public static let communicationsFailure = Kind("communicationsFailure")
         /// The backplane answered with an error; `code` and `status` say which.
-        case server
+        public static let server = Kind("server")
         /// The backplane answered something the SDK cannot read.
-        case invalidResponse
+        public static let invalidResponse = Kind("invalidResponse")
         /// The SDK could not read or write its data directory.
-        case localStorage
+        public static let localStorage = Kind("localStorage")
         /// The engine is not started, was shut down, or its device was unregistered.
-        case notRunning
+        public static let notRunning = Kind("notRunning")
         /// The app passed something the backplane would refuse (an event missing a field, a
         /// text over its limit); `message` says what. Nothing was stored.
-        case invalidInput
+        public static let invalidInput = Kind("invalidInput")
         /// An asset could not be queued for download: its origin failed or its playlist cannot be
         /// downloaded (HTML, malformed, live); `downloadFailure` says why. Nothing was queued.
-        case download
+        public static let download = Kind("download")
     }
 
     public var kind: Kind
@@ -59,8 +67,8 @@ public struct BackplaneClientError: Error, Sendable, CustomStringConvertible {
         case .communicationsFailure, .invalidResponse: true
         // 429: the backplane limits this device's or this address's requests for a while.
         case .server: (status ?? 0) >= 500 || status == 429
-        case .localStorage, .notRunning, .invalidInput: false
         case .download: downloadFailure.map { !$0.isFatal } ?? false
+        default: false
         }
     }
 

@@ -6,11 +6,11 @@ import BackplaneWire
 /// the SDK's database. The download engine writes here; remote wipe and delete remove from here.
 struct ContentStore: Sendable {
     let root: URL
-    let local: LocalStore
+    let local: SDKDatabase
     /// Told of every deleted asset that held a license.
     let licenses: (any LicenseProvider)?
 
-    init(dataDirectory: URL, local: LocalStore, licenses: (any LicenseProvider)? = nil) {
+    init(dataDirectory: URL, local: SDKDatabase, licenses: (any LicenseProvider)? = nil) {
         self.root = dataDirectory.appendingPathComponent("content", isDirectory: true)
         self.local = local
         self.licenses = licenses

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import BackplaneWire
 
 /// The event log on the device (docs/reporting.md). `log(_:)` writes the event to the SDK's
@@ -16,7 +17,7 @@ import BackplaneWire
 /// ignored, because the backplane's reports and download rules depend on them.
 public final class EventLogger: Sendable {
     private let configuration: BackplaneClientConfiguration
-    private let storage: LocalStoreHandle
+    private let storage: SDKStorage
     private let state: Mutex<State>
 
     private struct State {
@@ -25,10 +26,12 @@ public final class EventLogger: Sendable {
         var onQueued: (@Sendable () -> Void)?
     }
 
-    init(configuration: BackplaneClientConfiguration, storage: LocalStoreHandle) {
+    init(configuration: BackplaneClientConfiguration, storage: SDKStorage) {
         self.configuration = configuration
         self.storage = storage
         self.state = Mutex(State(disabled: configuration.eventLog.disabledTypes.subtracting(EventType.mandatory)))
+        // The first event of a new database says the app was installed.
+        storage.onCreate { [weak self] database in _ = try? self?.enqueue(.reset(.install), in: database) }
     }
 
     /// Queues an event durably. Returns it as it will be uploaded (with its sequence number), or
@@ -37,8 +40,7 @@ public final class EventLogger: Sendable {
     @discardableResult
     public func log(_ content: EventContent) throws -> DeviceEvent? {
         guard isLoggingEnabled(for: content.type) else { return nil }
-        let store = try openStore()
-        return try enqueue(content, in: store)
+        return try enqueue(content, in: try storage.open())
     }
 
     public func setLoggingEnabled(_ enabled: Bool, for type: EventType) {
@@ -65,7 +67,7 @@ public final class EventLogger: Sendable {
 
     /// How many events wait for upload.
     public func queuedCount() throws -> Int {
-        try wrapStorage { try openStore().eventQueueState().count }
+        try wrapStorage { try storage.open().eventQueueState().count }
     }
 
     // MARK: engine side
@@ -75,14 +77,7 @@ public final class EventLogger: Sendable {
         state.withLock { $0.onQueued = hook }
     }
 
-    /// Opens the SDK database; the first open of a new one logs `reset(install)`.
-    func openStore() throws -> LocalStore {
-        let (store, created) = try wrapStorage { try storage.open() }
-        if created { _ = try? enqueue(.reset(.install), in: store) }
-        return store
-    }
-
-    private func enqueue(_ content: EventContent, in store: LocalStore) throws -> DeviceEvent {
+    private func enqueue(_ content: EventContent, in store: SDKDatabase) throws -> DeviceEvent {
         let (appState, hook) = state.withLock { ($0.appState, $0.onQueued) }
         let configuration = configuration
         let draft = DeviceEvent(
@@ -110,28 +105,6 @@ public final class EventLogger: Sendable {
             throw error
         } catch {
             throw BackplaneClientError(kind: .localStorage, message: "Could not use the SDK database.", underlying: error)
-        }
-    }
-}
-
-/// The SDK database, opened once and shared by the engine and the event logger (which may log
-/// before the engine starts).
-final class LocalStoreHandle: Sendable {
-    private let directory: URL
-    private let store = Mutex<LocalStore?>(nil)
-
-    init(directory: URL) {
-        self.directory = directory
-    }
-
-    /// The store, and whether this call created its database.
-    func open() throws -> (LocalStore, created: Bool) {
-        try store.withLock { store in
-            if let store { return (store, false) }
-            let existed = FileManager.default.fileExists(atPath: LocalStore.path(in: directory).path)
-            let opened = try LocalStore(directory: directory)
-            store = opened
-            return (opened, !existed)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// How one background loop sleeps: until it is signalled, or a delay passes, or its task is
 /// cancelled, whichever comes first. A signal sent while nobody waits is kept for the next wait,

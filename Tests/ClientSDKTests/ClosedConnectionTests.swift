@@ -83,7 +83,7 @@ import BackplaneWire
 private final class ClosingTransport: Transport {
     let inner = HTTPClientTransport()
     let path: String
-    private let state = Mutex((closing: 0, nonces: [String]()))
+    private let state = LockedBox((closing: 0, nonces: [String]()))
 
     init(path: String) {
         self.path = path
@@ -109,18 +109,18 @@ private final class ClosingTransport: Transport {
 /// the connection when the next one arrives.
 private final class ClosingServer: Sendable {
     let channel: any Channel
-    private let accepted: Mutex<Int>
+    private let accepted: LockedBox<Int>
 
     var port: Int { channel.localAddress?.port ?? 0 }
     var connections: Int { accepted.withLock { $0 } }
 
-    private init(channel: any Channel, accepted: Mutex<Int>) {
+    private init(channel: any Channel, accepted: LockedBox<Int>) {
         self.channel = channel
         self.accepted = accepted
     }
 
     static func start() async throws -> ClosingServer {
-        let accepted = Mutex(0)
+        let accepted = LockedBox(0)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
                 accepted.withLock { $0 += 1 }

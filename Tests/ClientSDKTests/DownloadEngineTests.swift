@@ -248,4 +248,36 @@ import TestSupport
         #expect(extra <= 2, "\(requests.filter { $0.value > 1 })")
         await second.stop()
     }
+
+    /// Queueing makes the plan (the origin's playlists fetched and parsed once) and keeps it;
+    /// the download carries it out without reading a playlist again: with the fetched copies
+    /// gone, it completes, and the origin is not asked for a playlist twice.
+    @Test func anHLSDownloadIsCarriedOutFromThePlanMadeWhenItWasQueued() async throws {
+        let bench = try await DownloadBench.start()
+        try await bench.engine.downloads.setEnabled(false)
+        let hls = TestHLSAsset(serving: bench.origin, segments: 4)
+        try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "show", url: bench.origin.url("/hls/master.m3u8"), kind: .hls, maxVideoBitrate: 0, audioLanguages: ["en"],
+            subtitleLanguages: []))
+        let content = bench.dataDirectory.appendingPathComponent("content")
+        let kept = (FileManager.default.enumerator(at: content, includingPropertiesForKeys: nil)?.allObjects as? [URL] ?? [])
+            .filter { $0.deletingLastPathComponent().lastPathComponent == "original" }
+        let plan = try #require(kept.first { $0.lastPathComponent == "plan.json" }, "no plan kept: \(kept)")
+        for file in kept where file.pathExtension == "m3u8" { try FileManager.default.removeItem(at: file) }
+        let playlists = { bench.origin.requests(under: "/hls/").filter { $0.key.hasSuffix(".m3u8") } }
+        let queued = playlists()
+        #expect(Set(queued.keys) == ["/hls/master.m3u8", "/hls/low/video.m3u8", "/hls/audio/en.m3u8"])
+        #expect(queued.values.allSatisfy { $0 == 1 }, "\(queued)")
+
+        try await bench.engine.downloads.setEnabled(true)
+        let asset = try await bench.waitForOutcome("show")
+        #expect(asset.state == .completed)
+        #expect(playlists() == queued, "a playlist was fetched again: \(playlists())")
+        #expect(FileManager.default.fileExists(atPath: plan.path))
+        let index = try #require(asset.localURL)
+        let tree = try LocalPlaylistTree(index: index)
+        #expect(!tree.references.isEmpty)
+        _ = hls
+        await bench.stop()
+    }
 }

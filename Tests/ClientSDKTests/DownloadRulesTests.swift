@@ -201,10 +201,10 @@ import TestSupport
 
 /// The network as the app reports it (in an app, e.g. from `NWPathMonitor`), switched by a test.
 final class SwitchableNetwork: NetworkMonitor {
-    private let state: Mutex<(status: NetworkStatus, listeners: [AsyncStream<NetworkStatus>.Continuation])>
+    private let state: LockedBox<(status: NetworkStatus, listeners: [AsyncStream<NetworkStatus>.Continuation])>
 
     init(_ status: NetworkStatus) {
-        state = Mutex((status, []))
+        state = LockedBox((status, []))
     }
 
     static let wifi = NetworkStatus(isAvailable: true, isExpensive: false)

@@ -83,7 +83,7 @@ import TestSupport
 /// the app key is revoked; counts the requests it is handed either way.
 final class RefusingTransport: Transport {
     let inner: any Transport = HTTPClientTransport()
-    private let state = Mutex((refusing: false, attempts: 0))
+    private let state = LockedBox((refusing: false, attempts: 0))
 
     var attempts: Int { state.withLock { $0.attempts } }
 

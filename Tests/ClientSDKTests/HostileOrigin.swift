@@ -26,9 +26,9 @@ final class HostileOrigin: Sendable {
         var heads: [String: [HTTPRequestHead]] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = LockedBox(State())
     private let server: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, ByteBuffer>, Never>
-    private let serving = Mutex<Task<Void, Never>?>(nil)
+    private let serving = LockedBox<Task<Void, Never>?>(nil)
     let port: Int
 
     private init(server: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, ByteBuffer>, Never>) {

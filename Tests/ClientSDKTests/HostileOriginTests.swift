@@ -228,7 +228,8 @@ import TestSupport
         let origin = try await HostileOrigin.start()
         // Eight renditions of 200 KB each: each under the limit, together over it.
         let padding = String(repeating: "#EXT-X-COMMENT-PADDING\n", count: 200_000 / 23)
-        let rendition = Data((padding + Self.media("#EXTINF:6,\na.aac")).utf8)
+        // Valid playlists (each is parsed as it arrives): the padding is unknown tags, which parsers skip.
+        let rendition = Data(Self.media("#EXTINF:6,\na.aac", header: "#EXT-X-TARGETDURATION:6\n" + padding).utf8)
         var master = "#EXTM3U\n"
         for index in 0..<8 {
             origin.serve("/a\(index).m3u8", rendition, contentType: Self.playlistType)

@@ -53,9 +53,9 @@ struct ScriptedTransport: Transport {
 /// Answers the first `refusals` syncs with a 429 that says `retryAfter`, then passes through.
 final class RateLimitingTransport: Transport {
     private let inner = HTTPClientTransport()
-    private let refusals = Mutex(0)
+    private let refusals = LockedBox(0)
     let retryAfter: Int
-    private let sent = Mutex<[Date]>([])
+    private let sent = LockedBox<[Date]>([])
     var syncTimes: [Date] { sent.withLock { $0 } }
 
     init(refusals: Int, retryAfter: Int) {

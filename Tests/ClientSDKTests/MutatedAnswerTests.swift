@@ -254,7 +254,7 @@ enum Route {
 /// Passes requests to a real server and keeps the fullest (longest) 2xx answer of each route.
 final class RecordingTransport: Transport {
     private let inner = HTTPClientTransport()
-    private let recorded = Mutex<[String: TransportResponse]>([:])
+    private let recorded = LockedBox<[String: TransportResponse]>([:])
 
     var answers: [String: TransportResponse] { recorded.withLock { $0 } }
 
@@ -273,7 +273,7 @@ final class RecordingTransport: Transport {
 /// Answers from recorded answers, except the one route currently overridden.
 final class ReplayingTransport: Transport {
     private let answers: [String: TransportResponse]
-    private let overridden = Mutex<(route: String, response: TransportResponse)?>(nil)
+    private let overridden = LockedBox<(route: String, response: TransportResponse)?>(nil)
 
     init(answers: [String: TransportResponse]) {
         self.answers = answers
@@ -283,7 +283,7 @@ final class ReplayingTransport: Transport {
         overridden.withLock { $0 = response.map { (route, $0) } }
     }
 
-    private let requests = Mutex(0)
+    private let requests = LockedBox(0)
     var requestCount: Int { requests.withLock { $0 } }
 
     func send(_ request: TransportRequest) async throws -> TransportResponse {

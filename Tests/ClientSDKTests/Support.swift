@@ -1,6 +1,7 @@
 import Backplane
 import ClientSDK
 import Foundation
+import Synchronization
 import Hummingbird
 import BackplaneWire
 import Testing
@@ -134,7 +135,7 @@ func storedEvents(_ services: BackplaneServices, applicationId: String, _ filter
 
 /// Collects an engine's events in the background so tests can wait for one.
 final class EventRecorder: Sendable {
-    private let events = Mutex<[SDKEvent]>([])
+    private let events = LockedBox<[SDKEvent]>([])
     private let task: Task<Void, Never>
 
     init(_ stream: AsyncStream<SDKEvent>) {
@@ -165,14 +166,13 @@ final class EventRecorder: Sendable {
     func count(_ name: String) -> Int { names.filter { $0 == name }.count }
 }
 
-final class Mutex<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
+/// A value under a lock that closures can share: `Synchronization.Mutex` in a class, since a
+/// mutex itself cannot be captured.
+final class LockedBox<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<Result: Sendable>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try mutex.withLock { value in try body(&value) }
     }
 }
 

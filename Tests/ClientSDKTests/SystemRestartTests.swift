@@ -104,7 +104,7 @@ import TestSupport
         try handle.truncate(atOffset: 10)
         try handle.close()
         // What a kill before the clean stop's flush leaves listed.
-        try LocalStore(directory: dataDirectory).save(UnflushedDownloads(assetIdsByBoot: ["run-2": ["show"]]), .unflushedDownloads)
+        try SDKDatabase(directory: dataDirectory).save(UnflushedDownloads(assetIdsByBoot: ["run-2": ["show"]]), .unflushedDownloads)
         let audioBefore = first.origin.requests(under: "/hls/audio/en/")
 
         let third = try await DownloadBench.start(dataDirectory: dataDirectory, server: first.server, origin: first.origin) {

@@ -34,9 +34,9 @@ final class TestOrigin: Sendable {
         var bytesServed: [String: Int] = [:]
     }
 
-    private let state = Mutex(State())
-    private let task = Mutex<Task<Void, any Error>?>(nil)
-    private let boundPort = Mutex(0)
+    private let state = LockedBox(State())
+    private let task = LockedBox<Task<Void, any Error>?>(nil)
+    private let boundPort = LockedBox(0)
 
     var port: Int { boundPort.withLock { $0 } }
 
@@ -63,7 +63,7 @@ final class TestOrigin: Sendable {
         guard let running = task.withLock({ $0 }) else { return }
         running.cancel()
         // Not a task group racing a sleep: the group would wait for the stuck shutdown too.
-        let stopped = Mutex(false)
+        let stopped = LockedBox(false)
         Task { _ = try? await running.value; stopped.withLock { $0 = true } }
         for _ in 0..<40 where !stopped.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(50)) }
     }

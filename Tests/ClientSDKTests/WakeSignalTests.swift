@@ -28,7 +28,7 @@ import Testing
         try? await Task.sleep(for: .milliseconds(5))
         wake.signal()
         #expect(await first.value == .signalled)
-        let ended = Mutex<WakeSignal.Outcome?>(nil)
+        let ended = LockedBox<WakeSignal.Outcome?>(nil)
         let second = Task {
             let outcome = await wake.wait(upTo: nil)
             ended.withLock { $0 = outcome }

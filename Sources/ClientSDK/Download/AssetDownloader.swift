@@ -1,111 +1,31 @@
 import AsyncHTTPClient
 import Foundation
+import Synchronization
 
-/// Downloads one asset into its directory: a flat file, or an HLS asset's files `parallelFiles`
-/// at a time, each file's fetch tried up to three times in a row (the rule of threes' inner
-/// part: the engine counts the passes; a failure to flush or rename a fetched file is a storage
-/// failure, not retried). What is complete on disk is never fetched again, and partial files
-/// with resume information (large ones, and any whose fetch stopped short while the app ran)
-/// resume, so calling `download` again after any failure, a cancellation or a kill of the app
-/// goes on where it stopped, refetching at most the small files that were in flight at a kill.
+/// Carries out an asset's plan (`DownloadPlan`, made by its format's `Downloader`): fetches its
+/// files `parallelFiles` at a time, each file's fetch tried up to three times in a row (the rule
+/// of threes' inner part: the engine counts the passes; a failure to flush or rename a fetched
+/// file is a storage failure, not retried), then writes the files the plan writes itself. What
+/// is complete on disk is never fetched again, and partial files with resume information (large
+/// ones, and any whose fetch stopped short while the app ran) resume, so calling `download`
+/// again after any failure, a cancellation or a kill of the app goes on where it stopped,
+/// refetching at most the small files that were in flight at a kill.
 struct AssetDownloader: Sendable {
     let fetcher: FileFetcher
     let parallelFiles: Int
-    let playlistLimits: PlaylistLimits
+    let downloaders: DownloaderFactory
 
     /// A file is tried this many times in a row before the asset's pass counts as failed;
     /// bytes gained by a try start the count again.
     static let triesPerFile = 3
 
-    /// Where a flat file goes in its asset's directory: the URL's file name when it is a safe
-    /// one, else `download`.
-    static func flatFileName(_ url: URL) -> String {
-        let name = url.lastPathComponent
-        let safe = !name.isEmpty && name.count <= 120 && !name.hasPrefix(".")
-            && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }
-        return safe && name != HLSDownloadPlan.originalDirectory ? name : "download"
+    /// Makes the asset's plan when it is queued (its format's `Downloader.prepare`).
+    func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) {
+        _ = try await downloaders.downloader(for: request.kind).prepare(request, in: directory, room: room, ceiling: ceiling)
     }
 
-    /// Fetches what must be known before an asset is downloaded: an HLS asset's playlists, which
-    /// are kept under `original/` and checked (an HTML page, a malformed or a live playlist fails
-    /// here, as does one past `limits`). The engine calls it when the asset is queued and, if
-    /// that could not fetch them (offline, an origin's passing fault), when its download starts.
-    /// `room`: what the storage rules leave now; the playlists are counted against it. `ceiling`:
-    /// the most they could ever leave (a playlist declared larger fails as `.origin`).
-    func prepare(
-        _ request: DownloadRequest, in directory: URL, limits: PlaylistLimits, room: Int64, ceiling: Int64
-    ) async throws(DownloadFailure) {
-        guard request.kind == .hls else { return }
-        let originals = directory.appendingPathComponent(HLSDownloadPlan.originalDirectory)
-        try? FileManager.default.removeItem(at: originals)
-        var left = PlaylistAllowance(limit: limits.bytes, bytes: limits.bytes, room: room, ceiling: ceiling)
-        try await fetchPlaylist(request.url, to: directory.appendingPathComponent(HLSDownloadPlan.originalAsset), left: &left)
-        let assetPlaylist: HLSPlaylist
-        do {
-            assetPlaylist = try HLSPlaylist.parse(
-                Data(contentsOf: directory.appendingPathComponent(HLSDownloadPlan.originalAsset)), url: request.url,
-                maxSegments: limits.segments)
-        } catch {
-            throw DownloadFailure(.playlist, "\(request.url.absoluteString): \(error)")
-        }
-        let (master, streams) = HLSDownloadPlan.streams(of: assetPlaylist, request: request)
-        if master != nil {
-            for stream in streams {
-                try await fetchPlaylist(stream.url, to: directory.appendingPathComponent(stream.original), left: &left)
-            }
-        }
-        // Reads back everything fetched: what cannot be planned now would fail later.
-        guard try HLSDownloadPlan.make(request: request, directory: directory, maxSegments: limits.segments) != nil else {
-            throw DownloadFailure(.storage, "The playlists just fetched for \(request.assetId) are missing on the device.")
-        }
-        // The download is planned from these whenever it runs, also after a system crash (each
-        // file was flushed before its rename; here the names), up to the data directory.
-        do {
-            try await FileFetcher.waitingForTheDisk {
-                try LocalFiles.flush(path: originals, isDirectory: true, fully: false)
-                try LocalFiles.flushAssetDirectory(directory)
-            }
-        } catch {
-            throw DownloadFailure(.storage, "Could not flush the asset's playlists to disk: \(error).")
-        }
-    }
-
-    /// Playlists are flushed whatever `DownloadOptions.flushesFiles` says: they are fetched once,
-    /// and the download is planned from them. Each is held to what the asset's playlist budget
-    /// and the storage rules leave (`left`), and to `HLSPlaylist.maxBytes`.
-    private func fetchPlaylist(_ url: URL, to file: URL, left: inout PlaylistAllowance) async throws(DownloadFailure) {
-        var flushing = fetcher
-        flushing.flushes = true
-        let allowance = min(left.bytes, Int64(HLSPlaylist.maxBytes))
-        let size: Int64
-        do {
-            size = try await flushing.fetch(.init(url: url), to: file, budget: StorageBudget(min(allowance, left.room), ceiling: left.ceiling))
-        } catch where error.kind == .noSpace {
-            // Past the playlists' own limit: the playlist is the problem, for good. Past the
-            // storage rules' room: the queue waits for room, as for any file.
-            guard allowance <= left.room else { throw DownloadFailure(.noSpace, error.message) }
-            let limit = allowance < Int64(HLSPlaylist.maxBytes)
-                ? "the asset's playlists are larger than \(left.limit) bytes in all" : "\(HLSPlaylistError.tooLarge(HLSPlaylist.maxBytes))"
-            throw DownloadFailure(.playlist, "\(url.absoluteString): \(limit)")
-        }
-        left.bytes -= size
-        left.room -= size
-    }
-
-    /// What an asset's playlists may still take while they are fetched.
-    private struct PlaylistAllowance {
-        /// `PlaylistLimits.bytes`, for the message.
-        let limit: Int64
-        /// Left of it.
-        var bytes: Int64
-        /// Left of what the storage rules allow.
-        var room: Int64
-        /// The most the storage rules could ever allow.
-        let ceiling: Int64
-    }
-
-    /// Downloads every file of `request` into `directory` and, for HLS, writes the local
-    /// playlists; returns the asset's record (path relative to `contentRoot`).
+    /// Downloads every file of `request`'s plan into `directory` and writes the files the plan
+    /// writes; returns the asset's record (path relative to `contentRoot`).
     ///
     /// `beforeFile` runs before each try of a file with the asset's bytes on disk (the engine
     /// refreshes `budget` and checks the network there; it throws to stop). Throws a `DownloadFailure` (`.noSpace` when the budget
@@ -114,28 +34,16 @@ struct AssetDownloader: Sendable {
         _ request: DownloadRequest, in directory: URL, relativeTo contentRoot: URL, budget: StorageBudget,
         beforeFile: @escaping @Sendable (_ assetBytes: Int64) throws -> Void, progress: @escaping @Sendable (AssetProgress) -> Void
     ) async throws -> LocalAsset {
-        let files: [DownloadFile]
-        var playlists: [(path: String, text: String)] = []
-        let mainPath: String
-        switch request.kind {
-        case .file:
-            mainPath = Self.flatFileName(request.url)
-            files = [DownloadFile(url: request.url, byteRange: nil, relativePath: mainPath, isMedia: true)]
-        case .hls:
-            // Playlists not fetched yet (the asset was queued offline, or its origin failed
-            // then): fetched now, under the same limits, and counted as this pass's try.
-            var made = try HLSDownloadPlan.make(request: request, directory: directory, maxSegments: playlistLimits.segments)
-            if made == nil {
-                try await prepare(request, in: directory, limits: playlistLimits, room: budget.available, ceiling: budget.ceiling)
-                made = try HLSDownloadPlan.make(request: request, directory: directory, maxSegments: playlistLimits.segments)
-            }
-            guard let plan = made else {
-                throw DownloadFailure(.storage, "The playlists of \(request.assetId) are missing on the device.")
-            }
-            files = plan.files
-            playlists = plan.playlists
-            mainPath = HLSDownloadPlan.indexPlaylist
+        // Not planned yet (the asset was queued while its origin could not be reached): planned
+        // now, under the same limits, and counted as this pass's try.
+        let downloader = downloaders.downloader(for: request.kind)
+        let plan: DownloadPlan
+        if let prepared = downloader.preparedPlan(request, in: directory) {
+            plan = prepared
+        } else {
+            plan = try await downloader.prepare(request, in: directory, room: budget.available, ceiling: budget.ceiling)
         }
+        let files = plan.files
         let tracker = ProgressTracker(files: files, directory: directory, report: progress)
         // `parallelFiles` files are fetched at once; a fetched file is flushed to disk beside
         // them, so that the network does not wait for the disk (at most `parallelFiles` files
@@ -188,33 +96,33 @@ struct AssetDownloader: Sendable {
         }
         try Task.checkCancellation()
         do {
-            for playlist in playlists {
-                try Data(playlist.text.utf8).write(to: directory.appendingPathComponent(playlist.path, isDirectory: false), options: .atomic)
+            for file in plan.written {
+                try Data(file.text.utf8).write(to: directory.appendingPathComponent(file.path, isDirectory: false), options: .atomic)
             }
         } catch {
             throw DownloadFailure(.storage, "Could not write the local playlists: \(error).")
         }
         if fetcher.flushes {
-            try await flushNames(of: files, playlists: playlists.map(\.path), request: request, in: directory)
+            try await flushNames(of: files, written: plan.written.map(\.path), request: request, in: directory)
         }
-        let size = tracker.current.bytes + Int64(playlists.reduce(0) { $0 + $1.text.utf8.count })
+        let size = tracker.current.bytes + Int64(plan.written.reduce(0) { $0 + $1.text.utf8.count })
         let relativeDirectory = directory.path.dropFirst(contentRoot.path.count).drop { $0 == "/" }
-        return LocalAsset(assetId: request.assetId, relativePath: "\(relativeDirectory)/\(mainPath)", size: size, addedAt: Date(), request: request)
+        return LocalAsset(assetId: request.assetId, relativePath: "\(relativeDirectory)/\(plan.mainPath)", size: size, addedAt: Date(), request: request)
     }
 
-    /// Flushes the local playlists, then every directory of the asset once, up to the data
+    /// Flushes the files the plan wrote (local playlists), then every directory of the asset once, up to the data
     /// directory (the first download creates `content/`): the files' names are entries of their
     /// directories, and a power loss must not leave a completed asset with files under their
     /// partial names. Each file's bytes were flushed before its rename; on Apple platforms only
     /// as far as an ordering barrier, and these full flushes take the drive's cache with them.
     private func flushNames(
-        of files: [DownloadFile], playlists: [String], request: DownloadRequest, in directory: URL
+        of files: [DownloadFile], written paths: [String], request: DownloadRequest, in directory: URL
     ) async throws(DownloadFailure) {
-        let written = playlists.map { directory.appendingPathComponent($0, isDirectory: false) }
+        let written = paths.map { directory.appendingPathComponent($0, isDirectory: false) }
         var directories = Set(files.map { directory.appendingPathComponent($0.relativePath, isDirectory: false).deletingLastPathComponent() })
         directories.remove(directory)
         do {
-            try await FileFetcher.waitingForTheDisk { [directories] in
+            try await LocalFiles.waitingForTheDisk { [directories] in
                 for file in written { try LocalFiles.flush(path: file, fully: false) }
                 for subdirectory in directories { try LocalFiles.flush(path: subdirectory, isDirectory: true, fully: false) }
                 try LocalFiles.flushAssetDirectory(directory)

@@ -28,7 +28,7 @@ enum DirectoryNameMigration {
     static func run(content: ContentStore) throws {
         let local = content.local
         let (completed, queued, plainNames) = try local.access { local in
-            try local.queue.read { db in
+            try local.read { db in
                 let long = "length(CAST(asset_id AS BLOB)) > \(ContentStore.plainIdBytes)"
                 let exact = "length(CAST(asset_id AS BLOB)) = \(ContentStore.plainIdBytes)"
                 return (
@@ -71,13 +71,13 @@ enum DirectoryNameMigration {
                 !fileManager.fileExists(atPath: destination.path)
             {
                 try LocalFiles.rename(source, to: destination)
-                try? fileManager.removeItem(at: destination.appendingPathComponent(HLSDownloadPlan.originalDirectory))
+                try? fileManager.removeItem(at: destination.appendingPathComponent(AssetLayout.originalDirectory))
                 try LocalFiles.flush(path: content.root, isDirectory: true)
             }
             guard let path = move.path else { continue }
             let relocated = new + path.dropFirst(move.old.count)
             try local.access { local in
-                try local.queue.write { db in
+                try local.write { db in
                     try db.execute(sql: "UPDATE assets SET relative_path = ? WHERE asset_id = ?", arguments: [relocated, move.assetId])
                 }
             }

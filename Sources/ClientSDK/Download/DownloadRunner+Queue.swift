@@ -29,7 +29,7 @@ extension DownloadRunner {
         }
         let grant: DownloadGrant?
         do {
-            grant = options.permissionTiming == .atQueueTime && needsPermission() ? try await permissionAtQueueTime(for: request) : nil
+            grant = options.permissionTiming == .atQueueTime && permission.isNeeded() ? try await permission.askAtQueueTime(for: request) : nil
         } catch {
             try? content.removeFiles(of: request.assetId)
             throw error
@@ -51,14 +51,14 @@ extension DownloadRunner {
     /// engine fetches them when the download starts.
     static let queueingDeadline = Duration.seconds(60)
 
-    /// `AssetDownloader.prepare` under `queueingDeadline`; running past it is a passing fault.
+    /// The asset's plan made (`Downloader.prepare`) under `queueingDeadline`; running past it is a passing fault.
     private func prepareWithinDeadline(_ request: DownloadRequest) async throws(DownloadFailure) {
         let (downloader, directory) = (downloader, content.directory(for: request.assetId))
-        let (limits, room, ceiling) = (options.playlistLimits, storageRoom(assetBytes: 0), storageCeiling())
+        let (room, ceiling) = (requirements.storageRoom(assetBytes: 0), requirements.storageCeiling())
         let outcome = await withTaskGroup(of: Result<Void, DownloadFailure>?.self) { group in
             group.addTask {
                 do throws(DownloadFailure) {
-                    try await downloader.prepare(request, in: directory, limits: limits, room: room, ceiling: ceiling)
+                    try await downloader.prepare(request, in: directory, room: room, ceiling: ceiling)
                     return .success(())
                 } catch {
                     return .failure(error)

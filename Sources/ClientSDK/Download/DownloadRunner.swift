@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Synchronization
 import BackplaneWire
 
 /// The download engine's loop: while the SDK engine runs, it downloads the queue in order, one
@@ -11,7 +12,7 @@ import BackplaneWire
 /// errored assets are left, the next pass starts after `retryPassDelay`. An asset whose third
 /// pass fails, or whose failure is fatal, is `failed` until the app clears its retries.
 actor DownloadRunner {
-    let local: LocalStore
+    let local: SDKDatabase
     let content: ContentStore
     nonisolated let options: DownloadOptions
     let snapshot: DeviceSnapshot
@@ -19,16 +20,15 @@ actor DownloadRunner {
     let broadcaster: EventBroadcaster
     let eventLogger: EventLogger
     let downloader: AssetDownloader
+    /// What must hold for the queue to run.
+    nonisolated let requirements: DownloadRequirements
     /// Wakes the loop: queue changes, the switch, the backplane's answers, the network, freed space.
     nonisolated let signal: WakeSignal
-    /// Asks the backplane for a download permission (`POST /v1/download-grants`).
-    let askBackplane: @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
+    /// Asks the backplane for download permissions.
+    let permission: DownloadPermission
     /// Trusted time: when a download completes, its expiry after download starts.
     let clock: TrustedClock
     let licenses: any LicenseProvider
-    /// Asks the engine for a sync now (the backplane refused a permission for a reason the
-    /// last sync did not say: download turned off).
-    let requestSync: @Sendable () -> Void
     private nonisolated let tasks = Mutex(Tasks())
     /// The system run files are written in without flushes (`noteUnflushed`); nil when the
     /// engine flushes them.
@@ -74,15 +74,16 @@ actor DownloadRunner {
     }()
 
     init(
-        local: LocalStore, content: ContentStore, options: DownloadOptions, snapshot: DeviceSnapshot, lifecycle: EngineLifecycle,
+        local: SDKDatabase, content: ContentStore, options: DownloadOptions, snapshot: DeviceSnapshot, lifecycle: EngineLifecycle,
         broadcaster: EventBroadcaster, eventLogger: EventLogger, signal: WakeSignal, clock: TrustedClock, licenses: any LicenseProvider,
         requestSync: @escaping @Sendable () -> Void = {},
         askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
     ) {
-        self.askBackplane = askBackplane
         self.clock = clock
         self.licenses = licenses
-        self.requestSync = requestSync
+        self.permission = DownloadPermission(
+            local: local, options: options, snapshot: snapshot, eventLogger: eventLogger, broadcaster: broadcaster,
+            askBackplane: askBackplane, requestSync: requestSync)
         self.local = local
         self.content = content
         self.options = options
@@ -90,12 +91,14 @@ actor DownloadRunner {
         self.lifecycle = lifecycle
         self.broadcaster = broadcaster
         self.eventLogger = eventLogger
+        self.requirements = DownloadRequirements(local: local, content: content, options: options, snapshot: snapshot)
         // Files go unflushed only where a restart of the system can be told at the next start.
         let boot = options.flushesFiles ? nil : options.bootSession()
         self.unflushedBoot = boot
+        let fetcher = FileFetcher(client: Self.client, flushes: boot == nil, minimumRate: options.minimumTransferRate)
         self.downloader = AssetDownloader(
-            fetcher: FileFetcher(client: Self.client, flushes: boot == nil, minimumRate: options.minimumTransferRate),
-            parallelFiles: options.parallelFiles, playlistLimits: options.playlistLimits)
+            fetcher: fetcher, parallelFiles: options.parallelFiles,
+            downloaders: DownloaderFactory(fetcher: fetcher, playlistLimits: options.playlistLimits))
         self.signal = signal
     }
 
@@ -110,7 +113,7 @@ actor DownloadRunner {
                 for await _ in changes {
                     guard let self else { return }
                     // A network downloads may not use stops the file under way, not only the next.
-                    if self.networkBlock() != nil { self.tasks.withLock { $0.current?.task.cancel() } }
+                    if self.requirements.networkBlock() != nil { self.tasks.withLock { $0.current?.task.cancel() } }
                     self.signal.signal()
                 }
             }
@@ -184,30 +187,12 @@ actor DownloadRunner {
         }
     }
 
-    /// The rule that keeps the queue from running now, if any.
+    /// The rule that keeps the queue from running now, if any. Once the room grew past what it
+    /// was when the head of the queue ran out of it, the head is tried again.
     func currentBlock() -> DownloadBlock? {
-        if (try? local.load(Bool.self, .downloadsSwitchedOff)) ?? false == true { return .switchedOff }
-        guard let lastSync = snapshot.current, lastSync.device.downloadEnabled else { return .deviceNotDownloadEnabled }
-        if let reason = networkBlock() { return reason }
-        let completed = (try? local.assets().count) ?? 0
-        if completed >= options.maxDownloadedAssets { return .maxDownloadedAssets }
-        let perDevice = lastSync.settings.maxDownloadsPerDevice
-        if perDevice >= 0, completed >= perDevice { return .maxDownloadsPerDevice }
-        let room = storageRoom(assetBytes: 0)
-        if room <= 0 { return .storage }
-        if let roomWhenBlocked = roomWhenStorageRanOut {
-            // The asset at the head did not fit: it waits until there is more room than then.
-            if room <= roomWhenBlocked { return .storage }
-            roomWhenStorageRanOut = nil
-        }
-        return nil
-    }
-
-    private nonisolated func networkBlock() -> DownloadBlock? {
-        let network = options.network.status
-        if !network.isAvailable { return .networkUnavailable }
-        if network.isExpensive, !options.downloadOverCellular { return .cellularNotAllowed }
-        return nil
+        let block = requirements.block(roomWhenStorageRanOut: roomWhenStorageRanOut)
+        if block == nil { roomWhenStorageRanOut = nil }
+        return block
     }
 
     private func download(_ queued: QueuedDownload) async {
@@ -216,7 +201,7 @@ actor DownloadRunner {
         var queued = queued
         if await leftExpired(queued) { return }
         var grant: DownloadGrant?
-        if queued.grantId == nil, needsPermission() {
+        if queued.grantId == nil, permission.isNeeded() {
             guard let granted = await permission(for: queued) else { return }
             grant = granted
             // The actor ran other calls while the backplane answered: the asset may have been
@@ -233,12 +218,13 @@ actor DownloadRunner {
         setStatus(.downloading(assetId: assetId))
         broadcaster.emit(.downloadStarted(assetId: assetId))
         let started = ContinuousClock.now
-        let completedBytes = completedSize()
+        let requirements = requirements
+        let completedBytes = requirements.completedSize()
         // The ceiling is what the asset could ever hold, less what it holds: an HLS asset whose
         // files add up past it fails on the file that would pass it, instead of waiting for room.
-        let ceiling = storageCeiling()
+        let ceiling = requirements.storageCeiling()
         let budget = StorageBudget(
-            storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes),
+            requirements.storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes),
             ceiling: ceiling.subtractingClamped(queued.bytesDownloaded))
         let progress = ProgressReporter(assetId: assetId, local: local, broadcaster: broadcaster)
         tasks.withLock { $0.progress = progress }
@@ -248,9 +234,9 @@ actor DownloadRunner {
                 request, in: directory, relativeTo: content.root, budget: budget,
                 beforeFile: { [weak self] assetBytes in
                     guard let self else { throw CancellationError() }
-                    if let reason = self.networkBlock() { throw Blocked(reason: reason) }
+                    if let reason = self.requirements.networkBlock() { throw Blocked(reason: reason) }
                     budget.reset(
-                        to: self.storageRoom(assetBytes: assetBytes, completedBytes: completedBytes),
+                        to: requirements.storageRoom(assetBytes: assetBytes, completedBytes: completedBytes),
                         ceiling: max(ceiling.subtractingClamped(assetBytes), 0))
                 },
                 progress: { progress.report($0) })
@@ -271,7 +257,7 @@ actor DownloadRunner {
         case .failure(let blocked as Blocked):
             setBlock(blocked.reason)
         case .failure(let failure as DownloadFailure) where failure.kind == .noSpace:
-            roomWhenStorageRanOut = storageRoom(assetBytes: 0)
+            roomWhenStorageRanOut = requirements.storageRoom(assetBytes: 0)
             setBlock(.storage)
             setStatus(.blocked(.storage))
             outOfRoom = true

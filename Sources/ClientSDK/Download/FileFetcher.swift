@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Synchronization
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -63,12 +64,6 @@ struct FileFetcher: Sendable {
         return fetched.size
     }
 
-    /// Runs `body`, which waits for the disk, on NIO's blocking-I/O threads: on the concurrency
-    /// pool's few threads it would hold up the other files' network reads while it waits.
-    static func waitingForTheDisk(_ body: @escaping @Sendable () throws -> Void) async throws {
-        try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), body).get()
-    }
-
     /// A file whose bytes are all written but may not be on disk yet: `finish(_:)` flushes it
     /// (with `flushes`) and gives it its final name. Until then it is a partial file: a later
     /// fetch finishes it without a request when its resume information is there (a large file's
@@ -85,7 +80,7 @@ struct FileFetcher: Sendable {
         do {
             // Not cancelled with the task: a file whose bytes are all there is finished, and a
             // pause must not read as a storage failure.
-            if flushes { try await Self.waitingForTheDisk { try LocalFiles.flush(partial.handle) } }
+            if flushes { try await LocalFiles.waitingForTheDisk { try LocalFiles.flush(partial.handle) } }
             try LocalFiles.rename(partial.url, to: fetched.destination)
         } catch {
             throw Self.storageFailure(error, fetched.destination)

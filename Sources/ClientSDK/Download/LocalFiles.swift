@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOPosix
 
 #if canImport(Darwin)
 import Darwin
@@ -125,4 +127,9 @@ enum LocalFiles {
         }
     }
 
+    /// Runs `body`, which waits for the disk, on NIO's blocking-I/O threads: on the concurrency
+    /// pool's few threads it would hold up the other files' network reads while it waits.
+    static func waitingForTheDisk(_ body: @escaping @Sendable () throws -> Void) async throws {
+        try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), body).get()
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Hands an asset's progress on at most once per percent or per second, and stores it at most
 /// every `storeInterval`, so that the queue shows it after a restart. Storing is a commit, and a
@@ -8,7 +9,7 @@ final class ProgressReporter: Sendable {
     static let storeInterval = Duration.seconds(2)
 
     let assetId: String
-    let local: LocalStore
+    let local: SDKDatabase
     let broadcaster: EventBroadcaster
     private let state = Mutex(State())
 
@@ -19,7 +20,7 @@ final class ProgressReporter: Sendable {
         var storedAt = ContinuousClock.now
     }
 
-    init(assetId: String, local: LocalStore, broadcaster: EventBroadcaster) {
+    init(assetId: String, local: SDKDatabase, broadcaster: EventBroadcaster) {
         self.assetId = assetId
         self.local = local
         self.broadcaster = broadcaster

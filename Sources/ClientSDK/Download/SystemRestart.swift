@@ -89,7 +89,7 @@ extension DownloadRunner {
     private func flushFiles(of assetId: String) async -> Bool {
         let directory = content.directory(for: assetId)
         do {
-            try await FileFetcher.waitingForTheDisk { try Self.flushTree(directory) }
+            try await LocalFiles.waitingForTheDisk { try Self.flushTree(directory) }
             return true
         } catch {
             // Deleted meanwhile, or the flush failed: listed still, unless the asset is gone.
@@ -159,7 +159,7 @@ extension DownloadRunner {
     /// bring short files back under their final names.
     static func removeMedia(in directory: URL) throws {
         let top = (try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? []
-        for item in top where item.lastPathComponent != HLSDownloadPlan.originalDirectory {
+        for item in top where item.lastPathComponent != AssetLayout.originalDirectory {
             try FileManager.default.removeItem(at: item)
         }
         if !top.isEmpty { try LocalFiles.flush(path: directory, isDirectory: true) }
@@ -183,7 +183,7 @@ extension DownloadRunner {
         let manager = FileManager.default
         let top = (try? manager.contentsOfDirectory(at: directory, includingPropertiesForKeys: [.isDirectoryKey])) ?? []
         var files: [URL] = []
-        for item in top where item.lastPathComponent != HLSDownloadPlan.originalDirectory {
+        for item in top where item.lastPathComponent != AssetLayout.originalDirectory {
             guard (try? item.resourceValues(forKeys: [.isDirectoryKey]))?.isDirectory == true else {
                 files.append(item)
                 continue
@@ -194,25 +194,5 @@ extension DownloadRunner {
             }
         }
         return files
-    }
-}
-
-extension LocalStore {
-    /// A completed asset found damaged goes back to the head of the queue, in one transaction:
-    /// its record goes (its grant reported deleted; a new download asks again), and its
-    /// subscription item, if any, is queued again.
-    /// Returns false, changing nothing, when the asset's record is gone (deleted meanwhile).
-    func requeueDamagedAsset(_ assetId: String, request: DownloadRequest) throws -> Bool {
-        let data = try Self.encoder.encode(request)
-        return try queue.write { db in
-            try Self.reportGrant(ofAsset: assetId, in: "assets", .deleted, db)
-            try db.execute(sql: "DELETE FROM assets WHERE asset_id = ?", arguments: [assetId])
-            guard db.changesCount > 0 else { return false }
-            try Self.insertDownload(assetId, request: data, at: 0, db)
-            try db.execute(
-                sql: "UPDATE subscription_items SET state = ? WHERE asset_id = ? AND state = ?",
-                arguments: [SubscriptionItem.State.queued.rawValue, assetId, SubscriptionItem.State.downloaded.rawValue])
-            return true
-        }
     }
 }

@@ -4,7 +4,7 @@ import BackplaneWire
 /// Runs remote commands (wipe, delete assets, kill; unregister and syncNow take effect elsewhere)
 /// on the downloaded content and stores each outcome for the next sync to acknowledge.
 struct CommandExecutor: Sendable {
-    let local: LocalStore
+    let local: SDKDatabase
     let content: ContentStore
     let downloads: DownloadRunner
     let eventLogger: EventLogger
@@ -40,7 +40,7 @@ struct CommandExecutor: Sendable {
             } catch {
                 outcome = CommandAck(commandId: command.commandId, outcome: .failed, reason: "\(error)".prefix(utf8Bytes: WireLimits.maxReasonLength))
             }
-            try local.access { try $0.recordOutcome(LocalStore.Outcome(ack: outcome, type: command.type)) }
+            try local.access { try $0.recordOutcome(SDKDatabase.Outcome(ack: outcome, type: command.type)) }
         }
     }
 

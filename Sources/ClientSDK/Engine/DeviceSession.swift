@@ -14,7 +14,7 @@ actor DeviceSession {
     /// Proves to the backplane that a registration of `deviceId` comes from this install.
     private let deviceKey: P256.Signing.PrivateKey
     private let configuration: BackplaneClientConfiguration
-    private let local: LocalStore
+    private let local: SDKDatabase
     private let clock: ServerClock
     private let broadcaster: EventBroadcaster
     private let snapshot: DeviceSnapshot
@@ -22,7 +22,7 @@ actor DeviceSession {
     private var registering: Task<DeviceCredentials, any Error>?
 
     init(
-        deviceId: String, deviceKey: P256.Signing.PrivateKey, configuration: BackplaneClientConfiguration, local: LocalStore,
+        deviceId: String, deviceKey: P256.Signing.PrivateKey, configuration: BackplaneClientConfiguration, local: SDKDatabase,
         clock: ServerClock, broadcaster: EventBroadcaster, snapshot: DeviceSnapshot
     ) throws {
         self.deviceId = deviceId

@@ -1,11 +1,12 @@
 import Foundation
+import Synchronization
 import BackplaneWire
 
 /// What the backplane last said about this device and its application (device record,
 /// settings, server time), kept in the SDK database so that status shows it offline. Recording
 /// a newer answer emits what changed: download enabled, settings.
 final class DeviceSnapshot: Sendable {
-    private let local: LocalStore
+    private let local: SDKDatabase
     private let clock: ServerClock
     private let broadcaster: EventBroadcaster
     private let stored: Mutex<StoredSync?>
@@ -13,7 +14,7 @@ final class DeviceSnapshot: Sendable {
     private let onChange: WakeSignal?
 
     /// Loads the stored snapshot and sets the clock to the offset learnt with it.
-    init(local: LocalStore, clock: ServerClock, broadcaster: EventBroadcaster, onChange: WakeSignal? = nil) throws {
+    init(local: SDKDatabase, clock: ServerClock, broadcaster: EventBroadcaster, onChange: WakeSignal? = nil) throws {
         let stored = try local.load(StoredSync.self, .lastSync)
         if let offset = stored?.clockOffset { clock.update(offset: offset) }
         self.local = local

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The engine's lifecycle state where every collaborator can read it without a hop to the
 /// engine: each checks it between steps, so work stops soon after the engine leaves `.running`.
@@ -37,9 +38,9 @@ protocol EngineControl: AnyObject, Sendable {
     func stopAfterPermanentFailure() async
 }
 
-extension LocalStore {
+extension SDKDatabase {
     /// Runs `body` on the SDK database, reporting its failure as a `.localStorage` error.
-    func access<Value>(_ body: (LocalStore) throws -> Value) throws -> Value {
+    func access<Value>(_ body: (SDKDatabase) throws -> Value) throws -> Value {
         do {
             return try body(self)
         } catch {

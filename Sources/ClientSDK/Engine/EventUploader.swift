@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import BackplaneWire
 
 /// Uploads the durable event queue in batches: when enough events are queued, when the oldest is
@@ -7,7 +8,7 @@ import BackplaneWire
 actor EventUploader {
     private let configuration: BackplaneClientConfiguration
     private let session: DeviceSession
-    private let local: LocalStore
+    private let local: SDKDatabase
     private let eventLogger: EventLogger
     private let broadcaster: EventBroadcaster
     private let lifecycle: EngineLifecycle
@@ -32,7 +33,7 @@ actor EventUploader {
     }
 
     init(
-        configuration: BackplaneClientConfiguration, session: DeviceSession, local: LocalStore, eventLogger: EventLogger,
+        configuration: BackplaneClientConfiguration, session: DeviceSession, local: SDKDatabase, eventLogger: EventLogger,
         broadcaster: EventBroadcaster, lifecycle: EngineLifecycle, engine: any EngineControl
     ) {
         self.configuration = configuration

@@ -7,7 +7,7 @@ import BackplaneWire
 struct SubscriptionSync: Sendable {
     let configuration: BackplaneClientConfiguration
     let session: DeviceSession
-    let local: LocalStore
+    let local: SDKDatabase
     let content: ContentStore
     let downloads: DownloadRunner
     let eventLogger: EventLogger

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import BackplaneWire
 
 /// Syncing: `POST /v1/sync` rounds (one sync at a time; a second caller joins the one under way)
@@ -8,7 +9,7 @@ import BackplaneWire
 actor SyncLoop {
     private let configuration: BackplaneClientConfiguration
     private let session: DeviceSession
-    private let local: LocalStore
+    private let local: SDKDatabase
     private let snapshot: DeviceSnapshot
     private let clock: ServerClock
     private let broadcaster: EventBroadcaster
@@ -28,7 +29,7 @@ actor SyncLoop {
     private let loop = Mutex<Task<Void, Never>?>(nil)
 
     init(
-        configuration: BackplaneClientConfiguration, session: DeviceSession, local: LocalStore, snapshot: DeviceSnapshot,
+        configuration: BackplaneClientConfiguration, session: DeviceSession, local: SDKDatabase, snapshot: DeviceSnapshot,
         clock: ServerClock, broadcaster: EventBroadcaster, lifecycle: EngineLifecycle, commands: CommandExecutor,
         uploader: EventUploader, subscriptions: SubscriptionSync, trustedClock: TrustedClock, engine: any EngineControl
     ) {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HTTPTypes
 import HummingbirdWSClient
 import Logging

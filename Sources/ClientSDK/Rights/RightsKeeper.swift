@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import BackplaneWire
 
 /// The rights of downloaded assets: judged on the trusted clock, started at play (expiry after
@@ -6,7 +7,7 @@ import BackplaneWire
 /// start, after each sync, at the next instant an asset's window ends, and at least every
 /// `sweepInterval`) and renews licenses before they end.
 final class RightsKeeper: Sendable {
-    let local: LocalStore
+    let local: SDKDatabase
     let content: ContentStore
     let clock: TrustedClock
     let snapshot: DeviceSnapshot
@@ -26,7 +27,7 @@ final class RightsKeeper: Sendable {
     private let lastSweep = Mutex<Task<Date?, Never>?>(nil)
 
     init(
-        local: LocalStore, content: ContentStore, clock: TrustedClock, snapshot: DeviceSnapshot, options: RightsOptions,
+        local: SDKDatabase, content: ContentStore, clock: TrustedClock, snapshot: DeviceSnapshot, options: RightsOptions,
         eventLogger: EventLogger, broadcaster: EventBroadcaster, lifecycle: EngineLifecycle, downloadSignal: WakeSignal,
         askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse,
         requestSync: @escaping @Sendable () -> Void = {}

@@ -16,11 +16,11 @@ struct StoredRights: Sendable, Equatable {
 }
 
 /// Rights of queued and completed assets in the SDK database.
-extension LocalStore {
+extension SDKDatabase {
     /// The completed assets' rights (one asset, or all).
     func storedRights(assetId: String? = nil) throws -> [StoredRights] {
         let sql = "SELECT asset_id, request, grant_id, window, license, added_at, downloaded_at, first_played_at FROM assets"
-        return try queue.read { db in
+        return try read { db in
             let rows = try assetId.map { try Row.fetchAll(db, sql: sql + " WHERE asset_id = ?", arguments: [$0]) }
                 ?? Row.fetchAll(db, sql: sql + " ORDER BY added_at, asset_id")
             return try rows.map { row in
@@ -36,7 +36,7 @@ extension LocalStore {
     /// Records the first play of a completed asset (later plays change nothing); false when the
     /// asset is not on the device.
     func recordFirstPlay(assetId: String, at date: Date) throws -> Bool {
-        try queue.write { db in
+        try write { db in
             try db.execute(
                 sql: "UPDATE assets SET first_played_at = COALESCE(first_played_at, ?) WHERE asset_id = ?", arguments: [date, assetId])
             return db.changesCount > 0
@@ -47,7 +47,7 @@ extension LocalStore {
     /// license; only the license column is read.
     func assetIdsHoldingLicense(queued: Bool) throws -> Set<String> {
         let table = queued ? "downloads" : "assets"
-        return try queue.read { db in
+        return try read { db in
             var ids: Set<String> = []
             for row in try Row.fetchAll(db, sql: "SELECT asset_id, license FROM \(table) WHERE license IS NOT NULL") {
                 if try Self.decodeColumn(LicenseState.self, row.decode(forColumn: "license"))?.isAcquired == true { ids.insert(try row.decode(forColumn: "asset_id")) }
@@ -59,7 +59,7 @@ extension LocalStore {
     /// Stores a queued or completed asset's license state.
     func recordLicense(_ license: LicenseState, assetId: String) throws {
         let data = try Self.encoder.encode(license)
-        try queue.write { db in
+        try write { db in
             for table in ["downloads", "assets"] {
                 try db.execute(sql: "UPDATE \(table) SET license = ? WHERE asset_id = ?", arguments: [data, assetId])
             }
@@ -69,7 +69,7 @@ extension LocalStore {
     /// The CMS changed an asset's availability (an episode update): the queued or completed
     /// asset's request takes it, so that a new expiry date applies after the download too.
     func updateAvailability(_ availability: AssetAvailability?, assetId: String) throws {
-        try queue.write { db in
+        try write { db in
             for table in ["downloads", "assets"] {
                 guard let data = try Data.fetchOne(db, sql: "SELECT request FROM \(table) WHERE asset_id = ?", arguments: [assetId]) else {
                     continue

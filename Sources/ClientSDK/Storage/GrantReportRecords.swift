@@ -5,7 +5,7 @@ import BackplaneWire
 /// What became of the backplane's download grants, kept in the SDK database until a sync's
 /// answer settles each report: recorded in the transaction that completes, fails or deletes the
 /// download, so a kill at any point neither loses nor repeats one.
-extension LocalStore {
+extension SDKDatabase {
     /// Records the grant of a queued download, once the backplane gave it; false when the
     /// download left the queue while the backplane answered (the grant is then reported deleted
     /// at once, so that it does not hold a place).
@@ -17,7 +17,7 @@ extension LocalStore {
     /// backplane's counts already hold.
     func recordGrant(_ grantId: String, window: DownloadWindow, forDownload assetId: String) throws -> Bool {
         let window = try Self.encoder.encode(window)
-        return try queue.write { db in
+        return try write { db in
             try db.execute(
                 sql: "UPDATE downloads SET grant_id = ?, window = ?, denial = NULL WHERE asset_id = ?", arguments: [grantId, window, assetId])
             guard db.changesCount > 0 else {
@@ -34,7 +34,7 @@ extension LocalStore {
     /// cannot keep is reported deleted at once, so that it frees its place.
     func adoptGrant(_ grantId: String, window: DownloadWindow, assetId: String) throws {
         let window = try Self.encoder.encode(window)
-        try queue.write { db in
+        try write { db in
             if let row = try Row.fetchOne(db, sql: "SELECT grant_id FROM downloads WHERE asset_id = ?", arguments: [assetId]) {
                 let held: String? = try row.decode(forColumn: "grant_id")
                 if held == nil {
@@ -54,7 +54,7 @@ extension LocalStore {
     /// A new registration: the backplane released the grants of the old one (an unregister, a
     /// move to another user), so queued downloads ask again (a grant still held is answered again).
     func forgetQueuedGrants() throws {
-        try queue.write { db in
+        try write { db in
             try db.execute(sql: "UPDATE downloads SET grant_id = NULL, window = NULL WHERE grant_id IS NOT NULL")
         }
     }
@@ -63,7 +63,7 @@ extension LocalStore {
     /// ends as failed and a new one is asked for if the app clears the retries. Nil when the
     /// asset is not queued.
     func recordFailure(assetId: String, _ change: (inout QueuedDownload) -> Void) throws -> QueuedDownload? {
-        try queue.write { db in
+        try write { db in
             guard var download = try Self.queuedDownload(db, assetId: assetId) else { return nil }
             change(&download)
             if download.failed, let grantId = download.grantId {
@@ -77,7 +77,7 @@ extension LocalStore {
 
     /// The reports not yet settled, oldest first.
     func pendingGrantReports(limit: Int) throws -> [DownloadReport] {
-        try queue.read { db in
+        try read { db in
             try Row.fetchAll(db, sql: "SELECT grant_id, outcome FROM grant_reports ORDER BY recorded_at, grant_id LIMIT ?", arguments: [limit])
                 .compactMap { row in
                     try DownloadReport.Outcome(rawValue: row.decode(forColumn: "outcome")).map { try DownloadReport(grantId: row.decode(forColumn: "grant_id"), outcome: $0) }
@@ -93,7 +93,7 @@ extension LocalStore {
         let answered = Set(results.map(\.grantId))
         let settled = sent.filter { answered.contains($0.grantId) }
         guard !settled.isEmpty else { return }
-        try queue.write { db in
+        try write { db in
             for report in settled {
                 try db.execute(
                     sql: "DELETE FROM grant_reports WHERE grant_id = ? AND outcome = ?", arguments: [report.grantId, report.outcome.rawValue])

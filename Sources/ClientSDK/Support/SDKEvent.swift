@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import BackplaneWire
 
 /// What the SDK tells the app. Subscribe with `BackplaneEngine.events()`.
@@ -164,21 +165,5 @@ final class EventBroadcaster: Sendable {
             return Array(state.continuations.values)
         }
         continuations.forEach { $0.finish() }
-    }
-}
-
-/// A small lock around a value.
-final class Mutex<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) {
-        self.value = value
-    }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }

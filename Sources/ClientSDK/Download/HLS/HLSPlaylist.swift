@@ -157,7 +157,7 @@ struct HLSMasterPlaylist: Equatable, Sendable {
 
 /// A media playlist: the segments of one rendition, in order.
 struct HLSMediaPlaylist: Equatable, Sendable {
-    struct ByteRange: Hashable, Sendable {
+    struct ByteRange: Hashable, Sendable, Codable {
         var length: Int
         var offset: Int
         /// As an HTTP `Range` header value.

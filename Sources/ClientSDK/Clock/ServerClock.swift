@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import BackplaneWire
 
 /// The offset between the backplane's clock and the device's, from the server time in sync

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Time for rights checks that setting the device's clock cannot move: the backplane's time at
 /// the last sync plus the monotonic time since. A wall clock that drifts from the monotonic one

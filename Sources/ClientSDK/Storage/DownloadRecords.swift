@@ -51,25 +51,25 @@ struct QueuedDownload: Sendable, Equatable {
 
 /// The download queue and the completed assets in the SDK database. Every change is one
 /// transaction, so a kill leaves the queue as it was before or after it.
-extension LocalStore {
+extension SDKDatabase {
     // MARK: completed assets
 
     func insertAsset(_ asset: LocalAsset) throws {
         let request = try asset.request.map { try Self.encoder.encode($0) }
-        try queue.write { db in try Self.insertAsset(asset, request: request, db) }
+        try write { db in try Self.insertAsset(asset, request: request, db) }
     }
 
     func assets() throws -> [LocalAsset] {
-        try queue.read { db in try Self.fetchAssets(db, where: nil) }
+        try read { db in try Self.fetchAssets(db, where: nil) }
     }
 
     func asset(assetId: String) throws -> LocalAsset? {
-        try queue.read { db in try Self.fetchAssets(db, where: assetId).first }
+        try read { db in try Self.fetchAssets(db, where: assetId).first }
     }
 
     /// Deletes the records of these assets (all of them when nil); returns the ones that existed.
     func deleteAssets(_ assetIds: [String]?) throws -> [LocalAsset] {
-        try queue.write { db in
+        try write { db in
             let all = try Self.fetchAssets(db, where: nil)
             let doomed = assetIds.map { ids in all.filter { ids.contains($0.assetId) } } ?? all
             for asset in doomed {
@@ -108,18 +108,18 @@ extension LocalStore {
 
     /// The queue in order.
     func queuedDownloads() throws -> [QueuedDownload] {
-        try queue.read { db in try Self.fetchQueue(db) }
+        try read { db in try Self.fetchQueue(db) }
     }
 
     func queuedDownload(assetId: String) throws -> QueuedDownload? {
-        try queue.read { db in try Self.fetchQueue(db, assetId: assetId).first }
+        try read { db in try Self.fetchQueue(db, assetId: assetId).first }
     }
 
     /// Adds `request` at `index` (nil: at the end), unless the asset is queued or completed
     /// already; returns whether it was added.
     func enqueueDownload(_ request: DownloadRequest, at index: Int?) throws -> Bool {
         let data = try Self.encoder.encode(request)
-        return try queue.write { db in
+        return try write { db in
             let known = try Bool.fetchOne(
                 db, sql: "SELECT EXISTS (SELECT 1 FROM downloads WHERE asset_id = ?) OR EXISTS (SELECT 1 FROM assets WHERE asset_id = ?)",
                 arguments: [request.assetId, request.assetId]) ?? false
@@ -147,7 +147,7 @@ extension LocalStore {
 
     /// Moves a queued asset to `index`; returns whether it is queued.
     func moveDownload(assetId: String, to index: Int) throws -> Bool {
-        try queue.write { db in
+        try write { db in
             var order = try String.fetchAll(db, sql: "SELECT asset_id FROM downloads ORDER BY position")
             guard let from = order.firstIndex(of: assetId) else { return false }
             order.remove(at: from)
@@ -159,7 +159,7 @@ extension LocalStore {
 
     /// Removes these assets from the queue (all when nil); returns the ones that were queued.
     func removeDownloads(_ assetIds: [String]?) throws -> [String] {
-        try queue.write { db in
+        try write { db in
             let queued = try String.fetchAll(db, sql: "SELECT asset_id FROM downloads ORDER BY position")
             let doomed = assetIds.map { ids in queued.filter(ids.contains) } ?? queued
             for assetId in doomed {
@@ -172,14 +172,14 @@ extension LocalStore {
 
     /// The ids of the assets that may download (not paused, not failed), in queue order.
     func runnableDownloadIds() throws -> [String] {
-        try queue.read { db in
+        try read { db in
             try String.fetchAll(db, sql: "SELECT asset_id FROM downloads WHERE NOT paused AND NOT failed ORDER BY position")
         }
     }
 
     /// Those of them that have no grant yet: they would ask the backplane before downloading.
     func runnableDownloadIdsWithoutGrant() throws -> [String] {
-        try queue.read { db in
+        try read { db in
             try String.fetchAll(db, sql: "SELECT asset_id FROM downloads WHERE NOT paused AND NOT failed AND grant_id IS NULL")
         }
     }
@@ -188,7 +188,7 @@ extension LocalStore {
     /// the asset is not queued.
     @discardableResult
     func updateDownload(assetId: String, _ change: (inout QueuedDownload) -> Void) throws -> QueuedDownload? {
-        try queue.write { db in
+        try write { db in
             guard var download = try Self.fetchQueue(db, assetId: assetId).first else { return nil }
             change(&download)
             try Self.storeDownload(download, db)
@@ -199,7 +199,7 @@ extension LocalStore {
     /// Applies `change` to every queued asset (pause all, clear every retry count, …), in one
     /// transaction.
     func updateAllDownloads(_ change: (inout QueuedDownload) -> Void) throws {
-        try queue.write { db in
+        try write { db in
             for var download in try Self.fetchQueue(db) {
                 change(&download)
                 try Self.storeDownload(download, db)
@@ -229,7 +229,7 @@ extension LocalStore {
     /// device become `downloaded`; returns the queued items the download queue does not hold,
     /// oldest first (one query, however many items the feeds hold).
     func reconcileSubscriptionItems() throws -> [SubscriptionItem] {
-        try queue.write { db in
+        try write { db in
             try db.execute(sql: """
                 UPDATE subscription_items SET state = ? WHERE state = ? AND asset_id IN (SELECT asset_id FROM assets)
                 """, arguments: [SubscriptionItem.State.downloaded.rawValue, SubscriptionItem.State.queued.rawValue])
@@ -256,7 +256,7 @@ extension LocalStore {
     /// Looked up and written in one transaction, so that a download completing meanwhile cannot
     /// leave a `queued` item behind.
     func trackItem(assetId: String, feedId: String) throws -> Tracking {
-        try queue.write { db in
+        try write { db in
             // The item is `downloaded` or `queued` as the asset's download is.
             let present: (state: SubscriptionItem.State, request: DownloadRequest?)?
             if let asset = try Self.fetchAssets(db, where: assetId).first {
@@ -291,7 +291,7 @@ extension LocalStore {
     /// wiped while its last file came in).
     func completeDownload(_ asset: LocalAsset, downloadedAt: Date) throws -> Bool {
         let request = try asset.request.map { try Self.encoder.encode($0) }
-        return try queue.write { db in
+        return try write { db in
             let queued = try Row.fetchOne(db, sql: "SELECT grant_id, window, license FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
             let grantId: String? = try queued?.decode(String?.self, forColumn: "grant_id")
             try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
@@ -340,6 +340,26 @@ extension LocalStore {
                 window: try (try row.decode(Data?.self, forColumn: "window")).map { try decoder.decode(DownloadWindow.self, from: $0) },
                 license: try (try row.decode(Data?.self, forColumn: "license")).map { try decoder.decode(LicenseState.self, from: $0) },
                 denial: try (try row.decode(Data?.self, forColumn: "denial")).map { try decoder.decode(DownloadDenial.self, from: $0) })
+        }
+    }
+}
+
+extension SDKDatabase {
+    /// A completed asset found damaged goes back to the head of the queue, in one transaction:
+    /// its record goes (its grant reported deleted; a new download asks again), and its
+    /// subscription item, if any, is queued again.
+    /// Returns false, changing nothing, when the asset's record is gone (deleted meanwhile).
+    func requeueDamagedAsset(_ assetId: String, request: DownloadRequest) throws -> Bool {
+        let data = try Self.encoder.encode(request)
+        return try write { db in
+            try Self.reportGrant(ofAsset: assetId, in: "assets", .deleted, db)
+            try db.execute(sql: "DELETE FROM assets WHERE asset_id = ?", arguments: [assetId])
+            guard db.changesCount > 0 else { return false }
+            try Self.insertDownload(assetId, request: data, at: 0, db)
+            try db.execute(
+                sql: "UPDATE subscription_items SET state = ? WHERE asset_id = ? AND state = ?",
+                arguments: [SubscriptionItem.State.queued.rawValue, assetId, SubscriptionItem.State.downloaded.rawValue])
+            return true
         }
     }
 }

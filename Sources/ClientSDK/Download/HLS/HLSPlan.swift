@@ -1,0 +1,83 @@
+import Foundation
+
+/// What downloading an HLS asset means, worked out once from its playlists as `HLSDownloader`
+/// fetched and parsed them when it was queued (kept under `original/` in the asset's directory):
+/// the variant and renditions the request chose, every segment, init section and key to fetch,
+/// and the local playlists (`HLSPlaylistWriter`) that let a player play the download from
+/// `file://` with no network.
+///
+/// Local layout: `index.m3u8` (the master, or the media playlist when the asset has no master),
+/// one media playlist per chosen stream (`video.m3u8`, `audio-0.m3u8`, `subtitles-0.m3u8`), its
+/// files in a directory of the same name, and keys in `keys/`. A sub-range of a remote file
+/// becomes a whole local file, so local playlists have no byte ranges. Media sequence numbers
+/// are kept, so AES-128 keys without an IV decrypt as before.
+enum HLSPlan {
+    static let originalAsset = "\(AssetLayout.originalDirectory)/asset.m3u8"
+    static let indexPlaylist = "index.m3u8"
+
+    /// A media playlist chosen for download and the name of its local copy.
+    struct Stream: Sendable {
+        var name: String
+        var url: URL
+        /// Bits per second, for the estimate.
+        var bandwidth: Int?
+        var original: String { "\(AssetLayout.originalDirectory)/\(name).m3u8" }
+    }
+
+    /// The streams `request` chooses from the asset's playlist: for a master, the variant and
+    /// its renditions by language; for a media playlist, itself.
+    static func streams(of playlist: HLSPlaylist, request: DownloadRequest) -> (master: MasterChoice?, streams: [Stream]) {
+        guard case .master(let master) = playlist else {
+            return (nil, [Stream(name: "video", url: request.url, bandwidth: nil)])
+        }
+        let variant = master.variant(maxBitrate: request.maxVideoBitrate)
+        let audio = master.renditions(.audio, group: variant.audioGroup, languages: request.audioLanguages)
+        let subtitles = master.renditions(.subtitles, group: variant.subtitlesGroup, languages: request.subtitleLanguages)
+        var streams = [Stream(name: "video", url: variant.url, bandwidth: variant.averageBandwidth ?? variant.bandwidth)]
+        var named: [(HLSMasterPlaylist.Rendition, String?)] = []
+        for (kind, renditions) in [("audio", audio), ("subtitles", subtitles)] {
+            for rendition in renditions {
+                guard let url = rendition.url else {
+                    named.append((rendition, nil))
+                    continue
+                }
+                let name = "\(kind)-\(streams.count - 1)"
+                streams.append(Stream(name: name, url: url, bandwidth: nil))
+                named.append((rendition, name))
+            }
+        }
+        return (MasterChoice(variant: variant, renditions: named), streams)
+    }
+
+    /// What the local master playlist lists.
+    struct MasterChoice: Sendable {
+        var variant: HLSMasterPlaylist.Variant
+        /// Each rendition kept, with its local stream's name (nil: carried in the variant).
+        var renditions: [(HLSMasterPlaylist.Rendition, String?)]
+    }
+
+    /// The plan from the chosen streams' media playlists, as parsed when they were fetched
+    /// (`master`: what the local master lists, nil when the asset's playlist is a media playlist).
+    /// Throws `.playlist` for a live playlist.
+    static func make(master: MasterChoice?, streams: [(stream: Stream, media: HLSMediaPlaylist)]) throws(DownloadFailure) -> DownloadPlan {
+        var files: [DownloadFile] = []
+        var written: [DownloadPlan.WrittenFile] = []
+        var keyPaths: [URL: String] = [:]
+        var estimate: Int64? = 0
+        for (stream, media) in streams {
+            guard media.isComplete else { throw liveFailure(stream.url) }
+            let perSecond = stream.bandwidth.map { Double($0) / 8 }
+            if stream.bandwidth == nil, stream.name == "video" { estimate = nil }
+            let local = HLSPlaylistWriter.media(media, stream: stream.name, keyPaths: &keyPaths, files: &files, bytesPerSecond: perSecond)
+            written.append(.init(path: master == nil ? indexPlaylist : "\(stream.name).m3u8", text: local))
+            // BANDWIDTH is the playlist's: the product may not fit, and then there is no estimate.
+            if let perSecond, let sum = estimate { estimate = Int64(nonNegative: perSecond * media.duration).map(sum.addingClamped) }
+        }
+        if let master { written.append(.init(path: indexPlaylist, text: HLSPlaylistWriter.master(master))) }
+        return DownloadPlan(files: files, written: written, mainPath: indexPlaylist, estimatedBytes: estimate)
+    }
+
+    static func liveFailure(_ url: URL) -> DownloadFailure {
+        DownloadFailure(.playlist, "\(url.absoluteString) is a live playlist (no #EXT-X-ENDLIST); only VOD can be downloaded.")
+    }
+}
