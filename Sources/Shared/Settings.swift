@@ -55,63 +55,96 @@ public struct ApplicationSettings: Codable, Sendable, Equatable {
         self.maxCopiesPerAccount = maxCopiesPerAccount
     }
 
+    /// Every setting, by its name on the wire: the one list that decoding, partial updates
+    /// (`ApplicationSettingsUpdate`) and forms walk, so a new setting is a property and a line here.
+    public static let fields: [(name: String, keyPath: WritableKeyPath<ApplicationSettings, Int> & Sendable)] = [
+        ("deviceLimit", \.deviceLimit),
+        ("expiryAfterDownloadSeconds", \.expiryAfterDownloadSeconds),
+        ("expiryAfterPlaySeconds", \.expiryAfterPlaySeconds),
+        ("offlineViewingPeriodSeconds", \.offlineViewingPeriodSeconds),
+        ("maxDownloadsPerDevice", \.maxDownloadsPerDevice),
+        ("maxDownloadsPerAccount", \.maxDownloadsPerAccount),
+        ("maxLifetimeDownloadsPerAsset", \.maxLifetimeDownloadsPerAsset),
+        ("maxCopiesPerAccount", \.maxCopiesPerAccount),
+    ]
+
+    /// The wire name of the setting at `keyPath`.
+    public static func name(of keyPath: WritableKeyPath<ApplicationSettings, Int>) -> String {
+        fields.first { $0.keyPath == keyPath }?.name ?? "\(keyPath)"
+    }
+
     /// Settings stored before a field existed decode with that field's default.
     public init(from decoder: Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        let d = Self.defaults
-        deviceLimit = try c.decodeIfPresent(Int.self, forKey: .deviceLimit) ?? d.deviceLimit
-        expiryAfterDownloadSeconds = try c.decodeIfPresent(Int.self, forKey: .expiryAfterDownloadSeconds) ?? d.expiryAfterDownloadSeconds
-        expiryAfterPlaySeconds = try c.decodeIfPresent(Int.self, forKey: .expiryAfterPlaySeconds) ?? d.expiryAfterPlaySeconds
-        offlineViewingPeriodSeconds = try c.decodeIfPresent(Int.self, forKey: .offlineViewingPeriodSeconds) ?? d.offlineViewingPeriodSeconds
-        maxDownloadsPerDevice = try c.decodeIfPresent(Int.self, forKey: .maxDownloadsPerDevice) ?? d.maxDownloadsPerDevice
-        maxDownloadsPerAccount = try c.decodeIfPresent(Int.self, forKey: .maxDownloadsPerAccount) ?? d.maxDownloadsPerAccount
-        maxLifetimeDownloadsPerAsset = try c.decodeIfPresent(Int.self, forKey: .maxLifetimeDownloadsPerAsset) ?? d.maxLifetimeDownloadsPerAsset
-        maxCopiesPerAccount = try c.decodeIfPresent(Int.self, forKey: .maxCopiesPerAccount) ?? d.maxCopiesPerAccount
+        let container = try decoder.container(keyedBy: FieldKey.self)
+        self = Self.defaults
+        for field in Self.fields {
+            if let value = try container.decodeIfPresent(Int.self, forKey: FieldKey(field.name)) { self[keyPath: field.keyPath] = value }
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: FieldKey.self)
+        for field in Self.fields { try container.encode(self[keyPath: field.keyPath], forKey: FieldKey(field.name)) }
     }
 }
 
-/// A partial update of the settings: absent fields keep their value.
+/// A partial update of the settings: the settings it names change, the others keep their
+/// value. Its fields are `ApplicationSettings`'s, read and set as its own (`update.deviceLimit`,
+/// nil when absent) through `@dynamicMemberLookup`:
+///
+/// ```swift
+/// let update = ApplicationSettingsUpdate { $0.deviceLimit = 3 }
+/// ```
+@dynamicMemberLookup
 public struct ApplicationSettingsUpdate: Codable, Sendable, Equatable {
-    public var deviceLimit: Int?
-    public var expiryAfterDownloadSeconds: Int?
-    public var expiryAfterPlaySeconds: Int?
-    public var offlineViewingPeriodSeconds: Int?
-    public var maxDownloadsPerDevice: Int?
-    public var maxDownloadsPerAccount: Int?
-    public var maxLifetimeDownloadsPerAsset: Int?
-    public var maxCopiesPerAccount: Int?
+    /// The values set, by setting name.
+    private var values: [String: Int] = [:]
 
-    public init(
-        deviceLimit: Int? = nil,
-        expiryAfterDownloadSeconds: Int? = nil,
-        expiryAfterPlaySeconds: Int? = nil,
-        offlineViewingPeriodSeconds: Int? = nil,
-        maxDownloadsPerDevice: Int? = nil,
-        maxDownloadsPerAccount: Int? = nil,
-        maxLifetimeDownloadsPerAsset: Int? = nil,
-        maxCopiesPerAccount: Int? = nil
-    ) {
-        self.deviceLimit = deviceLimit
-        self.expiryAfterDownloadSeconds = expiryAfterDownloadSeconds
-        self.expiryAfterPlaySeconds = expiryAfterPlaySeconds
-        self.offlineViewingPeriodSeconds = offlineViewingPeriodSeconds
-        self.maxDownloadsPerDevice = maxDownloadsPerDevice
-        self.maxDownloadsPerAccount = maxDownloadsPerAccount
-        self.maxLifetimeDownloadsPerAsset = maxLifetimeDownloadsPerAsset
-        self.maxCopiesPerAccount = maxCopiesPerAccount
+    public init() {}
+
+    public init(_ set: (inout ApplicationSettingsUpdate) -> Void) {
+        set(&self)
     }
+
+    public subscript(dynamicMember keyPath: WritableKeyPath<ApplicationSettings, Int>) -> Int? {
+        get { values[ApplicationSettings.name(of: keyPath)] }
+        set { values[ApplicationSettings.name(of: keyPath)] = newValue }
+    }
+
+    /// The names of the settings it sets.
+    public var names: Set<String> { Set(values.keys) }
 
     /// The settings with this update's fields applied.
     public func applied(to settings: ApplicationSettings) -> ApplicationSettings {
         var result = settings
-        if let deviceLimit { result.deviceLimit = deviceLimit }
-        if let expiryAfterDownloadSeconds { result.expiryAfterDownloadSeconds = expiryAfterDownloadSeconds }
-        if let expiryAfterPlaySeconds { result.expiryAfterPlaySeconds = expiryAfterPlaySeconds }
-        if let offlineViewingPeriodSeconds { result.offlineViewingPeriodSeconds = offlineViewingPeriodSeconds }
-        if let maxDownloadsPerDevice { result.maxDownloadsPerDevice = maxDownloadsPerDevice }
-        if let maxDownloadsPerAccount { result.maxDownloadsPerAccount = maxDownloadsPerAccount }
-        if let maxLifetimeDownloadsPerAsset { result.maxLifetimeDownloadsPerAsset = maxLifetimeDownloadsPerAsset }
-        if let maxCopiesPerAccount { result.maxCopiesPerAccount = maxCopiesPerAccount }
+        for field in ApplicationSettings.fields {
+            if let value = values[field.name] { result[keyPath: field.keyPath] = value }
+        }
         return result
     }
+
+    /// Decodes the settings it names; other keys are ignored here (the admin API refuses them
+    /// before decoding, naming the field).
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: FieldKey.self)
+        for field in ApplicationSettings.fields {
+            if let value = try container.decodeIfPresent(Int.self, forKey: FieldKey(field.name)) { values[field.name] = value }
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: FieldKey.self)
+        for field in ApplicationSettings.fields {
+            if let value = values[field.name] { try container.encode(value, forKey: FieldKey(field.name)) }
+        }
+    }
+}
+
+/// A coding key by name, for types whose keys come from a list (`ApplicationSettings.fields`).
+struct FieldKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ name: String) { stringValue = name }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }

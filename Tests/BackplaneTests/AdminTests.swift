@@ -107,8 +107,7 @@ import Testing
             #expect(initial.settings == .defaults)
             #expect(initial.applicationId == fixture.applicationId)
 
-            let updated = try await client.admin(.patch, "/v1/admin/settings", json: ApplicationSettingsUpdate(
-                deviceLimit: 2, expiryAfterDownloadSeconds: 86_400, maxDownloadsPerDevice: 25))
+            let updated = try await client.admin(.patch, "/v1/admin/settings", json: ApplicationSettingsUpdate { $0.deviceLimit = 2; $0.expiryAfterDownloadSeconds = 86_400; $0.maxDownloadsPerDevice = 25 })
             #expect(updated.status == .ok)
             let settings = try updated.decode(SettingsResponse.self).settings
             #expect(settings.deviceLimit == 2)
@@ -116,8 +115,8 @@ import Testing
             #expect(settings.maxDownloadsPerDevice == 25)
             #expect(settings.expiryAfterPlaySeconds == ApplicationSettings.defaults.expiryAfterPlaySeconds)
 
-            for bad in [ApplicationSettingsUpdate(deviceLimit: 1, maxCopiesPerAccount: -2),
-                        ApplicationSettingsUpdate(offlineViewingPeriodSeconds: Int(Int32.max) + 1)] {
+            for bad in [ApplicationSettingsUpdate { $0.deviceLimit = 1; $0.maxCopiesPerAccount = -2 },
+                        ApplicationSettingsUpdate { $0.offlineViewingPeriodSeconds = Int(Int32.max) + 1 }] {
                 let response = try await client.admin(.patch, "/v1/admin/settings", json: bad)
                 #expect(response.status == .badRequest)
                 #expect(response.errorCode == .validationFailed)

@@ -16,9 +16,7 @@ import Testing
 
     @Test func theGrantCarriesThePolicyOverTheEpisodeOverTheSettings() async throws {
         let fixture = try await Fixture.make()
-        _ = try await fixture.services.applications.updateSettings(applicationId: fixture.applicationId, .init(
-            expiryAfterDownloadSeconds: 86_400, expiryAfterPlaySeconds: 7_200, offlineViewingPeriodSeconds: 604_800,
-            maxLifetimeDownloadsPerAsset: 5))
+        _ = try await fixture.services.applications.updateSettings(applicationId: fixture.applicationId, ApplicationSettingsUpdate { $0.expiryAfterDownloadSeconds = 86_400; $0.expiryAfterPlaySeconds = 7_200; $0.offlineViewingPeriodSeconds = 604_800; $0.maxLifetimeDownloadsPerAsset = 5 })
         let cms = try await fixture.services.applications.createToken(applicationId: fixture.applicationId, scope: .cms, name: "cms")
         try await fixture.test { client in
             let phone = try await client.register(user: "ann", device: "phone").0

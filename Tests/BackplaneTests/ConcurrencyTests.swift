@@ -38,7 +38,7 @@ import Testing
             for index in 0..<100 {
                 identities.append(try await client.register(user: "family", device: "device-\(index)").0)
             }
-            _ = try await client.admin(.patch, "/v1/admin/settings", json: ApplicationSettingsUpdate(deviceLimit: 3))
+            _ = try await client.admin(.patch, "/v1/admin/settings", json: ApplicationSettingsUpdate { $0.deviceLimit = 3 })
             let statuses = try await withThrowingTaskGroup(of: (HTTPResponse.Status, ErrorCode?).self) { group in
                 for identity in identities {
                     group.addTask {
@@ -61,7 +61,7 @@ import Testing
         let fixture = try await Fixture.make(deviceLimit: 0)
         try await fixture.test { client in
             for index in 0..<50 { try await client.register(user: "family", device: "device-\(index)") }
-            _ = try await client.admin(.patch, "/v1/admin/settings", json: ApplicationSettingsUpdate(deviceLimit: 2))
+            _ = try await client.admin(.patch, "/v1/admin/settings", json: ApplicationSettingsUpdate { $0.deviceLimit = 2 })
             let oks = try await withThrowingTaskGroup(of: Bool.self) { group in
                 for index in 0..<50 {
                     group.addTask {

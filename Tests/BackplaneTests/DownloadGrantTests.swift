@@ -38,8 +38,7 @@ import Testing
 
     @Test func eachRuleDeniesAtItsLimitWithTheCounts() async throws {
         let fixture = try await Fixture.make()
-        _ = try await fixture.services.applications.updateSettings(applicationId: fixture.applicationId, .init(
-            maxDownloadsPerDevice: 2, maxDownloadsPerAccount: 3, maxLifetimeDownloadsPerAsset: 2, maxCopiesPerAccount: 1))
+        _ = try await fixture.services.applications.updateSettings(applicationId: fixture.applicationId, ApplicationSettingsUpdate { $0.maxDownloadsPerDevice = 2; $0.maxDownloadsPerAccount = 3; $0.maxLifetimeDownloadsPerAsset = 2; $0.maxCopiesPerAccount = 1 })
         try await fixture.test { client in
             let phone = try await client.register(user: "ann", device: "phone").0
             let tablet = try await client.register(user: "ann", device: "tablet").0
@@ -210,7 +209,7 @@ import Testing
     @Test(arguments: [(TestingSetup.router, 200, 7), (.ahc(.http), 8, 3)])
     func concurrentRequestsNeverExceedALimit(setup: TestingSetup, requests: Int, room: Int) async throws {
         let fixture = try await Fixture.make()
-        _ = try await fixture.services.applications.updateSettings(applicationId: fixture.applicationId, .init(maxDownloadsPerDevice: room))
+        _ = try await fixture.services.applications.updateSettings(applicationId: fixture.applicationId, ApplicationSettingsUpdate { $0.maxDownloadsPerDevice = room })
         try await fixture.test(setup) { client in
             let phone = try await client.register(user: "ed", device: "phone").0
             let answers = try await withThrowingTaskGroup(of: TestResponse.self) { group in

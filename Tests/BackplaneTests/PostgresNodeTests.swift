@@ -48,7 +48,7 @@ struct PostgresNodeTests {
         defer { b.process.terminate() }
         #expect(!secondOutput.contains("FIRST RUN"))
 
-        let limit = try JSONEncoder().encode(ApplicationSettingsUpdate(deviceLimit: 3))
+        let limit = try JSONEncoder().encode(ApplicationSettingsUpdate { $0.deviceLimit = 3 })
         #expect(try await b.send(.patch, "/v1/admin/settings", body: limit, headers: admin).0 == 200)
 
         // A request accepted by node A is a replay at node B.

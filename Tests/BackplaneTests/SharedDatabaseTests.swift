@@ -20,7 +20,7 @@ import TestSupport
         // The admin command's process: its own store on the same file.
         let admin = ApplicationService(store: try SQLiteStore(directory: directory), wakeUps: WakeUpHub())
         _ = try await admin.revokeAppKey(applicationId: application.id, keyId: key.keyId)
-        _ = try await admin.updateSettings(applicationId: application.id, .init(deviceLimit: 1))
+        _ = try await admin.updateSettings(applicationId: application.id, ApplicationSettingsUpdate { $0.deviceLimit = 1 })
 
         try await Task.sleep(for: .milliseconds(1100))
         #expect(try await server.appKey(id: key.keyId)?.revokedAt != nil)
@@ -39,7 +39,7 @@ import TestSupport
         #expect(try await store.appKey(id: key.keyId)?.revokedAt == nil)
         #expect(try await store.application(id: application.id)?.settings.deviceLimit != 1)
         _ = try await applications.revokeAppKey(applicationId: application.id, keyId: key.keyId)
-        _ = try await applications.updateSettings(applicationId: application.id, .init(deviceLimit: 1))
+        _ = try await applications.updateSettings(applicationId: application.id, ApplicationSettingsUpdate { $0.deviceLimit = 1 })
         #expect(try await store.appKey(id: key.keyId)?.revokedAt != nil)
         #expect(try await store.application(id: application.id)?.settings.deviceLimit == 1)
     }

@@ -46,7 +46,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     func application(in store: any BackplaneStore, deviceLimit: Int = 5) async throws -> String {
         let applications = ApplicationService(store: store, wakeUps: WakeUpHub())
         let (application, _) = try await applications.createApplication(name: "conformance")
-        _ = try await applications.updateSettings(applicationId: application.id, .init(deviceLimit: deviceLimit))
+        _ = try await applications.updateSettings(applicationId: application.id, ApplicationSettingsUpdate { $0.deviceLimit = deviceLimit })
         return application.id
     }
 

@@ -17,7 +17,7 @@ import TestSupport
         // No retry pass within the test: only a sync asks again.
         let bench = try await DownloadBench.start { $0.retryPassDelay = .seconds(3_600) }
         _ = try await bench.server.services.applications.updateSettings(
-            applicationId: bench.server.applicationId, ApplicationSettingsUpdate(maxDownloadsPerAccount: 1))
+            applicationId: bench.server.applicationId, ApplicationSettingsUpdate { $0.maxDownloadsPerAccount = 1 })
         try await bench.engine.sync()
         for name in ["one", "two"] {
             bench.origin.serve("/\(name).mp4", TestOrigin.content(10_000))
@@ -55,7 +55,7 @@ import TestSupport
     @Test func askedAtQueueTimeADenialQueuesNothing() async throws {
         let bench = try await DownloadBench.start { $0.permissionTiming = .atQueueTime }
         _ = try await bench.server.services.applications.updateSettings(
-            applicationId: bench.server.applicationId, ApplicationSettingsUpdate(maxDownloadsPerAccount: 1))
+            applicationId: bench.server.applicationId, ApplicationSettingsUpdate { $0.maxDownloadsPerAccount = 1 })
         try await bench.engine.sync()
         for name in ["one", "two"] { bench.origin.serve("/\(name).mp4", TestOrigin.content(10_000)) }
         let one = try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "one", url: bench.origin.url("/one.mp4")))
@@ -79,7 +79,7 @@ import TestSupport
     @Test func aLifetimeDenialFailsTheAssetWithoutFetchingIt() async throws {
         let bench = try await DownloadBench.start()
         _ = try await bench.server.services.applications.updateSettings(
-            applicationId: bench.server.applicationId, ApplicationSettingsUpdate(maxLifetimeDownloadsPerAsset: 0))
+            applicationId: bench.server.applicationId, ApplicationSettingsUpdate { $0.maxLifetimeDownloadsPerAsset = 0 })
         try await bench.engine.sync()
         bench.origin.serve("/film.mp4", TestOrigin.content(10_000))
         try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "film", url: bench.origin.url("/film.mp4")))
@@ -102,7 +102,7 @@ import TestSupport
     @Test func withoutLimitsNothingIsAskedUnlessTheAppAsksAlways() async throws {
         let server = try await InProcessBackplane.start()
         _ = try await server.services.applications.updateSettings(
-            applicationId: server.applicationId, ApplicationSettingsUpdate(maxDownloadsPerDevice: -1))
+            applicationId: server.applicationId, ApplicationSettingsUpdate { $0.maxDownloadsPerDevice = -1 })
         let bench = try await DownloadBench.start(server: server)
         bench.origin.serve("/free.mp4", TestOrigin.content(10_000))
         try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "free", url: bench.origin.url("/free.mp4")))

@@ -131,7 +131,7 @@ import TestSupport
     @Test func theApplicationsMaxDownloadsPerDeviceBlocksTheQueue() async throws {
         let bench = try await DownloadBench.start()
         _ = try await bench.server.services.applications.updateSettings(
-            applicationId: bench.server.applicationId, ApplicationSettingsUpdate(maxDownloadsPerDevice: 1))
+            applicationId: bench.server.applicationId, ApplicationSettingsUpdate { $0.maxDownloadsPerDevice = 1 })
         try await bench.engine.sync()
         for name in ["one", "two"] {
             bench.origin.serve("/\(name).mp4", TestOrigin.content(10_000))
@@ -143,7 +143,7 @@ import TestSupport
         }
         // Unlimited again (-1): the queue goes on at the next sync.
         _ = try await bench.server.services.applications.updateSettings(
-            applicationId: bench.server.applicationId, ApplicationSettingsUpdate(maxDownloadsPerDevice: -1))
+            applicationId: bench.server.applicationId, ApplicationSettingsUpdate { $0.maxDownloadsPerDevice = -1 })
         try await bench.engine.sync()
         #expect(try await bench.waitForOutcome("two").state == .completed)
         await bench.stop()
@@ -159,7 +159,7 @@ import TestSupport
         #expect(bench.origin.requests("/one.mp4") == 0)
 
         let deviceId = try #require(await bench.engine.status.deviceId)
-        _ = try await server.services.applications.updateSettings(applicationId: server.applicationId, ApplicationSettingsUpdate(deviceLimit: 1))
+        _ = try await server.services.applications.updateSettings(applicationId: server.applicationId, ApplicationSettingsUpdate { $0.deviceLimit = 1 })
         _ = try await server.services.devices.setDownloadEnabled(
             applicationId: server.applicationId, deviceId: deviceId, enabled: true, origin: .admin)
         try await bench.engine.sync()

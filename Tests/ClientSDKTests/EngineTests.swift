@@ -87,7 +87,7 @@ import TestSupport
         _ = try await server.services.devices.setDownloadEnabled(
             applicationId: server.applicationId, deviceId: deviceId, enabled: false, origin: .admin)
         _ = try await server.services.applications.updateSettings(
-            applicationId: server.applicationId, ApplicationSettingsUpdate(expiryAfterPlaySeconds: 3600))
+            applicationId: server.applicationId, ApplicationSettingsUpdate { $0.expiryAfterPlaySeconds = 3600 })
         // The sync interval is an hour: only syncNow() can bring these in.
         await engine.syncNow()
         try await events.wait(for: "downloadEnabledChanged")

@@ -57,7 +57,7 @@ import TestSupport
         let time = SimulatedTime()
         let server = try await InProcessBackplane.start(now: { time.now })
         _ = try await server.services.applications.updateSettings(
-            applicationId: server.applicationId, .init(expiryAfterDownloadSeconds: 3 * 86_400))
+            applicationId: server.applicationId, ApplicationSettingsUpdate { $0.expiryAfterDownloadSeconds = 3 * 86_400 })
         let origin = try await TestOrigin.start()
         origin.serve("/film.mp4", TestOrigin.content(5_000))
         // The provider sees the origin untouched: the license comes first.

@@ -154,7 +154,7 @@ import TestSupport
             applicationId: server.applicationId, deviceId: deviceId, enabled: false, origin: .admin)
         try await events.wait(for: "downloadEnabledChanged", timeout: .seconds(30))
         _ = try await server.services.applications.updateSettings(
-            applicationId: server.applicationId, ApplicationSettingsUpdate(maxDownloadsPerDevice: 7))
+            applicationId: server.applicationId, ApplicationSettingsUpdate { $0.maxDownloadsPerDevice = 7 })
         try await events.wait(for: "settingsChanged", timeout: .seconds(30))
         await engine.shutdown()
     }

@@ -40,7 +40,7 @@ import TestSupport
 
     @Test func publishExpiryAndBothExpiriesAfterEndPlaybackAtTheirInstant() async throws {
         let time = SimulatedTime()
-        let bench = try await bench(time, settings: .init(expiryAfterDownloadSeconds: 3_600, expiryAfterPlaySeconds: 600))
+        let bench = try await bench(time, settings: ApplicationSettingsUpdate { $0.expiryAfterDownloadSeconds = 3_600; $0.expiryAfterPlaySeconds = 600 })
         let rights = bench.engine.rights
         let t0 = try await trustedNow(bench)
         try await download(bench, "film")
@@ -100,7 +100,7 @@ import TestSupport
 
     @Test func aQueuedAssetPastItsExpiryDateLeavesTheQueueUnfetched() async throws {
         let time = SimulatedTime()
-        let bench = try await bench(time, settings: .init())
+        let bench = try await bench(time, settings: ApplicationSettingsUpdate())
         let now = try await trustedNow(bench)
         bench.origin.serve("/stale.mp4", TestOrigin.content(5_000))
         try await bench.engine.downloads.enqueue(DownloadRequest(
@@ -113,7 +113,7 @@ import TestSupport
 
     @Test func theOfflinePeriodLocksAndASyncUnlocks() async throws {
         let time = SimulatedTime()
-        let bench = try await bench(time, settings: .init(offlineViewingPeriodSeconds: 3_600))
+        let bench = try await bench(time, settings: ApplicationSettingsUpdate { $0.offlineViewingPeriodSeconds = 3_600 })
         try await download(bench, "film")
         let synced = try await trustedNow(bench)
         #expect(try await bench.engine.rights.rights(for: "film") == .valid(until: synced.addingTimeInterval(3_600)))
@@ -134,7 +134,7 @@ import TestSupport
     @Test func settingTheDeviceClockBackADayExtendsNothing() async throws {
         let time = SimulatedTime()
         let directory = temporaryDirectory("sdk-rights-clock")
-        let bench = try await bench(time, settings: .init(expiryAfterDownloadSeconds: 7_200), dataDirectory: directory)
+        let bench = try await bench(time, settings: ApplicationSettingsUpdate { $0.expiryAfterDownloadSeconds = 7_200 }, dataDirectory: directory)
         try await download(bench, "film")
         // The app's own availability shortens what the backplane granted.
         try await download(bench, "short", availability: AssetAvailability(expiryAfterDownloadSeconds: 600))

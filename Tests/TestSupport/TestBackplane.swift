@@ -7,7 +7,7 @@ extension BackplaneServices {
     public func testApplication(name: String, deviceLimit: Int? = nil) async throws -> (ApplicationRecord, CreatedAppKey) {
         let (application, key) = try await applications.createApplication(name: name)
         if let deviceLimit {
-            _ = try await applications.updateSettings(applicationId: application.id, .init(deviceLimit: deviceLimit))
+            _ = try await applications.updateSettings(applicationId: application.id, ApplicationSettingsUpdate { $0.deviceLimit = deviceLimit })
         }
         return (application, key)
     }

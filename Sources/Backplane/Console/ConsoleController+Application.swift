@@ -17,32 +17,24 @@ extension ConsoleController {
 
     // MARK: settings
 
-    /// A setting on the form: its name in the API, its label and help, and where it lives.
+    /// A setting on the form: its label and help, and where it lives (its name in the API and
+    /// its place in an update follow from that, `ApplicationSettings.fields`).
     struct SettingField {
-        let name: String
         let label: String
         let help: String
-        let value: WritableKeyPath<ApplicationSettings, Int>
-        let update: WritableKeyPath<ApplicationSettingsUpdate, Int?>
+        let value: WritableKeyPath<ApplicationSettings, Int> & Sendable
+        var name: String { ApplicationSettings.name(of: value) }
     }
 
     static var settingFields: [SettingField] { [
-        SettingField(name: "deviceLimit", label: "Device limit", help: "Download-enabled devices per user; 0: none may download.",
-                     value: \.deviceLimit, update: \.deviceLimit),
-        SettingField(name: "maxDownloadsPerDevice", label: "Downloads per device", help: "Assets held at once on one device.",
-                     value: \.maxDownloadsPerDevice, update: \.maxDownloadsPerDevice),
-        SettingField(name: "maxDownloadsPerAccount", label: "Downloads per account", help: "Assets held at once across a user's devices.",
-                     value: \.maxDownloadsPerAccount, update: \.maxDownloadsPerAccount),
-        SettingField(name: "maxCopiesPerAccount", label: "Copies per account", help: "Copies of one asset held at once by a user.",
-                     value: \.maxCopiesPerAccount, update: \.maxCopiesPerAccount),
-        SettingField(name: "maxLifetimeDownloadsPerAsset", label: "Lifetime downloads per asset", help: "Times a user may ever download one asset.",
-                     value: \.maxLifetimeDownloadsPerAsset, update: \.maxLifetimeDownloadsPerAsset),
-        SettingField(name: "expiryAfterDownloadSeconds", label: "Expiry after download (s)", help: "Playable this long after the download completes.",
-                     value: \.expiryAfterDownloadSeconds, update: \.expiryAfterDownloadSeconds),
-        SettingField(name: "expiryAfterPlaySeconds", label: "Expiry after first play (s)", help: "Playable this long after the first play.",
-                     value: \.expiryAfterPlaySeconds, update: \.expiryAfterPlaySeconds),
-        SettingField(name: "offlineViewingPeriodSeconds", label: "Offline viewing period (s)", help: "Longest time without a sync before playback stops.",
-                     value: \.offlineViewingPeriodSeconds, update: \.offlineViewingPeriodSeconds),
+        SettingField(label: "Device limit", help: "Download-enabled devices per user; 0: none may download.", value: \.deviceLimit),
+        SettingField(label: "Downloads per device", help: "Assets held at once on one device.", value: \.maxDownloadsPerDevice),
+        SettingField(label: "Downloads per account", help: "Assets held at once across a user's devices.", value: \.maxDownloadsPerAccount),
+        SettingField(label: "Copies per account", help: "Copies of one asset held at once by a user.", value: \.maxCopiesPerAccount),
+        SettingField(label: "Lifetime downloads per asset", help: "Times a user may ever download one asset.", value: \.maxLifetimeDownloadsPerAsset),
+        SettingField(label: "Expiry after download (s)", help: "Playable this long after the download completes.", value: \.expiryAfterDownloadSeconds),
+        SettingField(label: "Expiry after first play (s)", help: "Playable this long after the first play.", value: \.expiryAfterPlaySeconds),
+        SettingField(label: "Offline viewing period (s)", help: "Longest time without a sync before playback stops.", value: \.offlineViewingPeriodSeconds),
     ] }
 
     /// Every field by name: the form's fields are the settings listed above.
@@ -85,7 +77,7 @@ extension ConsoleController {
                 errors[field.name] = text.isEmpty ? "Enter a whole number." : "“\(text)” is not a whole number."
                 continue
             }
-            update[keyPath: field.update] = value
+            update[dynamicMember: field.value] = value
         }
         if errors.isEmpty {
             do {

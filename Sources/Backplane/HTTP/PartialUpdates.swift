@@ -12,8 +12,8 @@ protocol PartialUpdate: Decodable {
 }
 
 extension ApplicationSettingsUpdate: PartialUpdate {
-    /// Its stored properties, which are its keys (it has no custom coding keys).
-    static let fields = Set(Mirror(reflecting: ApplicationSettingsUpdate()).children.compactMap(\.label))
+    /// The settings' names.
+    static let fields = Set(ApplicationSettings.fields.map(\.name))
 }
 
 extension Request {

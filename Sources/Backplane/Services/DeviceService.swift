@@ -348,11 +348,10 @@ public struct DeviceService: Sendable {
 }
 
 extension DeviceRecord {
+    /// The device as the API shows it; the push token only to the device itself and admins.
     func wire(includePushToken: Bool) -> Device {
-        Device(
-            deviceId: deviceId, userId: userId, externalDeviceId: externalDeviceId, nickname: nickname,
-            platform: platform, model: model, osVersion: osVersion, sdkVersion: sdkVersion, appVersion: appVersion,
-            pushToken: includePushToken ? pushToken : nil, downloadEnabled: downloadEnabled,
-            registeredAt: registeredAt, updatedAt: updatedAt, lastSeenAt: lastSeenAt, unregisteredAt: unregisteredAt)
+        var wire = device
+        if !includePushToken { wire.pushToken = nil }
+        return wire
     }
 }

@@ -33,33 +33,67 @@ public protocol DeviceStore: Sendable {
     func recordLastSeen(_ sightings: [DeviceSighting]) async throws
 }
 
+@dynamicMemberLookup
 public struct DeviceRecord: Sendable, Equatable, Codable {
     /// Store-assigned, increasing; the key of admin pagination. Nil before the first insert.
     public var rowId: Int64?
     public var applicationId: String
-    public var deviceId: String
-    public var userId: String
-    public var externalDeviceId: String?
-    public var nickname: String?
-    public var platform: String
-    public var model: String?
-    public var osVersion: String?
-    public var sdkVersion: String?
-    public var appVersion: String?
-    public var pushToken: String?
-    public var downloadEnabled: Bool
+    /// The device as the wire shows it (`Device` in BackplaneWire, push token included): its
+    /// fields are defined there once, and read and set here as the record's own
+    /// (`record.userId`), through `@dynamicMemberLookup`.
+    public var device: Device
     /// SHA-256 of the current device credential; empty once an admin released the device (no
     /// credential matches it, and the next registration of the id needs no proof).
     public var credentialHash: String
     /// The device key (base64url X9.63 P-256) recorded at registration; re-registering the device
     /// needs a proof by it. Nil for a device registered without one, or released.
     public var publicKey: String?
-    public var registeredAt: Date
-    public var updatedAt: Date
-    public var lastSeenAt: Date
-    public var unregisteredAt: Date?
 
-    public var isRegistered: Bool { unregisteredAt == nil }
+    public subscript<Value>(dynamicMember field: WritableKeyPath<Device, Value>) -> Value {
+        get { device[keyPath: field] }
+        set { device[keyPath: field] = newValue }
+    }
+
+    public var isRegistered: Bool { device.unregisteredAt == nil }
+
+    public init(
+        rowId: Int64? = nil, applicationId: String, deviceId: String, userId: String, externalDeviceId: String? = nil,
+        nickname: String? = nil, platform: String, model: String? = nil, osVersion: String? = nil, sdkVersion: String? = nil,
+        appVersion: String? = nil, pushToken: String? = nil, downloadEnabled: Bool, credentialHash: String, publicKey: String? = nil,
+        registeredAt: Date, updatedAt: Date, lastSeenAt: Date, unregisteredAt: Date? = nil
+    ) {
+        self.rowId = rowId
+        self.applicationId = applicationId
+        self.device = Device(
+            deviceId: deviceId, userId: userId, externalDeviceId: externalDeviceId, nickname: nickname, platform: platform, model: model,
+            osVersion: osVersion, sdkVersion: sdkVersion, appVersion: appVersion, pushToken: pushToken, downloadEnabled: downloadEnabled,
+            registeredAt: registeredAt, updatedAt: updatedAt, lastSeenAt: lastSeenAt, unregisteredAt: unregisteredAt)
+        self.credentialHash = credentialHash
+        self.publicKey = publicKey
+    }
+
+    // Coded flat, the device's fields beside the record's own, as before they were one type.
+    private enum CodingKeys: String, CodingKey {
+        case rowId, applicationId, credentialHash, publicKey
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        rowId = try container.decodeIfPresent(Int64.self, forKey: .rowId)
+        applicationId = try container.decode(String.self, forKey: .applicationId)
+        credentialHash = try container.decode(String.self, forKey: .credentialHash)
+        publicKey = try container.decodeIfPresent(String.self, forKey: .publicKey)
+        device = try Device(from: decoder)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try device.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(rowId, forKey: .rowId)
+        try container.encode(applicationId, forKey: .applicationId)
+        try container.encode(credentialHash, forKey: .credentialHash)
+        try container.encodeIfPresent(publicKey, forKey: .publicKey)
+    }
 }
 
 /// What a device mutation sees, read inside the store's transaction so that a decision taken

@@ -88,23 +88,23 @@ extension DeviceRecord: SnakeCaseRecord {
     public func encode(to container: inout PersistenceContainer) throws {
         container["row_id"] = rowId
         container["application_id"] = applicationId
-        container["device_id"] = deviceId
-        container["user_id"] = userId
-        container["external_device_id"] = externalDeviceId
-        container["nickname"] = nickname
-        container["platform"] = platform
-        container["model"] = model
-        container["os_version"] = osVersion
-        container["sdk_version"] = sdkVersion
-        container["app_version"] = appVersion
-        container["push_token"] = pushToken
-        container["download_enabled"] = downloadEnabled
+        container["device_id"] = device.deviceId
+        container["user_id"] = device.userId
+        container["external_device_id"] = device.externalDeviceId
+        container["nickname"] = device.nickname
+        container["platform"] = device.platform
+        container["model"] = device.model
+        container["os_version"] = device.osVersion
+        container["sdk_version"] = device.sdkVersion
+        container["app_version"] = device.appVersion
+        container["push_token"] = device.pushToken
+        container["download_enabled"] = device.downloadEnabled
         container["credential_hash"] = credentialHash
         container["public_key"] = publicKey
-        container["registered_at"] = registeredAt.stored
-        container["updated_at"] = updatedAt.stored
-        container["last_seen_at"] = lastSeenAt.stored
-        container["unregistered_at"] = unregisteredAt.stored
+        container["registered_at"] = device.registeredAt.stored
+        container["updated_at"] = device.updatedAt.stored
+        container["last_seen_at"] = device.lastSeenAt.stored
+        container["unregistered_at"] = device.unregisteredAt.stored
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
