@@ -132,4 +132,32 @@ extension StoreConformanceTests {
         }
         await #expect(throws: StoreError.self) { _ = try await snapshot("gone", signedIn: false) }
     }
+
+    /// Sign-in's read: the device with its open commands, in delivery order.
+    @Test(arguments: StoreKind.allCases)
+    func aDeviceIsReadWithItsOpenCommands(_ kind: StoreKind) async throws {
+        let store = try await kind.make()
+        let applicationId = try await application(in: store)
+        try await registered(store, applicationId, "phone")
+        try await registered(store, applicationId, "tablet")
+        try await registered(store, applicationId, "tv")
+        let plan: [(String, String, CommandState)] = [
+            ("c1", "phone", .pending), ("c2", "phone", .succeeded), ("c3", "tablet", .pending), ("c4", "phone", .delivered), ("c5", "phone", .cancelled),
+        ]  // c1 before c4, where an index by state would put c4 first
+        _ = try await store.insertCommands(plan.map { id, device, state in
+            CommandRecord(
+                commandId: id, applicationId: applicationId, deviceId: device, type: .wipe, assetIds: nil, state: state, createdAt: Self.now,
+                updatedAt: Self.now, deferrals: 0)
+        })
+        let (device, open) = try #require(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "phone"))
+        #expect(device == (try await store.device(applicationId: applicationId, deviceId: "phone")))
+        #expect(open.map(\.commandId) == ["c1", "c4"])
+        // Whole records, as the other reads return them.
+        #expect(open == (try await store.commands(applicationId: applicationId, deviceId: "phone")).filter { !$0.state.isFinished })
+        #expect(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "gone") == nil)
+        // A device with none, and one with only another device's.
+        let (tv, none) = try #require(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "tv"))
+        #expect(tv == (try await store.device(applicationId: applicationId, deviceId: "tv")) && none.isEmpty)
+        #expect(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "tablet")?.1.map(\.commandId) == ["c3"])
+    }
 }

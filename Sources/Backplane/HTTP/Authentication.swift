@@ -87,13 +87,14 @@ struct SignedRequestMiddleware: RouterMiddleware {
             throw ServiceError.invalidCredentials(
                 "Send \(RequestSigning.Header.deviceId) and \(RequestSigning.Header.deviceCredential) from the registration.")
         }
-        let record = try await services.devices.authenticate(applicationId: key.applicationId, deviceId: deviceId, credential: credential)
+        let (record, openCommands) = try await services.devices.authenticate(
+            applicationId: key.applicationId, deviceId: deviceId, credential: credential)
         // A route naming a device must name the caller: a device acts only as itself.
         if let named = pathDeviceId, named != deviceId {
             throw ServiceError.forbidden("A device may act only as itself: '\(deviceId)' cannot act on '\(named)'.")
         }
         let device = AuthenticatedDevice(applicationId: key.applicationId, deviceId: deviceId)
-        return .device(SignedRequest(device: device, record: record, nonce: nonceRecord), spent: false)
+        return .device(SignedRequest(device: device, record: record, openCommands: openCommands, nonce: nonceRecord), spent: false)
     }
 }
 

@@ -154,15 +154,16 @@ public struct DeviceService: Sendable {
             deviceCredential: credential, settings: try await settings(applicationId), serverTime: now)
     }
 
-    /// Checks a device credential; the answer is the device, as read, when it may make requests.
-    func authenticate(applicationId: String, deviceId: String, credential: String) async throws -> DeviceRecord {
-        guard let device = try await store.device(applicationId: applicationId, deviceId: deviceId),
+    /// Checks a device credential; the answer is the device with its open commands, as read,
+    /// when it may make requests.
+    func authenticate(applicationId: String, deviceId: String, credential: String) async throws -> (DeviceRecord, [CommandRecord]) {
+        guard let (device, openCommands) = try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: deviceId),
               device.credentialHash == Secrets.hash(credential)
         else { throw ServiceError.invalidCredentials("Unknown device or wrong device credential.") }
         guard device.isRegistered else {
             throw ServiceError(.deviceUnregistered, "Device '\(deviceId)' was unregistered; register it again.")
         }
-        return device
+        return (device, openCommands)
     }
 
     // MARK: a device's own requests

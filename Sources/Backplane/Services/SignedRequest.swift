@@ -13,8 +13,10 @@ struct AuthenticatedDevice: Sendable, Equatable {
 /// that the request costs one commit.
 struct SignedRequest: Sendable {
     let device: AuthenticatedDevice
-    /// The device's row as the credential check read it, moments ago.
+    /// The device's row as the credential check read it, moments ago, and its open commands,
+    /// read with it in one statement: a sync that changes nothing answers from them.
     let record: DeviceRecord
+    let openCommands: [CommandRecord]
     /// The nonce to spend.
     let nonce: SignedRequestRecord
 }

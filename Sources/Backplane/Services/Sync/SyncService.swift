@@ -15,17 +15,18 @@ public struct SyncService: Sendable {
     /// A device's signed sync: its nonce is spent by the sync's own transaction.
     func sync(_ signed: SignedRequest, _ request: SyncRequest) async throws -> SyncResponse {
         try await sync(
-            applicationId: signed.device.applicationId, deviceId: signed.device.deviceId, request, signedInDevice: signed.record,
-            nonce: signed.nonce)
+            applicationId: signed.device.applicationId, deviceId: signed.device.deviceId, request,
+            signedIn: (signed.record, signed.openCommands), nonce: signed.nonce)
     }
 
     /// A sync without a signed request (tests and tools that act as the device).
     public func sync(applicationId: String, deviceId: String, _ request: SyncRequest) async throws -> SyncResponse {
-        try await sync(applicationId: applicationId, deviceId: deviceId, request, signedInDevice: nil, nonce: nil)
+        try await sync(applicationId: applicationId, deviceId: deviceId, request, signedIn: nil, nonce: nil)
     }
 
     private func sync(
-        applicationId: String, deviceId: String, _ request: SyncRequest, signedInDevice: DeviceRecord?, nonce: SignedRequestRecord?
+        applicationId: String, deviceId: String, _ request: SyncRequest, signedIn: (device: DeviceRecord, openCommands: [CommandRecord])?,
+        nonce: SignedRequestRecord?
     ) async throws -> SyncResponse {
         let reports = request.downloadReports ?? [], acks = request.acks ?? []
         try Self.validate(request, reports: reports, acks: acks)
@@ -33,8 +34,8 @@ public struct SyncService: Sendable {
             deviceId: deviceId, now: now(), reports: reports, acks: acks,
             versions: .init(sdkVersion: request.sdkVersion, appVersion: request.appVersion, osVersion: request.osVersion))
         let plan = SyncPlan(
-            applicationId: applicationId, deviceId: deviceId, signedInDevice: signedInDevice, reportedGrantIds: reports.map(\.grantId),
-            ackedCommandIds: acks.map(\.commandId), decide: rules.decide)
+            applicationId: applicationId, deviceId: deviceId, signedInDevice: signedIn?.device, signedInOpenCommands: signedIn?.openCommands,
+            reportedGrantIds: reports.map(\.grantId), ackedCommandIds: acks.map(\.commandId), decide: rules.decide)
         let decision: SyncDecision
         do {
             decision = try await answeringNonceRefusals { try await store.sync(plan, spending: nonce) }

@@ -5,6 +5,12 @@ import BackplaneWire
 /// download-enabled count and write in one transaction: the device limit holds under concurrency.
 public protocol DeviceStore: Sendable {
     func device(applicationId: String, deviceId: String) async throws -> DeviceRecord?
+    /// A device with its open commands (pending and delivered, in delivery order), read in one
+    /// store call: what sign-in reads of every device's request, the device as the backplane
+    /// holds it and what waits for it, so that a sync that changes nothing answers from that read
+    /// (`SyncPlan.signedIn`). Nil when there is no such device. (One statement on SQLite; two on
+    /// one PostgreSQL connection, which may see different commits, as two separate reads would.)
+    func deviceWithOpenCommands(applicationId: String, deviceId: String) async throws -> (DeviceRecord, [CommandRecord])?
     /// The registered devices of a user, in registration order.
     func devices(applicationId: String, userId: String) async throws -> [DeviceRecord]
     /// A page of devices with `rowId` greater than `afterRowId`, in `rowId` order.

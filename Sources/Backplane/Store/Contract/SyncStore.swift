@@ -15,10 +15,12 @@ public protocol SyncStore: Sendable {
 public struct SyncPlan: Sendable {
     public var applicationId: String
     public var deviceId: String
-    /// The device as this request's sign-in read it, moments ago. A sync without reports or acks
-    /// reads only the open commands and decides from this row; if that decision changes
-    /// anything, the store reads everything again in its write.
+    /// The device and its open commands as this request's sign-in read them, moments ago. A
+    /// sync without reports or acks decides from them, reading nothing; if that decision changes
+    /// anything, the store reads everything again in its write. Without the open commands it
+    /// reads them alone.
     public var signedInDevice: DeviceRecord?
+    public var signedInOpenCommands: [CommandRecord]?
     /// The grants the download reports name, and the commands the acks name, to read.
     public var reportedGrantIds: [String]
     public var ackedCommandIds: [String]
@@ -26,12 +28,13 @@ public struct SyncPlan: Sendable {
     public var decide: @Sendable (SyncSnapshot) -> SyncDecision
 
     public init(
-        applicationId: String, deviceId: String, signedInDevice: DeviceRecord?, reportedGrantIds: [String], ackedCommandIds: [String],
-        decide: @escaping @Sendable (SyncSnapshot) -> SyncDecision
+        applicationId: String, deviceId: String, signedInDevice: DeviceRecord?, signedInOpenCommands: [CommandRecord]? = nil,
+        reportedGrantIds: [String], ackedCommandIds: [String], decide: @escaping @Sendable (SyncSnapshot) -> SyncDecision
     ) {
         self.applicationId = applicationId
         self.deviceId = deviceId
         self.signedInDevice = signedInDevice
+        self.signedInOpenCommands = signedInOpenCommands
         self.reportedGrantIds = reportedGrantIds
         self.ackedCommandIds = ackedCommandIds
         self.decide = decide
@@ -41,7 +44,7 @@ public struct SyncPlan: Sendable {
     public var mayBeQuiet: Bool { reportedGrantIds.isEmpty && ackedCommandIds.isEmpty }
 }
 
-/// What the store read for a sync, in one transaction (a quiet sync: the signed-in device and a read of its open commands).
+/// What the store read for a sync, in one transaction (a quiet sync: what sign-in read).
 public struct SyncSnapshot: Sendable {
     public var device: DeviceRecord
     /// The application's grants with the reported ids, by id (an unknown id is absent).

@@ -5,11 +5,16 @@ import BackplaneWire
 /// A device's sync in one store call (`SyncStore`).
 extension PostgresStore {
     public func sync(_ plan: SyncPlan, spending nonce: SignedRequestRecord?) async throws -> SyncDecision {
-        // Nothing to report or acknowledge: answered from the signed-in device and one read of
-        // its open commands when that changes nothing; the nonce is then spent on its own.
+        // Nothing to report or acknowledge: answered from what sign-in read when that changes
+        // nothing; the nonce is then spent on its own.
         if plan.mayBeQuiet, let device = plan.signedInDevice {
-            let open = try await connection { [logger] connection in
-                try await Self.openCommands(connection, applicationId: plan.applicationId, deviceId: plan.deviceId, locking: false, logger: logger)
+            let open: [CommandRecord]
+            if let signedIn = plan.signedInOpenCommands {
+                open = signedIn
+            } else {
+                open = try await connection { [logger] connection in
+                    try await Self.openCommands(connection, applicationId: plan.applicationId, deviceId: plan.deviceId, locking: false, logger: logger)
+                }
             }
             let decision = plan.decide(SyncSnapshot(device: device, openCommands: open))
             if decision.changesNothing {

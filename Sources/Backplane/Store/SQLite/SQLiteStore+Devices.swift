@@ -106,4 +106,36 @@ extension SQLiteStore {
             settings: try StoredJSON.decode(ApplicationSettings.self, settings), otherEnabledDevices: counts?[0] ?? 0,
             otherRegisteredDevices: counts?[1] ?? 0)
     }
+
+    public func deviceWithOpenCommands(applicationId: String, deviceId: String) async throws -> (DeviceRecord, [CommandRecord])? {
+        try await pointRead { db in
+            var device: DeviceRecord?  // from the first row; the others repeat it
+            let commands = try Array(ColumnCursor(
+                db.cachedStatement(sql: Self.deviceWithOpenCommandsSQL), arguments: [applicationId, deviceId],
+                element: { columns -> CommandRecord? in
+                    if device == nil { device = try DeviceRecord(columns: columns) }
+                    let commandColumns = ShiftedColumns(base: columns, offset: DeviceRecord.columnNames.count)
+                    return try (commandColumns.value(0) as Int64?).map { _ in try CommandRecord(columns: commandColumns) }
+                }))
+            guard let device else { return nil }
+            return (device, commands.compactMap { $0 }.sorted { ($0.rowId ?? 0) < ($1.rowId ?? 0) })
+        }
+    }
+
+    /// The device and its open commands in one statement, and so from one snapshot: a statement
+    /// outside a transaction takes and drops SQLite's read locks, and a second statement, for the
+    /// open commands most devices do not have, would cost every signed request as much again.
+    /// A row per open command, the device's columns then the command's; or one row with the
+    /// command's columns NULL.
+    private static let deviceWithOpenCommandsSQL = """
+        SELECT \(qualified(DeviceRecord.columnNames, by: "d")), \(qualified(CommandRecord.columnNames, by: "c"))
+        FROM devices d LEFT JOIN commands c
+            ON c.application_id = d.application_id AND c.device_id = d.device_id AND c.state IN ('pending', 'delivered')
+        WHERE d.application_id = ? AND d.device_id = ?
+        """
+
+    /// Column names for a select list, each as `alias.name`.
+    private static func qualified(_ names: [String], by alias: String) -> String {
+        names.map { "\(alias).\($0)" }.joined(separator: ", ")
+    }
 }

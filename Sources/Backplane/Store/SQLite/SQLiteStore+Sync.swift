@@ -5,11 +5,16 @@ import BackplaneWire
 /// A device's sync in one store call (`SyncStore`).
 extension SQLiteStore {
     public func sync(_ plan: SyncPlan, spending nonce: SignedRequestRecord?) async throws -> SyncDecision {
-        // A sync with nothing to report or acknowledge usually changes nothing: answered from the
-        // signed-in device and one point read of its open commands, it takes no write lock and
-        // waits for no commit (its nonce is spent in memory, `SpentNonces`).
+        // A sync with nothing to report or acknowledge usually changes nothing: answered from what
+        // sign-in read, it reads nothing more, takes no write lock and waits for no commit (its
+        // nonce is spent in memory, `SpentNonces`).
         if plan.mayBeQuiet, let device = plan.signedInDevice {
-            let open = try await pointRead { db in try Self.openCommands(db, applicationId: plan.applicationId, deviceId: plan.deviceId) }
+            let open: [CommandRecord]
+            if let signedIn = plan.signedInOpenCommands {
+                open = signedIn
+            } else {
+                open = try await pointRead { db in try Self.openCommands(db, applicationId: plan.applicationId, deviceId: plan.deviceId) }
+            }
             let decision = plan.decide(SyncSnapshot(device: device, openCommands: open))
             if decision.changesNothing {
                 if let nonce, try await !recordSignedRequest(nonce) { throw NonceReusedError() }

@@ -113,8 +113,7 @@ public final class SQLiteStore: BackplaneStore {
     /// SQLite answers busy. Only for look-ups by key: anything that scans or pages goes through
     /// `read`. On the calling thread there is no transaction around `body` (its BEGIN and COMMIT
     /// would be two more statements on every request): each statement reads the latest commit, so
-    /// `body` must not need two statements to see the same one (so the device and its open
-    /// commands are one statement).
+    /// `body` must not need two statements to see the same one.
     func pointRead<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
         guard let pointReaders, let connection = pointReaders.take() else { return try await read(body) }
         do {
