@@ -37,7 +37,8 @@ struct ColumnReadsTests {
                 """)
             try db.execute(sql: "UPDATE commands SET created_at = 1704110400.5, failure_reason = X'6F6B' WHERE command_id = 'c1'")
         }
-        // What a sync reads: the device and its open commands, each through `ColumnCursor`.
+        // Sign-in's read (one statement, the command's columns after the device's) and the sync's
+        // own reads in its write, each through `ColumnCursor`.
         @Sendable func syncRead() async throws -> (DeviceRecord, [CommandRecord]) {
             let read = Mutex<SyncSnapshot?>(nil)
             let plan = SyncPlan(applicationId: applicationId, deviceId: "phone", signedInDevice: nil, reportedGrantIds: [], ackedCommandIds: []) {
@@ -49,7 +50,9 @@ struct ColumnReadsTests {
             let snapshot = try #require(read.withLock { $0 })
             return (snapshot.device, snapshot.openCommands)
         }
-        let (device, commands) = try await syncRead()
+        let (device, commands) = try #require(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "phone"))
+        let (syncDevice, syncCommands) = try await syncRead()
+        #expect(syncDevice == device && syncCommands == commands)
         #expect(device.nickname == "hi" && device.model == nil)
         #expect(device.registeredAt == Date(timeIntervalSince1970: 1_704_110_400))
         #expect(device.lastSeenAt == Date(timeIntervalSince1970: 1_704_110_400))
@@ -65,6 +68,7 @@ struct ColumnReadsTests {
 
         // A text column holding bytes that are not UTF-8 converts in neither.
         try await other.write { db in try db.execute(sql: "UPDATE devices SET platform = X'FF' WHERE device_id = 'phone'") }
+        await #expect(throws: DecodingError.self) { try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "phone") }
         await #expect(throws: DecodingError.self) { try await syncRead() }
         await #expect(throws: (any Error).self) {
             try await other.read { db in try DeviceRecord.fetchOne(db, sql: "SELECT \(DeviceRecord.selectSQL) FROM devices") }

@@ -199,7 +199,7 @@ struct ConsoleErrorMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
-        } catch let refusal as any Error where refusal is ServiceError || refusal is BackplaneError || (refusal as? StoreError)?.isRequestsFault == true {
+        } catch let refusal where refusal is ServiceError || refusal is BackplaneError || (refusal as? StoreError)?.isRequestsFault == true {
             let error = ErrorMiddleware<Context>.map(refusal, requestId: context.id)
             context.access.record(error.code)
             guard case .browser(let session)? = context.identity else { return renderer.error(error, session: nil) }
