@@ -41,7 +41,7 @@ struct ColumnReadsTests {
         // own reads in its write, each through `ColumnCursor`.
         @Sendable func syncRead() async throws -> (DeviceRecord, [CommandRecord]) {
             let read = Mutex<SyncSnapshot?>(nil)
-            let plan = SyncPlan(applicationId: applicationId, deviceId: "phone", signedInDevice: nil, reportedGrantIds: [], ackedCommandIds: []) {
+            let plan = SyncPlan(applicationId: applicationId, deviceId: "phone", signedIn: nil, reportedGrantIds: [], ackedCommandIds: []) {
                 snapshot in
                 read.withLock { $0 = snapshot }
                 return SyncDecision(deviceAfter: snapshot.device, releasedAt: Self.now)

@@ -82,7 +82,7 @@ import TestSupport
             Page(name: "a sync's open commands", searched: ["state=?"]) {
                 // Read in the store's write, where statements are traced (a quiet sync reads the same
                 // statement on a point reader).
-                let plan = SyncPlan(applicationId: app, deviceId: "d7", signedInDevice: nil, reportedGrantIds: [], ackedCommandIds: []) { read in
+                let plan = SyncPlan(applicationId: app, deviceId: "d7", signedIn: nil, reportedGrantIds: [], ackedCommandIds: []) { read in
                     var decision = SyncDecision(deviceAfter: read.device, releasedAt: at)
                     decision.openCommands = read.openCommands
                     return decision

@@ -52,32 +52,38 @@ extension StoreConformanceTests {
         try await registered(store, applicationId, "phone")
         let keyId = try #require(try await store.appKeys(applicationId: applicationId).first?.keyId)
         let nonce = SignedRequestRecord(keyId: keyId, nonce: "sync-write-nonce-01", signedAt: Self.now, receivedAt: Self.now)
-        let phone = try await store.device(applicationId: applicationId, deviceId: "phone")
-        // Delivers whatever is open.
-        let delivering = SyncPlan(applicationId: applicationId, deviceId: "phone", signedInDevice: phone, reportedGrantIds: [], ackedCommandIds: []) { read in
-            var decision = SyncDecision(deviceAfter: read.device, releasedAt: Self.now)
-            decision.commands = read.openCommands.map { command in
-                var delivered = command
-                delivered.state = .delivered
-                return delivered
+        // Delivers whatever is open, from sign-in's read as a device's request makes it.
+        func delivering() async throws -> SyncPlan {
+            let (device, open) = try #require(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "phone"))
+            return SyncPlan(
+                applicationId: applicationId, deviceId: "phone", signedIn: SyncSnapshot(device: device, openCommands: open),
+                reportedGrantIds: [], ackedCommandIds: []
+            ) { read in
+                var decision = SyncDecision(deviceAfter: read.device, releasedAt: Self.now)
+                decision.commands = read.openCommands.map { command in
+                    var delivered = command
+                    delivered.state = .delivered
+                    return delivered
+                }
+                decision.openCommands = decision.commands
+                return decision
             }
-            decision.openCommands = decision.commands
-            return decision
         }
         // Nothing open: nothing to write, and the nonce is spent all the same.
-        let first = try await store.sync(delivering, spending: nonce)
+        let first = try await store.sync(try await delivering(), spending: nonce)
         #expect(first.openCommands.isEmpty)
 
         _ = try await store.insertCommands([CommandRecord(
             commandId: "c1", applicationId: applicationId, deviceId: "phone", type: .wipe, assetIds: nil, state: .pending,
             createdAt: Self.now, updatedAt: Self.now, deferrals: 0)])
-        await #expect(throws: NonceReusedError.self) { _ = try await store.sync(delivering, spending: nonce) }
+        let replay = try await delivering()
+        await #expect(throws: NonceReusedError.self) { _ = try await store.sync(replay, spending: nonce) }
         #expect(try await store.command(applicationId: applicationId, commandId: "c1")?.state == .pending)
         #expect(try await store.recordSignedRequest(nonce) == false)
 
         // A sync that writes spends its nonce in its write.
         let second = SignedRequestRecord(keyId: keyId, nonce: "sync-write-nonce-02", signedAt: Self.now, receivedAt: Self.now)
-        #expect(try await store.sync(delivering, spending: second).openCommands.map(\.commandId) == ["c1"])
+        #expect(try await store.sync(try await delivering(), spending: second).openCommands.map(\.commandId) == ["c1"])
         #expect(try await store.command(applicationId: applicationId, commandId: "c1")?.state == .delivered)
         #expect(try await store.recordSignedRequest(second) == false)
     }

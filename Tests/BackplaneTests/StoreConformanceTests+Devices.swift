@@ -68,7 +68,7 @@ extension StoreConformanceTests {
 
         let done = Self.now.addingTimeInterval(10)
         let acknowledged = SyncPlan(
-            applicationId: applicationId, deviceId: "phone", signedInDevice: nil, reportedGrantIds: [], ackedCommandIds: ["c1"]
+            applicationId: applicationId, deviceId: "phone", signedIn: nil, reportedGrantIds: [], ackedCommandIds: ["c1"]
         ) { snapshot in
             var decision = SyncDecision(deviceAfter: snapshot.device, releasedAt: done)
             if var updated = snapshot.ackedCommands["c1"] {
@@ -90,50 +90,8 @@ extension StoreConformanceTests {
         #expect(insertedWipe.assetIds == nil)
     }
 
-    /// What a sync reads: the device with its open commands, in delivery order, whether it
-    /// starts from the signed-in device (a quiet sync's read) or reads everything in its write.
-    @Test(arguments: StoreKind.allCases)
-    func aSyncReadsTheDeviceWithItsOpenCommands(_ kind: StoreKind) async throws {
-        let store = try await kind.make()
-        let applicationId = try await application(in: store)
-        try await registered(store, applicationId, "phone")
-        try await registered(store, applicationId, "tablet")
-        try await registered(store, applicationId, "tv")
-        let plan: [(String, String, CommandState)] = [
-            ("c1", "phone", .pending), ("c2", "phone", .succeeded), ("c3", "tablet", .pending), ("c4", "phone", .delivered), ("c5", "phone", .cancelled),
-        ]  // c1 before c4, where an index by state would put c4 first
-        _ = try await store.insertCommands(plan.map { id, device, state in
-            CommandRecord(
-                commandId: id, applicationId: applicationId, deviceId: device, type: .wipe, assetIds: nil, state: state, createdAt: Self.now,
-                updatedAt: Self.now, deferrals: 0)
-        })
-        /// The snapshot a sync of `deviceId` decides from, changing nothing.
-        func snapshot(_ deviceId: String, signedIn: Bool) async throws -> SyncSnapshot {
-            let seen = Mutex<SyncSnapshot?>(nil)
-            let device = signedIn ? try await store.device(applicationId: applicationId, deviceId: deviceId) : nil
-            _ = try await store.sync(SyncPlan(
-                applicationId: applicationId, deviceId: deviceId, signedInDevice: device, reportedGrantIds: [], ackedCommandIds: []
-            ) { read in
-                seen.withLock { $0 = read }
-                return SyncDecision(deviceAfter: read.device, releasedAt: Self.now)
-            }, spending: nil)
-            return try #require(seen.withLock { $0 })
-        }
-        for signedIn in [true, false] {
-            let phone = try await snapshot("phone", signedIn: signedIn)
-            #expect(phone.device == (try await store.device(applicationId: applicationId, deviceId: "phone")))
-            #expect(phone.openCommands.map(\.commandId) == ["c1", "c4"])
-            // Whole records, as the other reads return them.
-            #expect(phone.openCommands == (try await store.commands(applicationId: applicationId, deviceId: "phone")).filter { !$0.state.isFinished })
-            // A device with none, and one with only another device's.
-            let tv = try await snapshot("tv", signedIn: signedIn)
-            #expect(tv.device == (try await store.device(applicationId: applicationId, deviceId: "tv")) && tv.openCommands.isEmpty)
-            #expect(try await snapshot("tablet", signedIn: signedIn).openCommands.map(\.commandId) == ["c3"])
-        }
-        await #expect(throws: StoreError.self) { _ = try await snapshot("gone", signedIn: false) }
-    }
-
-    /// Sign-in's read: the device with its open commands, in delivery order.
+    /// Sign-in's read: the device with its open commands, in delivery order; the sync's own read
+    /// in its write finds the same.
     @Test(arguments: StoreKind.allCases)
     func aDeviceIsReadWithItsOpenCommands(_ kind: StoreKind) async throws {
         let store = try await kind.make()
@@ -159,5 +117,24 @@ extension StoreConformanceTests {
         let (tv, none) = try #require(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "tv"))
         #expect(tv == (try await store.device(applicationId: applicationId, deviceId: "tv")) && none.isEmpty)
         #expect(try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: "tablet")?.1.map(\.commandId) == ["c3"])
+
+        // The sync's own read, in its write, finds the same.
+        for deviceId in ["phone", "tv", "tablet"] {
+            let seen = Mutex<SyncSnapshot?>(nil)
+            _ = try await store.sync(SyncPlan(
+                applicationId: applicationId, deviceId: deviceId, signedIn: nil, reportedGrantIds: [], ackedCommandIds: []
+            ) { read in
+                seen.withLock { $0 = read }
+                return SyncDecision(deviceAfter: read.device, releasedAt: Self.now)
+            }, spending: nil)
+            let read = try #require(seen.withLock { $0 })
+            let signedIn = try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: deviceId)
+            #expect(read.device == signedIn?.0 && read.openCommands == signedIn?.1, "\(deviceId)")
+        }
+        await #expect(throws: StoreError.self) {
+            _ = try await store.sync(SyncPlan(
+                applicationId: applicationId, deviceId: "gone", signedIn: nil, reportedGrantIds: [], ackedCommandIds: []
+            ) { SyncDecision(deviceAfter: $0.device, releasedAt: Self.now) }, spending: nil)
+        }
     }
 }

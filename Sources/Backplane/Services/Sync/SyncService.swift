@@ -16,7 +16,7 @@ public struct SyncService: Sendable {
     func sync(_ signed: SignedRequest, _ request: SyncRequest) async throws -> SyncResponse {
         try await sync(
             applicationId: signed.device.applicationId, deviceId: signed.device.deviceId, request,
-            signedIn: (signed.record, signed.openCommands), nonce: signed.nonce)
+            signedIn: SyncSnapshot(device: signed.record, openCommands: signed.openCommands), nonce: signed.nonce)
     }
 
     /// A sync without a signed request (tests and tools that act as the device).
@@ -25,8 +25,7 @@ public struct SyncService: Sendable {
     }
 
     private func sync(
-        applicationId: String, deviceId: String, _ request: SyncRequest, signedIn: (device: DeviceRecord, openCommands: [CommandRecord])?,
-        nonce: SignedRequestRecord?
+        applicationId: String, deviceId: String, _ request: SyncRequest, signedIn: SyncSnapshot?, nonce: SignedRequestRecord?
     ) async throws -> SyncResponse {
         let reports = request.downloadReports ?? [], acks = request.acks ?? []
         try Self.validate(request, reports: reports, acks: acks)
@@ -34,8 +33,8 @@ public struct SyncService: Sendable {
             deviceId: deviceId, now: now(), reports: reports, acks: acks,
             versions: .init(sdkVersion: request.sdkVersion, appVersion: request.appVersion, osVersion: request.osVersion))
         let plan = SyncPlan(
-            applicationId: applicationId, deviceId: deviceId, signedInDevice: signedIn?.device, signedInOpenCommands: signedIn?.openCommands,
-            reportedGrantIds: reports.map(\.grantId), ackedCommandIds: acks.map(\.commandId), decide: rules.decide)
+            applicationId: applicationId, deviceId: deviceId, signedIn: signedIn, reportedGrantIds: reports.map(\.grantId),
+            ackedCommandIds: acks.map(\.commandId), decide: rules.decide)
         let decision: SyncDecision
         do {
             decision = try await answeringNonceRefusals { try await store.sync(plan, spending: nonce) }

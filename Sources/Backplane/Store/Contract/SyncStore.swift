@@ -11,16 +11,29 @@ public protocol SyncStore: Sendable {
     func sync(_ plan: SyncPlan, spending nonce: SignedRequestRecord?) async throws -> SyncDecision
 }
 
+extension BackplaneStore {
+    /// A sync without reports or acks, decided from what sign-in read: when that changes nothing
+    /// (no command delivered or expired, no new version), its nonce is spent on its own and
+    /// nothing is written. Nil when the sync must run its transaction. The first step of every
+    /// store's `sync`.
+    func quietSync(_ plan: SyncPlan, spending nonce: SignedRequestRecord?) async throws -> SyncDecision? {
+        guard plan.mayBeQuiet, let signedIn = plan.signedIn else { return nil }
+        let decision = plan.decide(signedIn)
+        guard decision.changesNothing else { return nil }
+        if let nonce, try await !recordSignedRequest(nonce) { throw NonceReusedError() }
+        return decision
+    }
+}
+
 /// What a sync reads and how it decides.
 public struct SyncPlan: Sendable {
     public var applicationId: String
     public var deviceId: String
-    /// The device and its open commands as this request's sign-in read them, moments ago. A
-    /// sync without reports or acks decides from them, reading nothing; if that decision changes
-    /// anything, the store reads everything again in its write. Without the open commands it
-    /// reads them alone.
-    public var signedInDevice: DeviceRecord?
-    public var signedInOpenCommands: [CommandRecord]?
+    /// The device and its open commands as this request's sign-in read them, moments ago
+    /// (`deviceWithOpenCommands`). A sync without reports or acks decides from them, reading
+    /// nothing (`quietSync`); if that decision changes anything, the store reads everything again
+    /// in its write.
+    public var signedIn: SyncSnapshot?
     /// The grants the download reports name, and the commands the acks name, to read.
     public var reportedGrantIds: [String]
     public var ackedCommandIds: [String]
@@ -28,13 +41,12 @@ public struct SyncPlan: Sendable {
     public var decide: @Sendable (SyncSnapshot) -> SyncDecision
 
     public init(
-        applicationId: String, deviceId: String, signedInDevice: DeviceRecord?, signedInOpenCommands: [CommandRecord]? = nil,
-        reportedGrantIds: [String], ackedCommandIds: [String], decide: @escaping @Sendable (SyncSnapshot) -> SyncDecision
+        applicationId: String, deviceId: String, signedIn: SyncSnapshot?, reportedGrantIds: [String], ackedCommandIds: [String],
+        decide: @escaping @Sendable (SyncSnapshot) -> SyncDecision
     ) {
         self.applicationId = applicationId
         self.deviceId = deviceId
-        self.signedInDevice = signedInDevice
-        self.signedInOpenCommands = signedInOpenCommands
+        self.signedIn = signedIn
         self.reportedGrantIds = reportedGrantIds
         self.ackedCommandIds = ackedCommandIds
         self.decide = decide
@@ -44,7 +56,7 @@ public struct SyncPlan: Sendable {
     public var mayBeQuiet: Bool { reportedGrantIds.isEmpty && ackedCommandIds.isEmpty }
 }
 
-/// What the store read for a sync, in one transaction (a quiet sync: what sign-in read).
+/// What the store read for a sync, in one transaction; for a quiet sync, what sign-in read.
 public struct SyncSnapshot: Sendable {
     public var device: DeviceRecord
     /// The application's grants with the reported ids, by id (an unknown id is absent).

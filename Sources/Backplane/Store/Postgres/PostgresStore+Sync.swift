@@ -5,23 +5,7 @@ import BackplaneWire
 /// A device's sync in one store call (`SyncStore`).
 extension PostgresStore {
     public func sync(_ plan: SyncPlan, spending nonce: SignedRequestRecord?) async throws -> SyncDecision {
-        // Nothing to report or acknowledge: answered from what sign-in read when that changes
-        // nothing; the nonce is then spent on its own.
-        if plan.mayBeQuiet, let device = plan.signedInDevice {
-            let open: [CommandRecord]
-            if let signedIn = plan.signedInOpenCommands {
-                open = signedIn
-            } else {
-                open = try await connection { [logger] connection in
-                    try await Self.openCommands(connection, applicationId: plan.applicationId, deviceId: plan.deviceId, locking: false, logger: logger)
-                }
-            }
-            let decision = plan.decide(SyncSnapshot(device: device, openCommands: open))
-            if decision.changesNothing {
-                if let nonce, try await !recordSignedRequest(nonce) { throw NonceReusedError() }
-                return decision
-            }
-        }
+        if let quiet = try await quietSync(plan, spending: nonce) { return quiet }
         return try await transaction { [logger] connection in
             // First, as every transaction that may change the device row or its grants does: one lock order.
             try await Self.lockDevice(connection, applicationId: plan.applicationId, deviceId: plan.deviceId, logger: logger)

@@ -5,22 +5,7 @@ import BackplaneWire
 /// A device's sync in one store call (`SyncStore`).
 extension SQLiteStore {
     public func sync(_ plan: SyncPlan, spending nonce: SignedRequestRecord?) async throws -> SyncDecision {
-        // A sync with nothing to report or acknowledge usually changes nothing: answered from what
-        // sign-in read, it reads nothing more, takes no write lock and waits for no commit (its
-        // nonce is spent in memory, `SpentNonces`).
-        if plan.mayBeQuiet, let device = plan.signedInDevice {
-            let open: [CommandRecord]
-            if let signedIn = plan.signedInOpenCommands {
-                open = signedIn
-            } else {
-                open = try await pointRead { db in try Self.openCommands(db, applicationId: plan.applicationId, deviceId: plan.deviceId) }
-            }
-            let decision = plan.decide(SyncSnapshot(device: device, openCommands: open))
-            if decision.changesNothing {
-                if let nonce, try await !recordSignedRequest(nonce) { throw NonceReusedError() }
-                return decision
-            }
-        }
+        if let quiet = try await quietSync(plan, spending: nonce) { return quiet }
         return try await write(spending: nonce) { db in
             guard let device = try Self.device(db, applicationId: plan.applicationId, deviceId: plan.deviceId) else {
                 throw StoreError.unknownDevice(plan.deviceId)
