@@ -111,9 +111,6 @@ public struct ApplicationSettingsUpdate: Codable, Sendable, Equatable {
         set { values[ApplicationSettings.name(of: keyPath)] = newValue }
     }
 
-    /// The names of the settings it sets.
-    public var names: Set<String> { Set(values.keys) }
-
     /// The settings with this update's fields applied.
     public func applied(to settings: ApplicationSettings) -> ApplicationSettings {
         var result = settings

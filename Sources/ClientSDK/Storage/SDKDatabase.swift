@@ -51,11 +51,6 @@ final class SDKDatabase: Sendable {
         try writer.write(body)
     }
 
-    /// `body` outside a transaction, for work that commits in steps of its own.
-    func writeWithoutTransaction<T>(_ body: (Database) throws -> T) throws -> T {
-        try writer.writeWithoutTransaction(body)
-    }
-
     static var encoder: JSONEncoder {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .millisecondsSince1970
