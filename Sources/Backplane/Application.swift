@@ -75,6 +75,8 @@ public struct BackplaneServices: Sendable {
     public let feeds: FeedService
     public let subscriptions: SubscriptionService
     public let events: EventService
+    /// User tokens: the applications' configurations and the check at registration.
+    public let userIdentity: UserIdentityService
     /// Last-seen times not yet written.
     public let lastSeen: LastSeenLog
     /// Last uses of app keys and tokens not yet written.
@@ -85,7 +87,7 @@ public struct BackplaneServices: Sendable {
 
     public init(
         store: any BackplaneStore, wakeUpHub: WakeUpHub? = nil, metrics: BackplaneMetrics = BackplaneMetrics(),
-        now: @escaping @Sendable () -> Date = { Date() }
+        userTokens: UserTokenOptions = UserTokenOptions(), now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
         self.metrics = metrics
@@ -107,6 +109,7 @@ public struct BackplaneServices: Sendable {
         self.feeds = FeedService(store: store, wakeUps: wakeUps, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)
         self.events = EventService(store: store, lastSeen: lastSeen, metrics: metrics, now: now)
+        self.userIdentity = UserIdentityService(store: store, options: userTokens, metrics: metrics, now: now)
         self.now = now
     }
 }
@@ -133,7 +136,8 @@ public func buildRouter(
     // run in a context where that caller is not optional.
     let callers = CallerGroups(router: router, services: services, deviceLimiter: limiters.device)
     let devices = DevicesController(
-        devices: services.devices, sync: services.sync, registrationLimits: RegistrationLimiters(rateLimits, metrics: services.metrics))
+        devices: services.devices, userIdentity: services.userIdentity, sync: services.sync,
+        registrationLimits: RegistrationLimiters(rateLimits, metrics: services.metrics))
     devices.addRegistration(to: callers.signedByAppKey("v1/devices/register"))
     let signedByDevice = callers.signedByDevice("v1")
     devices.addRoutes(to: signedByDevice)
@@ -141,7 +145,9 @@ public func buildRouter(
     SubscriptionsController(subscriptions: services.subscriptions).addRoutes(to: signedByDevice)
     EventsController(events: services.events).addRoutes(to: callers.signedByDeviceSpentByService("v1/events"))
     let admin = callers.bearer("v1/admin", scope: .admin)
-    AdminController(devices: services.devices, applications: services.applications, commands: services.commands).addRoutes(to: admin)
+    AdminController(
+        devices: services.devices, applications: services.applications, commands: services.commands, userIdentity: services.userIdentity
+    ).addRoutes(to: admin)
     let grants = DownloadGrantsController(
         grants: services.grants, assetPolicies: services.assetPolicies, entitlements: services.entitlements, applications: services.applications)
     grants.addDeviceRoutes(to: signedByDevice)

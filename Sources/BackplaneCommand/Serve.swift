@@ -74,6 +74,10 @@ struct Serve: AsyncParsableCommand {
         "Registrations a user may make at once before its rate applies", option: "user-registration-rate-burst",
         default: Defaults.rateLimits.registrationUserBurst))
     var userRegistrationRateBurst: Double?
+    @Flag(help: "Let applications name a URL of their user-token keys (jwksUrl), which this server then fetches over https (env BACKPLANE_ALLOW_JWKS_URL=true).")
+    var allowJwksUrl = false
+    @Option(help: Environment.help("A PEM file of certificate authorities trusted for jwksUrl besides the system's", option: "jwks-ca-file"))
+    var jwksCaFile: String?
 
     /// Runs before anything touches the data directory: a bad option creates nothing. Fills every
     /// option from its flag, its environment variable or its default, then checks its range.
@@ -103,6 +107,11 @@ struct Serve: AsyncParsableCommand {
         userRegistrationRateBurst = try Environment.resolve(
             userRegistrationRateBurst, option: "user-registration-rate-burst", default: Defaults.rateLimits.registrationUserBurst)
 
+        if !allowJwksUrl { allowJwksUrl = try Environment.resolve(nil, option: "allow-jwks-url", default: false) }
+        jwksCaFile = Environment.resolve(jwksCaFile, option: "jwks-ca-file")
+        if let jwksCaFile, !FileManager.default.isReadableFile(atPath: jwksCaFile) {
+            throw ValidationError("--jwks-ca-file: \(jwksCaFile) cannot be read.")
+        }
         guard Logger.Level(rawValue: logLevel!) != nil else { throw ValidationError("--log-level: unknown level '\(logLevel!)'.") }
         guard ["text", "json"].contains(logFormat!) else { throw ValidationError("--log-format must be text or json.") }
         if let metricsToken, metricsToken.count < 16 || metricsToken.count > 256 {
@@ -149,7 +158,10 @@ struct Serve: AsyncParsableCommand {
     private func serve(_ store: any BackplaneStore, level: Logger.Level) async throws {
         var logger = Logger(label: "backplane")
         logger.logLevel = level
-        let services = BackplaneServices(store: store)
+        let services = BackplaneServices(
+            store: store,
+            userTokens: UserTokenOptions(
+                allowJWKSURL: allowJwksUrl, jwksTrustedCertificateAuthorities: jwksCaFile.map(URL.init(fileURLWithPath:))))
         let configuration = BackplaneConfiguration(
             host: host!, port: port!, dataDirectory: data.url, logLevel: level,
             channelPingInterval: channelPingSeconds! > 0 ? .seconds(channelPingSeconds!) : nil,

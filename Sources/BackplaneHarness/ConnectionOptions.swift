@@ -16,6 +16,8 @@ struct ConnectionOptions: ParsableArguments {
     @Flag(help: "Move the device when it is registered to another user.") var move = false
     @Option(help: "Request timeout in seconds.") var timeout = 10
     @Option(help: "PEM file of certificate authorities to trust besides the system's (or BACKPLANE_CA_FILE).") var caFile: String?
+    @Option(help: "User token (a JWT from the app's backend) sent when the device registers (or BACKPLANE_USER_TOKEN).")
+    var userToken: String?
 
     /// The private CA's certificates, when the backplane's certificate comes from one.
     var trustedAuthorities: URL? {
@@ -45,6 +47,12 @@ struct ConnectionOptions: ParsableArguments {
                 retry: RetryPolicy(initial: .seconds(1), maximum: .seconds(30)), requestTimeout: .seconds(timeout),
                 // One-shot commands sync once; only `watch` keeps the wake-up channel open.
                 useWakeUpChannel: false),
-            trustedCertificateAuthorities: trustedAuthorities)
+            trustedCertificateAuthorities: trustedAuthorities,
+            userToken: token.map { token in { @Sendable _ in token } })
+    }
+
+    /// The user token given, as the app's backend would hand it over.
+    private var token: String? {
+        (userToken ?? ProcessInfo.processInfo.environment["BACKPLANE_USER_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
     }
 }

@@ -28,7 +28,8 @@ enum Output {
     static func exitCode(for error: BackplaneClientError) -> Int32 {
         switch (error.kind, error.code) {
         case (.server, .deviceLimitReached): 3
-        case (.server, .invalidCredentials), (.server, .invalidSignature): 4
+        case (.server, .invalidCredentials), (.server, .invalidSignature), (.server, .userTokenRequired), (.server, .userTokenInvalid),
+             (.server, .userTokenMismatch), (.userToken, _): 4
         // The asset's origin, not the backplane: it must not read as "backplane unreachable".
         case (.download, _): 9
         case _ where error.isTransient: 5

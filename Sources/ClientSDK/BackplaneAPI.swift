@@ -46,8 +46,13 @@ struct BackplaneAPI: Sendable {
     /// Repeated on a closed connection like the rest: a repeat of one that arrived is answered
     /// `existing` (where the first was `created`, `moved` or `reactivated`), as the engine's own
     /// next registration would be; not repeating it would only add a failure.
-    func register(_ request: RegisterDeviceRequest, deviceKey: P256.Signing.PrivateKey, credential: String?) async throws -> RegisterDeviceResponse {
-        try await send("POST", "/v1/devices/register", body: request, as: nil, proof: DeviceProof(key: deviceKey, credential: credential))
+    /// `userToken` goes in `X-Backplane-User-Token` (outside the signature: the token is signed itself).
+    func register(
+        _ request: RegisterDeviceRequest, deviceKey: P256.Signing.PrivateKey, credential: String?, userToken: String?
+    ) async throws -> RegisterDeviceResponse {
+        try await send(
+            "POST", "/v1/devices/register", body: request, as: nil, proof: DeviceProof(key: deviceKey, credential: credential),
+            extraHeaders: userToken.map { [(UserToken.header, $0)] } ?? [])
     }
 
     func sync(_ request: SyncRequest, as device: DeviceCredentials) async throws -> SyncResponse {
@@ -129,7 +134,7 @@ struct BackplaneAPI: Sendable {
     /// the two routes where it is neither say so.
     private func send<Body: Encodable, Answer: Decodable>(
         _ method: String, _ route: String, body: Body?, as device: DeviceCredentials?, proof: DeviceProof? = nil,
-        repeatable: Bool = true
+        extraHeaders: [(name: String, value: String)] = [], repeatable: Bool = true
     ) async throws -> Answer {
         let payload: Data
         do {
@@ -145,7 +150,7 @@ struct BackplaneAPI: Sendable {
             // Signed for each send: if an earlier one did arrive, its nonce is spent.
             let request = TransportRequest(
                 method: method, url: url,
-                headers: try headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device, proof: proof),
+                headers: try headers(method: method, pathAndQuery: pathAndQuery, body: payload, device: device, proof: proof) + extraHeaders,
                 body: payload, timeout: timeout)
             do {
                 response = try await transport.send(request)

@@ -28,6 +28,8 @@ public struct BackplaneClientError: Error, Sendable, CustomStringConvertible {
         /// An asset could not be queued for download: its origin failed or its playlist cannot be
         /// downloaded (HTML, malformed, live); `downloadFailure` says why. Nothing was queued.
         public static let download = Kind("download")
+        /// The app's `userToken` closure threw: no registration was attempted; `underlying` is its error.
+        public static let userToken = Kind("userToken")
     }
 
     public var kind: Kind

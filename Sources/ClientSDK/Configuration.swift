@@ -37,13 +37,19 @@ public struct BackplaneClientConfiguration: Sendable {
     public var trustedCertificateAuthorities: URL?
     /// Where the device id and key live; defaults to files in `dataDirectory`.
     public var identityStore: (any DeviceIdentityStore)?
+    /// Where the application requires user tokens: asks the app's own backend for a token for
+    /// the user (a short-lived JWT its server signs; docs/sdk.md). The engine calls it when it
+    /// registers the device (first start, a new user, a move) and once more when the backplane
+    /// refuses the token it sent. The token is never stored. Nil sends none.
+    public var userToken: (@Sendable (_ userId: String) async throws -> String)?
 
     public init(
         backplaneURL: URL, appKeyId: String, appKeySecret: String, userId: String, dataDirectory: URL,
         device: DeviceDescription = DeviceDescription(), sync: SyncOptions = SyncOptions(),
         eventLog: EventLogOptions = EventLogOptions(), subscriptions: SubscriptionOptions = SubscriptionOptions(),
         downloads: DownloadOptions = DownloadOptions(), rights: RightsOptions = RightsOptions(), transport: (any Transport)? = nil,
-        identityStore: (any DeviceIdentityStore)? = nil, trustedCertificateAuthorities: URL? = nil
+        identityStore: (any DeviceIdentityStore)? = nil, trustedCertificateAuthorities: URL? = nil,
+        userToken: (@Sendable (_ userId: String) async throws -> String)? = nil
     ) {
         self.backplaneURL = backplaneURL
         self.appKeyId = appKeyId
@@ -59,6 +65,7 @@ public struct BackplaneClientConfiguration: Sendable {
         self.transport = transport
         self.identityStore = identityStore
         self.trustedCertificateAuthorities = trustedCertificateAuthorities
+        self.userToken = userToken
     }
 }
 

@@ -19,6 +19,13 @@ public enum ErrorCode: String, Codable, Sendable, CaseIterable {
     case staleTimestamp = "stale_timestamp"
     /// The nonce was already used with this app key inside the replay window.
     case nonceReused = "nonce_reused"
+    /// The application requires a user token (`X-Backplane-User-Token`) and none was sent.
+    case userTokenRequired = "user_token_required"
+    /// The user token was refused: bad signature, unknown key, expired, wrong issuer or
+    /// audience, or a refused algorithm. The message says which.
+    case userTokenInvalid = "user_token_invalid"
+    /// A valid user token names another user than the request's `userId`.
+    case userTokenMismatch = "user_token_mismatch"
     /// Authenticated, but not allowed (wrong scope, a device acting as another).
     case forbidden = "forbidden"
     /// The device was unregistered; it must register again before anything else.

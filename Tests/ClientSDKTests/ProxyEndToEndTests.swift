@@ -26,7 +26,7 @@ import FoundationNetworking
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
 
-        let ca = try await Self.makeCertificates(in: root, openssl: openssl)
+        let ca = try await TestCertificates.make(in: root, openssl: openssl).authority
         let backplane = try await HarnessEndToEndTests.ServedBackplane(root: root)
         defer { backplane.process.terminate() }
         let (tlsPort, plainPort) = (try freePort(), try freePort())
@@ -86,25 +86,6 @@ import FoundationNetworking
 
     static func tool(_ candidates: [String]) -> URL? {
         candidates.map(URL.init(fileURLWithPath:)).first { FileManager.default.isExecutableFile(atPath: $0.path) }
-    }
-
-    /// A CA, and a certificate it signs for localhost and 127.0.0.1; returns the CA's certificate.
-    static func makeCertificates(in root: URL, openssl: URL) async throws -> URL {
-        let path = { (name: String) in root.appendingPathComponent(name).path }
-        try "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=critical,CA:FALSE\n"
-            .write(toFile: path("server.ext"), atomically: true, encoding: .utf8)
-        for arguments in [
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=Backplane Test CA",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             "-keyout", path("ca.key"), "-out", path("ca.crt")],
-            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", path("server.key"), "-out", path("server.csr")],
-            ["x509", "-req", "-in", path("server.csr"), "-CA", path("ca.crt"), "-CAkey", path("ca.key"), "-CAcreateserial",
-             "-days", "2", "-extfile", path("server.ext"), "-out", path("server.crt")],
-        ] {
-            let made = try await ChildProcess.run(openssl, arguments)
-            try #require(made.status == 0, "openssl \(arguments[0]): \(made.output)")
-        }
-        return root.appendingPathComponent("ca.crt")
     }
 
     /// nginx's main file around the shipped site file, whose "site:" lines (addresses,

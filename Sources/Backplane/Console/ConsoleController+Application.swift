@@ -8,6 +8,8 @@ extension ConsoleController {
         group
             .get("settings", use: settingsPage)
             .post("settings", use: saveSettings)
+            .post("settings/user-identity", use: saveUserIdentity)
+            .post("settings/user-identity/delete", use: deleteUserIdentity)
             .get("tokens", use: credentialsPage)
             .post("tokens", use: createToken)
             .post("tokens/:tokenId/revoke", use: revokeToken)
@@ -57,12 +59,16 @@ extension ConsoleController {
 
     struct SettingsModel {
         let fields: [SettingLine]
+        /// The user-token form below the settings.
+        let identity: UserIdentityModel
     }
 
     @Sendable func settingsPage(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         try context.session.require(.admin, toDo: "The settings page")
         let lines = try await settingLines(context.applicationId)
-        return renderer.page("settings", title: "Settings", model: SettingsModel(fields: lines), session: context.session, current: .settings)
+        return renderer.page(
+            "settings", title: "Settings", model: SettingsModel(fields: lines, identity: try await userIdentityModel(context.applicationId)),
+            session: context.session, current: .settings)
     }
 
     /// Every field is read and checked by the settings service, as `PATCH /v1/admin/settings`
@@ -84,7 +90,9 @@ extension ConsoleController {
                 _ = try await services.applications.updateSettings(applicationId: context.applicationId, update)
                 let lines = try await settingLines(context.applicationId)
                 return renderer.page(
-                    "settings", title: "Settings", model: SettingsModel(fields: lines), session: context.session, current: .settings,
+                    "settings", title: "Settings",
+                    model: SettingsModel(fields: lines, identity: try await userIdentityModel(context.applicationId)),
+                    session: context.session, current: .settings,
                     notice: "Settings saved. Devices receive them at their next sync.")
             } catch let error as ServiceError where error.code == .validationFailed {
                 guard case .string(let name)? = error.details?["field"] else { throw error }
@@ -95,11 +103,11 @@ extension ConsoleController {
             SettingLine(name: field.name, label: field.label, help: field.help, value: form[field.name] ?? "", error: errors[field.name])
         }
         return renderer.page(
-            "settings", title: "Settings", model: SettingsModel(fields: lines), session: context.session, current: .settings,
-            notice: "Nothing was saved: correct the fields marked below.", status: .badRequest)
+            "settings", title: "Settings", model: SettingsModel(fields: lines, identity: try await userIdentityModel(context.applicationId)),
+            session: context.session, current: .settings, notice: "Nothing was saved: correct the fields marked below.", status: .badRequest)
     }
 
-    private func settingLines(_ applicationId: String) async throws -> [SettingLine] {
+    func settingLines(_ applicationId: String) async throws -> [SettingLine] {
         let settings = try await services.applications.settings(applicationId: applicationId)
         return Self.settingFields.map { field in
             SettingLine(name: field.name, label: field.label, help: field.help, value: String(settings[keyPath: field.value]), error: nil)

@@ -185,6 +185,31 @@ extension ConsoleTemplates {
         <p class="muted">-1 means unlimited. Devices receive the new settings at their next sync.</p>
         <button type="submit">Save settings</button>
         </form>
+        {{#identity}}
+        <h2 id="user-tokens">User tokens</h2>
+        <p class="muted">A JWT the app's own backend signs for its signed-in user, checked before a device is registered to that user
+        or moved to another (<code>X-Backplane-User-Token</code>). Accepted: ES256, RS256, EdDSA, or HS256 with a shared secret.</p>
+        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+        <form method="post" action="/console/settings/user-identity" class="stacked" novalidate>
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <label><input type="checkbox" name="required" value="on"{{#required}} checked{{/required}}> Required: refuse registrations without a valid token</label>
+        <label for="issuer">Issuer (iss)</label><input id="issuer" name="issuer" value="{{issuer}}">
+        <label for="audience">Audience (aud)</label><input id="audience" name="audience" value="{{audience}}">
+        <label for="jwks">Public keys (a JSON Web Key Set)</label><textarea id="jwks" name="jwks" rows="6">{{jwks}}</textarea>
+        {{#jwksUrlAllowed}}<label for="jwksUrl">Or a key set URL (https), fetched by the backplane</label><input id="jwksUrl" name="jwksUrl" value="{{jwksUrl}}">{{/jwksUrlAllowed}}
+        {{^jwksUrlAllowed}}{{#jwksUrl}}<p class="muted">Keys at {{jwksUrl}}, which this server does not fetch (serve --allow-jwks-url).</p>{{/jwksUrl}}{{/jwksUrlAllowed}}
+        <label for="hs256Secret">Shared HS256 secret {{#secretSet}}(one is set; leave empty to keep it){{/secretSet}}</label>
+        <input id="hs256Secret" name="hs256Secret" type="password" autocomplete="off">
+        {{#secretSet}}<label><input type="checkbox" name="removeSecret" value="on"> Remove the shared secret</label>{{/secretSet}}
+        <button type="submit">Save user tokens</button>
+        </form>
+        {{#configured}}
+        <form method="post" action="/console/settings/user-identity/delete" class="inline">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <button type="submit" class="danger">Remove user tokens</button>
+        </form>
+        {{/configured}}
+        {{/identity}}
         """
 
     static let tokens = """

@@ -7,6 +7,7 @@ struct AdminController {
     let devices: DeviceService
     let applications: ApplicationService
     let commands: CommandService
+    let userIdentity: UserIdentityService
 
     func addRoutes(to group: RouterGroup<TokenRequestContext>) {
         group
@@ -17,6 +18,9 @@ struct AdminController {
             .post("devices/:deviceId/release", use: release)
             .get("settings", use: settings)
             .patch("settings", use: updateSettings)
+            .get("user-identity", use: userIdentityConfiguration)
+            .put("user-identity", use: setUserIdentity)
+            .delete("user-identity", use: deleteUserIdentity)
             .get("keys", use: keys)
             .post("keys", use: addKey)
             .post("keys/:keyId/revoke", use: revokeKey)
@@ -98,6 +102,21 @@ struct AdminController {
         let applicationId = context.applicationId
         let update = try await request.decode(partialUpdate: ApplicationSettingsUpdate.self, context: context)
         return SettingsResponse(applicationId: applicationId, settings: try await applications.updateSettings(applicationId: applicationId, update))
+    }
+
+    @Sendable func userIdentityConfiguration(_ request: Request, context: TokenRequestContext) async throws -> UserIdentityResponse {
+        try await userIdentity.configuration(applicationId: context.applicationId)
+    }
+
+    @Sendable func setUserIdentity(_ request: Request, context: TokenRequestContext) async throws -> UserIdentityResponse {
+        let body = try await request.decode(as: UserIdentityUpdate.self, context: context)
+        let configuration = try await userIdentity.set(applicationId: context.applicationId, body)
+        return UserIdentityResponse(applicationId: context.applicationId, configuration: configuration)
+    }
+
+    @Sendable func deleteUserIdentity(_ request: Request, context: TokenRequestContext) async throws -> HTTPResponse.Status {
+        try await userIdentity.delete(applicationId: context.applicationId)
+        return .noContent
     }
 
     @Sendable func keys(_ request: Request, context: TokenRequestContext) async throws -> AppKeyList {

@@ -7,6 +7,7 @@ import BackplaneWire
 /// device credential, and a device may act only on itself.
 struct DevicesController {
     let devices: DeviceService
+    let userIdentity: UserIdentityService
     let sync: SyncService
     let registrationLimits: RegistrationLimiters
 
@@ -46,12 +47,15 @@ struct DevicesController {
         let body = try await request.decode(as: RegisterDeviceRequest.self, context: context)
         // Checked before it keys a bucket: a 1 MiB user id must not be kept.
         try Validate.identifier(body.userId, field: "userId")
-        try registrationLimits.check(request, peer: context.peerAddress, applicationId: context.applicationId, userId: body.userId)
+        try registrationLimits.checkAddress(request, peer: context.peerAddress)
         func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { request.headers[$0] } }
+        let userToken = try await userIdentity.check(
+            applicationId: context.applicationId, userId: body.userId, token: header(UserToken.header))
+        if userToken != .missing { try registrationLimits.checkUser(applicationId: context.applicationId, userId: body.userId) }
         let proof = RegistrationProof(
             signedBytes: Data(context.stringToSign.utf8), deviceSignature: header(RequestSigning.Header.deviceProof),
             credential: header(RequestSigning.Header.deviceCredential))
-        let response = try await devices.register(applicationId: context.applicationId, body, proof: proof)
+        let response = try await devices.register(applicationId: context.applicationId, body, proof: proof, userToken: userToken)
         return EditedResponse(status: response.outcome == .created ? .created : .ok, response: response)
     }
 

@@ -84,8 +84,8 @@ extension ErrorCode {
         case .badRequest, .validationFailed: .badRequest
         case .payloadTooLarge: .contentTooLarge
         case .headersTooLarge: .requestHeaderFieldsTooLarge
-        case .invalidCredentials, .invalidSignature, .staleTimestamp, .nonceReused: .unauthorized
-        case .forbidden, .deviceUnregistered: .forbidden
+        case .invalidCredentials, .invalidSignature, .staleTimestamp, .nonceReused, .userTokenRequired, .userTokenInvalid: .unauthorized
+        case .forbidden, .deviceUnregistered, .userTokenMismatch: .forbidden
         case .notFound: .notFound
         case .deviceAlreadyRegistered, .deviceLimitReached, .downloadLimitReached, .downloadNotEnabled, .conflict: .conflict
         case .methodNotAllowed: .methodNotAllowed

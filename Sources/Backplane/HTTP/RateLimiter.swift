@@ -158,14 +158,20 @@ struct RegistrationLimiters: Sendable {
         self.metrics = metrics
     }
 
-    /// Throws 429 `rate_limited` (with `Retry-After`) when either limit is reached.
-    func check(_ request: Request, peer: String?, applicationId: String, userId: String) throws {
+    /// Throws 429 `rate_limited` (with `Retry-After`) when the client address's limit is reached.
+    func checkAddress(_ request: Request, peer: String?) throws {
         if let address = AddressRateLimitMiddleware.clientAddress(request, peer: peer, fromForwardedFor: fromForwardedFor),
             let wait = self.address.take(address)
         {
             metrics.rateLimited(scope: "registration")
             throw BackplaneError.rateLimited("registration address", retryAfter: wait)
         }
+    }
+
+    /// Throws 429 `rate_limited` (with `Retry-After`) when the user's limit is reached. Charged
+    /// only once the request may act for the user (its token verified, or none required), so
+    /// that no one else can use up a user's registrations.
+    func checkUser(applicationId: String, userId: String) throws {
         // The two ids joined by a byte neither may hold, so that no pair reads as another.
         if let wait = user.take("\(applicationId)\u{0}\(userId)") {
             metrics.rateLimited(scope: "registration")

@@ -5,6 +5,7 @@ import BackplaneWire
 extension AppKey: ResponseEncodable {}
 extension AssetPolicyEntry: ResponseEncodable {}
 extension AppKeyList: ResponseEncodable {}
+extension UserIdentityResponse: ResponseEncodable {}
 extension Command: ResponseEncodable {}
 extension CommandList: ResponseEncodable {}
 extension CreatedAppKey: ResponseEncodable {}

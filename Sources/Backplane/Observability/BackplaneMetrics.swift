@@ -26,6 +26,7 @@ public final class BackplaneMetrics: Sendable {
     let writeTransactions: CoreMetrics.Timer
     private let commandTransitions: [CommandTransition: CoreMetrics.Counter]
     private let eventOutcomes: [EventOutcome: CoreMetrics.Counter]
+    private let userTokenOutcomes: [UserTokenOutcome: CoreMetrics.Counter]
     private let requests = Mutex<[RequestKey: RequestInstruments]>([:])
 
     /// A command's change of state, as counted in `backplane_commands_total{transition}`.
@@ -36,6 +37,12 @@ public final class BackplaneMetrics: Sendable {
     /// What became of an uploaded event, as counted in `backplane_events_total{outcome}`.
     enum EventOutcome: String, CaseIterable {
         case accepted, duplicate, rejected
+    }
+
+    /// The user token of a registration, as counted in `backplane_registration_user_tokens_total{token}`:
+    /// what to watch before requiring tokens (docs/operations.md).
+    enum UserTokenOutcome: String, CaseIterable {
+        case verified, absent, refused
     }
 
     /// Metrics kept in a registry of their own, for `/metrics`.
@@ -74,6 +81,9 @@ public final class BackplaneMetrics: Sendable {
         eventOutcomes = Dictionary(uniqueKeysWithValues: EventOutcome.allCases.map {
             ($0, CoreMetrics.Counter(label: "backplane_events_total", dimensions: [("outcome", $0.rawValue)], factory: factory))
         })
+        userTokenOutcomes = Dictionary(uniqueKeysWithValues: UserTokenOutcome.allCases.map {
+            ($0, CoreMetrics.Counter(label: "backplane_registration_user_tokens_total", dimensions: [("token", $0.rawValue)], factory: factory))
+        })
         CoreMetrics.Meter(label: "backplane_build_info", dimensions: [("version", BackplaneBuild.version)], factory: factory).set(1)
     }
 
@@ -88,6 +98,10 @@ public final class BackplaneMetrics: Sendable {
         case "registration": rateLimitedRegistrations.increment()
         default: rateLimitedAddresses.increment()
         }
+    }
+
+    func count(_ outcome: UserTokenOutcome) {
+        userTokenOutcomes[outcome]?.increment()
     }
 
     func count(_ outcome: EventOutcome, _ amount: Int = 1) {

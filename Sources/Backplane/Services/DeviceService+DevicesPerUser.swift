@@ -11,3 +11,13 @@ extension DeviceService {
             details: ["registeredDevices": .int(Int64(limit.otherRegisteredDevices)), "limit": .int(Int64(most))])
     }
 }
+
+extension DeviceService {
+    /// Binding a device to a user anew (created, moved, reactivated) needs the user's token
+    /// where the application requires one.
+    static func checkUserToken(_ verdict: UserIdentityService.Verdict, userId: String) throws {
+        guard verdict == .missing else { return }
+        throw ServiceError(.userTokenRequired,
+            "This application requires a user token to register a device for a user: send one for '\(userId)' in \(UserToken.header).")
+    }
+}

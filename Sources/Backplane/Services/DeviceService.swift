@@ -62,8 +62,14 @@ public struct DeviceService: Sendable {
     /// - unregistered earlier: registered again (`reactivated`);
     /// - new: `created`. Moved, reactivated and created devices are download-enabled while the user
     ///   is under the device limit, else registered with download disabled and `deviceLimitReached`.
+    ///
+    /// `userToken` is what the request's user token proved (`UserIdentityService.check`): where
+    /// one is required and none was sent, only `existing` is allowed (the install proves it is a
+    /// device already bound to this user); anything that would bind the device to the user anew
+    /// is 401 `user_token_required`.
     public func register(
-        applicationId: String, _ request: RegisterDeviceRequest, proof: RegistrationProof
+        applicationId: String, _ request: RegisterDeviceRequest, proof: RegistrationProof,
+        userToken: UserIdentityService.Verdict = .notRequired
     ) async throws -> RegisterDeviceResponse {
         try Validate.identifier(request.userId, field: "userId")
         try Validate.identifier(request.deviceId, field: "deviceId")
@@ -117,12 +123,14 @@ public struct DeviceService: Sendable {
                         details: ["deviceId": .string(request.deviceId)])
                 }
                 if outcome != .existing {
+                    try Self.checkUserToken(userToken, userId: request.userId)
                     try Self.checkRoomForAnotherDevice(state.limit, userId: request.userId)
                     device.userId = request.userId
                     device.downloadEnabled = hasRoom
                     device.unregisteredAt = nil
                 }
             } else {
+                try Self.checkUserToken(userToken, userId: request.userId)
                 try Self.checkRoomForAnotherDevice(state.limit, userId: request.userId)
                 outcome = .created
                 device = DeviceRecord(

@@ -98,13 +98,20 @@ actor DeviceSession {
             devicePublicKey: Base64URL.encode(deviceKey.publicKey.x963Representation))
         // The credential still held (a user change) proves a device registered before it had a key.
         let held = registration?.credentials.credential
+        var userToken = try await userToken()
         let response: RegisterDeviceResponse
         do {
-            response = try await api.register(request, deviceKey: deviceKey, credential: held)
+            response = try await api.register(request, deviceKey: deviceKey, credential: held, userToken: userToken)
         } catch let error as BackplaneClientError where error.code == .staleTimestamp {
             // The device clock is off by more than the signing window: learn the offset, try once more.
             clock.learn(fromStaleTimestamp: error)
-            response = try await api.register(request, deviceKey: deviceKey, credential: held)
+            response = try await api.register(request, deviceKey: deviceKey, credential: held, userToken: userToken)
+        } catch let error as BackplaneClientError
+            where [.userTokenRequired, .userTokenInvalid].contains(error.code) && configuration.userToken != nil
+        {
+            // Expired on the way, or the backend's keys rotated: one fresh token, one more try.
+            userToken = try await self.userToken()
+            response = try await api.register(request, deviceKey: deviceKey, credential: held, userToken: userToken)
         }
         let stored = StoredRegistration(
             credentials: DeviceCredentials(deviceId: response.device.deviceId, credential: response.deviceCredential),
@@ -123,5 +130,16 @@ actor DeviceSession {
             broadcaster.emit(.deviceLimitReached(limit: response.settings.deviceLimit, enabledCount: nil))
         }
         return stored.credentials
+    }
+
+    /// A token from the app's backend for the configured user, or nil when the app gives none.
+    private func userToken() async throws -> String? {
+        guard let provide = configuration.userToken else { return nil }
+        do {
+            return try await provide(configuration.userId)
+        } catch {
+            throw BackplaneClientError(
+                kind: .userToken, message: "The app could not give a user token for '\(configuration.userId)'.", underlying: error)
+        }
     }
 }

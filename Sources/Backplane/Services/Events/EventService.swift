@@ -14,7 +14,8 @@ public struct EventService: Sendable {
     /// device is noted as seen once it is accepted.
     func ingest(_ signed: SignedRequest, _ batch: ReceivedEventBatch) async throws -> EventBatchResponse {
         let device = signed.device
-        let response = try await ingest(applicationId: device.applicationId, deviceId: device.deviceId, batch, signedRequest: signed.nonce)
+        let response = try await ingest(
+            applicationId: device.applicationId, deviceId: device.deviceId, userId: signed.record.userId, batch, signedRequest: signed.nonce)
         lastSeen?.saw(applicationId: device.applicationId, deviceId: device.deviceId, at: now())
         return response
     }
@@ -24,8 +25,13 @@ public struct EventService: Sendable {
     ///
     /// `signedRequest`, when given, is recorded in the same transaction as the events (replay
     /// protection without a second commit); a replay is refused with `nonce_reused`.
+    ///
+    /// `userId`, when given, is the user the device is bound to: an event that names another is
+    /// rejected (`validation_failed`, field `userId`) and never stored, since a device logs for
+    /// its own user only.
     public func ingest(
-        applicationId: String, deviceId: String, _ batch: ReceivedEventBatch, signedRequest: SignedRequestRecord? = nil
+        applicationId: String, deviceId: String, userId: String? = nil, _ batch: ReceivedEventBatch,
+        signedRequest: SignedRequestRecord? = nil
     ) async throws -> EventBatchResponse {
         guard batch.events.count <= WireLimits.maxEventsPerBatch else {
             throw ServiceError(.validationFailed,
@@ -51,6 +57,13 @@ public struct EventService: Sendable {
                     results[index] = EventResult(
                         index: index, sequence: event.sequence, status: .rejected, code: .validationFailed,
                         message: problem.message, field: problem.field)
+                    continue
+                }
+                if let userId, event.userId != userId {
+                    results[index] = EventResult(
+                        index: index, sequence: event.sequence, status: .rejected, code: .validationFailed,
+                        message: "'userId' is not the user this device is registered to; a device logs events for its own user only.",
+                        field: "userId")
                     continue
                 }
                 // Nothing happens after it is received: a corrected time past that is estimation error.

@@ -8,6 +8,13 @@ public protocol ApplicationStore: Sendable {
     func applications() async throws -> [ApplicationRecord]
     func updateSettings(applicationId: String, _ change: @escaping @Sendable (ApplicationSettings) throws -> ApplicationSettings) async throws -> ApplicationSettings?
 
+    /// How the application's user tokens are checked; nil when it has no such configuration.
+    func userIdentity(applicationId: String) async throws -> UserIdentityRecord?
+    /// Replaces the application's configuration (its application must exist).
+    func setUserIdentity(_ record: UserIdentityRecord) async throws
+    /// False when there was none.
+    func deleteUserIdentity(applicationId: String) async throws -> Bool
+
     func addAppKey(_ key: AppKeyRecord) async throws
     func appKey(id: String) async throws -> AppKeyRecord?
     func appKeys(applicationId: String) async throws -> [AppKeyRecord]
@@ -29,6 +36,20 @@ public struct ApplicationRecord: Sendable, Equatable, Codable {
     public var name: String
     public var settings: ApplicationSettings
     public var createdAt: Date
+}
+
+/// An application's user-token configuration (`UserIdentityService`). The key set is kept as the
+/// JSON the admin sent; the secret as is, like an app key's (verifying an HMAC needs it).
+public struct UserIdentityRecord: Sendable, Equatable, Codable {
+    public var applicationId: String
+    public var required: Bool
+    public var issuer: String
+    public var audience: String
+    /// The JSON Web Key Set, as JSON text.
+    public var jwks: String?
+    public var jwksUrl: String?
+    public var hs256Secret: String?
+    public var updatedAt: Date
 }
 
 public struct AppKeyRecord: Sendable, Equatable, Codable {

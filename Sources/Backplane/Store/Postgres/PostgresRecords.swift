@@ -44,6 +44,7 @@ struct StoredValueError: Error, CustomStringConvertible {
 
 enum PostgresColumns {
     static let application = "id, name, settings::text AS settings, created_at"
+    static let userIdentity = "application_id, required, issuer, audience, jwks, jwks_url, hs256_secret, updated_at"
     static let appKey = "key_id, application_id, secret, created_at, revoked_at, last_used_at"
     static let token = "id, application_id, scope, token_hash, name, created_at, revoked_at, expires_at, last_used_at"
     static let device = """
@@ -70,6 +71,15 @@ enum PostgresColumns {
 extension ApplicationRecord {
     init(_ row: StoredRow) throws {
         self.init(id: try row("id"), name: try row("name"), settings: try row.json("settings"), createdAt: try row("created_at"))
+    }
+}
+
+extension UserIdentityRecord {
+    init(_ row: StoredRow) throws {
+        self.init(
+            applicationId: try row("application_id"), required: try row("required"), issuer: try row("issuer"),
+            audience: try row("audience"), jwks: try row("jwks"), jwksUrl: try row("jwks_url"), hs256Secret: try row("hs256_secret"),
+            updatedAt: try row("updated_at"))
     }
 }
 

@@ -21,6 +21,14 @@ extension PostgresStore {
         (4, "SQLite migration v12: nonce lease", [
             "CREATE TABLE nonce_lease (id integer PRIMARY KEY CHECK (id = 1), accepts_before bigint NOT NULL)",
         ]),
+        (5, "SQLite migration v13: user identity", [
+            """
+            CREATE TABLE user_identities (
+                application_id text COLLATE "C" PRIMARY KEY REFERENCES applications ON DELETE CASCADE, required boolean NOT NULL,
+                issuer text COLLATE "C" NOT NULL, audience text COLLATE "C" NOT NULL, jwks text, jwks_url text, hs256_secret text,
+                updated_at timestamptz(3) NOT NULL)
+            """,
+        ]),
     ]
 
     /// Brings the database to the newest schema. Nodes starting together take turns on the

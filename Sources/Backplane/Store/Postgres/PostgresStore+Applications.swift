@@ -42,6 +42,25 @@ extension PostgresStore {
         }
     }
 
+    public func userIdentity(applicationId: String) async throws -> UserIdentityRecord? {
+        try await rows("SELECT \(unescaped: PostgresColumns.userIdentity) FROM user_identities WHERE application_id = \(applicationId)")
+            .records(UserIdentityRecord.init).first
+    }
+
+    public func setUserIdentity(_ record: UserIdentityRecord) async throws {
+        try await rows("""
+            INSERT INTO user_identities (application_id, required, issuer, audience, jwks, jwks_url, hs256_secret, updated_at)
+            VALUES (\(record.applicationId), \(record.required), \(record.issuer), \(record.audience), \(record.jwks), \(record.jwksUrl),
+                    \(record.hs256Secret), \(record.updatedAt))
+            ON CONFLICT (application_id) DO UPDATE SET required = excluded.required, issuer = excluded.issuer, audience = excluded.audience,
+                jwks = excluded.jwks, jwks_url = excluded.jwks_url, hs256_secret = excluded.hs256_secret, updated_at = excluded.updated_at
+            """)
+    }
+
+    public func deleteUserIdentity(applicationId: String) async throws -> Bool {
+        try await !rows("DELETE FROM user_identities WHERE application_id = \(applicationId) RETURNING 1").isEmpty
+    }
+
     public func addAppKey(_ key: AppKeyRecord) async throws {
         try await transaction { [logger] connection in try await Self.insert(connection, key, logger: logger) }
     }

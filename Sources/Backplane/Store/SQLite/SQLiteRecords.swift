@@ -21,6 +21,10 @@ extension ApplicationRecord: SnakeCaseRecord {
     }
 }
 
+extension UserIdentityRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "user_identities" }
+}
+
 extension AppKeyRecord: SnakeCaseRecord {
     public static var databaseTableName: String { "app_keys" }
 

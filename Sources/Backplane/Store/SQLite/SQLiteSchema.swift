@@ -189,6 +189,18 @@ extension SQLiteStore {
             // One row: signed timestamps before it may be spent in memory alone (`SpentNonces`).
             try db.execute(sql: "CREATE TABLE nonce_lease (id INTEGER PRIMARY KEY CHECK (id = 1), accepts_before INTEGER NOT NULL)")
         }
+        migrator.registerMigration("v13: user identity (user tokens)") { db in
+            try db.create(table: "user_identities") { t in
+                t.primaryKey("application_id", .text).references("applications", onDelete: .cascade)
+                t.column("required", .boolean).notNull()
+                t.column("issuer", .text).notNull()
+                t.column("audience", .text).notNull()
+                t.column("jwks", .text)
+                t.column("jwks_url", .text)
+                t.column("hs256_secret", .text)
+                t.column("updated_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

@@ -34,6 +34,21 @@ extension SQLiteStore {
         }
     }
 
+    public func userIdentity(applicationId: String) async throws -> UserIdentityRecord? {
+        try await read { db in try UserIdentityRecord.fetchOne(db, key: applicationId) }
+    }
+
+    public func setUserIdentity(_ record: UserIdentityRecord) async throws {
+        try await write { db in
+            var record = record
+            try record.upsert(db)
+        }
+    }
+
+    public func deleteUserIdentity(applicationId: String) async throws -> Bool {
+        try await write { db in try UserIdentityRecord.deleteOne(db, key: applicationId) }
+    }
+
     public func addAppKey(_ key: AppKeyRecord) async throws {
         try await write { db in
             var key = key
