@@ -126,6 +126,8 @@ let package = Package(
                 // Puts an asset's records where the first naming rule left them (`AssetDirectoryTests`).
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // Signs user tokens as an app's backend would (`HarnessUserTokenTests`).
+                .product(name: "JWTKit", package: "jwt-kit"),
             ]
         ),
         .testTarget(

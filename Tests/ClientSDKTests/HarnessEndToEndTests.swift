@@ -12,7 +12,7 @@ import FoundationNetworking
 @Suite(.serialized) struct HarnessEndToEndTests {
     struct Harness {
         let binary: URL
-        let environment: [String: String]
+        var environment: [String: String]
         let root: URL
 
         /// Runs one harness command for the device whose data lives in `device`.

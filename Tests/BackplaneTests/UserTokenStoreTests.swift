@@ -1,0 +1,36 @@
+import Backplane
+import Foundation
+import BackplaneWire
+import Testing
+import TestSupport
+
+/// User tokens on every store: the configuration is kept as set (the secret included, never
+/// shown), and a registration is checked against it the same way on SQLite and PostgreSQL.
+@Suite struct UserTokenStoreTests {
+    @Test(arguments: StoreKind.allCases)
+    func aValidTokenRegistersAndNoneIsRefusedOnEveryStore(_ kind: StoreKind) async throws {
+        let store = try await kind.make()
+        let services = BackplaneServices(store: store)
+        let (application, key) = try await services.testApplication(name: "user tokens")
+        let adminToken = try await services.applications.createToken(applicationId: application.id, scope: .admin, name: "tests")
+        let fixture = Fixture(
+            directory: temporaryDirectory("backplane-user-tokens"), services: services, applicationId: application.id,
+            signer: Signer(keyId: key.keyId, secret: key.secret), adminToken: adminToken)
+        let issuer = TokenIssuer()
+        try await fixture.test { client in
+            #expect(try await client.setUserIdentity(issuer.configuration(withSecret: true)).status == .ok)
+            let refused = try await client.register(user: "alice", device: "phone", token: nil)
+            #expect(refused.errorCode == .userTokenRequired)
+            let created = try await client.register(user: "alice", device: "phone", token: try await issuer.es256Token(TokenIssuer.claims(user: "alice")))
+            #expect(created.status == .created, "\(created.text)")
+            let shared = try await client.register(user: "alice", device: "tablet", token: try await issuer.hs256Token(TokenIssuer.claims(user: "alice")))
+            #expect(shared.status == .created, "\(shared.text)")
+            let shown = try await client.admin(.get, "/v1/admin/user-identity").decode(UserIdentityResponse.self).configuration
+            #expect(shown?.jwks == issuer.jwks() && shown?.hs256SecretSet == true && shown?.required == true)
+        }
+        let stored = try await store.userIdentity(applicationId: application.id)
+        #expect(stored?.hs256Secret == issuer.secret && stored?.issuer == TokenIssuer.issuer && stored?.audience == TokenIssuer.audience)
+        #expect(try await store.deleteUserIdentity(applicationId: application.id))
+        #expect(try await store.userIdentity(applicationId: application.id) == nil)
+    }
+}
