@@ -52,3 +52,10 @@ struct Player: Sendable {
 
 let player = Player()
 let downloadedFile = URL(fileURLWithPath: "/downloads/episode-7.mp4")
+
+/// The app's own backend, which signs user tokens for its signed-in user.
+struct Backend: Sendable {
+    func backplaneToken(for userId: String) async throws -> String { "" }
+}
+
+let myBackend = Backend()

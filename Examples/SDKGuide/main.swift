@@ -18,6 +18,11 @@ let engine = BackplaneEngine(configuration: BackplaneClientConfiguration(
 let events = engine.events()   // subscribe before start() to see every event
 try await engine.start()
 
+let verifiedEngine = BackplaneEngine(configuration: BackplaneClientConfiguration(
+    backplaneURL: backplaneURL, appKeyId: appKeyId, appKeySecret: appKeySecret,
+    userId: currentUser.id, dataDirectory: dataDirectory,
+    userToken: { userId in try await myBackend.backplaneToken(for: userId) }))
+
 Task {
     for await event in events {
         switch event {

@@ -226,7 +226,38 @@ def before_call(context, case, kwargs):
             else:
                 device_key = DeviceKey()
             case.body["devicePublicKey"] = device_key.public_key_text
+        if operation == "registerDevice" and _rng.random() < 0.3:
+            # A made-up user token (the fuzz application checks those it is sent): 401, never a 5xx.
+            if case.headers is None:
+                case.headers = {}
+            case.headers["X-Backplane-User-Token"] = _malformed_user_token()
         kwargs["auth"] = SignedRequest(with_device, device_key)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _malformed_user_token() -> str:
+    """A JWT-shaped or shapeless token no configuration accepts: bad parts, odd headers, huge
+    numbers, the wrong algorithm, a signature over nothing."""
+    claims = {"sub": STATE["userId"], "iss": "https://fuzz.example", "aud": "fuzz", "exp": _rng.choice([0, 1e300, -1, 2**63, "soon"])}
+    headers = [{"alg": "none"}, {"alg": "HS256", "crit": ["b64"]}, {"alg": "RS256", "kid": "x" * _rng.randint(0, 400)},
+               {"alg": "ES256"}, {"alg": 7}, [], {"alg": "HS256"}, {"alg": "EdDSA", "kid": None}]
+    header = _rng.choice(headers)
+    parts = [_b64(json.dumps(header).encode()), _b64(json.dumps(claims).encode()), _b64(_rng.randbytes(_rng.choice([0, 1, 64, 300])))]
+    shapes = [
+        ".".join(parts),
+        ".".join(parts[:2]) + ".",
+        ".".join(parts[:2]),
+        "..",
+        "a.b.c",
+        _b64(_rng.randbytes(_rng.randint(1, 200))),
+        ".".join(parts) + "." + parts[0],
+        "x" * _rng.choice([8193, 20000]),
+        ".".join([_b64(b"\xff\xfe"), parts[1], parts[2]]),
+    ]
+    return _rng.choice(shapes)
 
 
 def _error_code(response) -> str | None:
@@ -237,9 +268,18 @@ def _error_code(response) -> str | None:
         return None
 
 
+# The fuzz application's user-token configuration (scripts/fuzz-api sets it): checked, not required.
+FUZZ_USER_IDENTITY = {"required": False, "issuer": "https://fuzz.example", "audience": "fuzz",
+                      "hs256Secret": "fuzz-shared-secret-of-at-least-thirty-two-bytes"}
+
+
 @schemathesis.hook
 def after_call(context, case, response):
     operation = _operation_id(case)
+    if operation in ("adminSetUserIdentity", "adminDeleteUserIdentity") and 200 <= response.status_code < 300:
+        # Put it back: made-up tokens must keep being checked (and refused), and a required
+        # configuration would leave the hooks' own registrations without a token refused.
+        _admin("PUT", "/v1/admin/user-identity", FUZZ_USER_IDENTITY)
     code = _error_code(response) if response.status_code >= 400 else None
     security = _security(case)
 
