@@ -202,6 +202,9 @@ public actor BackplaneEngine {
             let uploader = EventUploader(
                 configuration: configuration, session: session, local: local, eventLogger: eventLogger,
                 broadcaster: broadcaster, lifecycle: lifecycle, engine: self)
+            session.beforeUserChange.withLock { hook in
+                hook = { [weak uploader] userId, credentials in await uploader?.uploadQueued(ofUser: userId, as: credentials) }
+            }
             let commands = CommandExecutor(
                 local: local, content: content, downloads: downloads, eventLogger: eventLogger, broadcaster: broadcaster,
                 lifecycle: lifecycle)

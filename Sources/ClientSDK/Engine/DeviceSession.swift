@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 import BackplaneWire
 
 /// Registration and credential recovery: holds the device's credentials, registers when there
@@ -20,6 +21,10 @@ actor DeviceSession {
     private let snapshot: DeviceSnapshot
     private var registration: StoredRegistration?
     private var registering: Task<DeviceCredentials, any Error>?
+    /// Runs before the device is registered for another user, with the previous user and the
+    /// credentials still held for it: the events that user logged go up before the device
+    /// leaves it (afterwards the backplane takes events for the new user only).
+    nonisolated let beforeUserChange = Mutex<(@Sendable (_ userId: String, _ credentials: DeviceCredentials) async -> Void)?>(nil)
 
     init(
         deviceId: String, deviceKey: P256.Signing.PrivateKey, configuration: BackplaneClientConfiguration, local: SDKDatabase,
@@ -90,6 +95,9 @@ actor DeviceSession {
     }
 
     private func register() async throws -> DeviceCredentials {
+        if let held = registration, held.userId != configuration.userId, let hook = beforeUserChange.withLock({ $0 }) {
+            await hook(held.userId, held.credentials)
+        }
         let request = RegisterDeviceRequest(
             userId: configuration.userId, deviceId: deviceId, externalDeviceId: configuration.device.externalDeviceId,
             nickname: configuration.device.nickname, platform: configuration.device.platform, model: configuration.device.model,

@@ -137,6 +137,31 @@ actor EventUploader {
         return sent
     }
 
+    /// Before the device is registered for another user: the oldest queued events, as long as
+    /// they are `userId`'s, go up with the credentials still held for that user. Best effort:
+    /// what fails here goes with the next upload, where the backplane rejects it (a device logs
+    /// for its own user only).
+    func uploadQueued(ofUser userId: String, as credentials: DeviceCredentials) async {
+        var sent = 0
+        var rejected: [EventResult] = []
+        defer {
+            if sent > 0 { broadcaster.emit(.logsSent(count: sent)) }
+            if !rejected.isEmpty { broadcaster.emit(.logsRejected(rejected)) }
+        }
+        while lifecycle.isRunning {
+            guard let queued = try? local.access({ try $0.queuedEvents(limit: configuration.eventLog.batchSize) }) else { return }
+            let batch = Array(queued.prefix { $0.userId == userId })
+            guard !batch.isEmpty,
+                let response = try? await session.api.uploadEvents(EventBatch(sentAt: Date(), events: batch), as: credentials)
+            else { return }
+            let answered = response.results.filter { batch.indices.contains($0.index) }
+            guard !answered.isEmpty, (try? local.access({ try $0.deleteQueuedEvents(answered.map { batch[$0.index].sequence }) })) != nil
+            else { return }
+            sent += answered.count { $0.status != .rejected }
+            rejected += answered.filter { $0.status == .rejected }
+        }
+    }
+
     /// Uploads when due (count, age or asked) and the device is registered; otherwise sleeps
     /// until an event is queued, an upload is asked for, the oldest event comes of age or a
     /// backoff ends. Stops when the engine stops running.
