@@ -138,23 +138,18 @@ public struct UserIdentityService: Sendable {
     private func verify(_ token: String, userId: String, record: UserIdentityRecord) async throws {
         let (algorithm, kid) = try UserTokenCheck.header(of: token)
         let check = UserTokenCheck(issuer: record.issuer, audience: record.audience, now: now())
-        var keys = try await keys(record)
-        if let url = record.jwksUrl, algorithm != "HS256", let kid, !keys.hasKey(id: kid) {
-            // A key rotated in since the last fetch.
-            keys.keys = try await fetchedKeys(url, missingKid: kid).keys
+        var keys = try await inlineKeys.keys(for: record)
+        if let url = record.jwksUrl, algorithm != "HS256" {
+            keys.keys = try await fetchedKeys(url, missingKid: nil).keys
+            if let kid, !keys.hasKey(id: kid) {
+                // A key rotated in since the last fetch.
+                keys.keys = try await fetchedKeys(url, missingKid: kid).keys
+            }
         }
         guard let key = try UserTokenCheck.key(in: keys, algorithm: algorithm, kid: kid) else {
             throw UserTokenCheck.invalid("the application has no key '\(kid?.prefix(64) ?? "")'.")
         }
         try await check.verify(token, with: key, userId: userId)
-    }
-
-    /// The record's keys: the inline set and the secret (cached until the record changes), and
-    /// the fetched set when it has a URL.
-    private func keys(_ record: UserIdentityRecord) async throws -> UserTokenKeys {
-        var keys = try await inlineKeys.keys(for: record)
-        if let url = record.jwksUrl { keys.keys = try await fetchedKeys(url, missingKid: nil).keys }
-        return keys
     }
 
     private func fetchedKeys(_ url: String, missingKid: String?) async throws -> UserTokenKeys {
@@ -166,7 +161,8 @@ public struct UserIdentityService: Sendable {
     }
 }
 
-/// Inline keys made once per stored configuration: building jwt-kit's verifiers parses every key.
+/// The inline keys and the secret, made once per stored configuration: building jwt-kit's
+/// verifiers parses every key.
 private actor InlineKeyCache {
     private var entries: [String: (record: UserIdentityRecord, keys: UserTokenKeys)] = [:]
 
