@@ -89,6 +89,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                // The playback server's HTTP/1.1 pipeline (`PlaybackServer`): NIO's, not a server framework.
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 // A private certificate authority trusted for the backplane (`trustedCertificateAuthorities`).
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

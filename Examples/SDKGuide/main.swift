@@ -103,3 +103,6 @@ var corporate = BackplaneClientConfiguration(
     backplaneURL: URL(string: "https://backplane.corp.example")!, appKeyId: appKeyId, appKeySecret: appKeySecret,
     userId: currentUser.id, dataDirectory: dataDirectory)
 corporate.trustedCertificateAuthorities = Bundle.main.url(forResource: "corp-ca", withExtension: "pem")
+
+let playURL = try await engine.playback.url(for: "episode-7")
+player.play(playURL)

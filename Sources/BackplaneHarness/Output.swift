@@ -193,6 +193,9 @@ struct EventOutput: Encodable {
             self.reason = reason.rawValue
         case .trustedTimeLost(let reason):
             self.reason = reason.rawValue
+        case .playbackRefused(let assetId, let rights):
+            assetIds = [assetId]
+            self.reason = rights.name
         case .unregistered, .startingRemoteKill, .remoteKill, .downloadsUnblocked:
             break
         }

@@ -28,6 +28,8 @@ public actor BackplaneEngine {
     public nonisolated var downloads: DownloadManager { DownloadManager(engine: self) }
     /// Whether downloaded assets may be played, on a trusted clock.
     public nonisolated var rights: RightsManager { RightsManager(engine: self) }
+    /// Loopback URLs that players play downloads through, rights kept at the door.
+    public nonisolated var playback: PlaybackManager { PlaybackManager(engine: self) }
 
     /// Lifecycle: a stopped engine (shut down) stays stopped; an unregistered one can `start()` again.
     public enum State: String, Sendable {
@@ -40,6 +42,8 @@ public actor BackplaneEngine {
     let clock = ServerClock()
     let lifecycle = EngineLifecycle()
     var lastError: BackplaneClientError?
+    /// Started by the first `playback.url(for:)`; stopped at shutdown.
+    private var playbackStart: Task<PlaybackServer, any Error>?
     /// Loaded from the data directory on first use.
     var components: Components?
 
@@ -116,7 +120,34 @@ public actor BackplaneEngine {
         await components?.syncLoop.finishInFlight()
         await components?.downloads.finishInFlight()
         await components?.rights.finishInFlight()
+        if let playbackStart { await (try? playbackStart.value)?.stop() }
         broadcaster.finish()
+    }
+
+    /// The playback server, started once; joined by every caller meanwhile.
+    func playbackServer() async throws -> PlaybackServer {
+        guard state != .shutDown else {
+            throw BackplaneClientError(kind: .notRunning, message: "The engine was shut down; create a new one.")
+        }
+        if let playbackStart { return try await playbackStart.value }
+        let parts = try loadComponents()
+        let broadcaster = broadcaster
+        let keeper = parts.rights
+        let library = DownloadedAssetsLibrary(
+            content: parts.content, rights: { assetId in try await keeper.rights(assetId: assetId) },
+            refused: { assetId, rights in broadcaster.emit(.playbackRefused(assetId: assetId, rights: rights)) })
+        let task = Task { try await PlaybackServer.start(library: library) }
+        playbackStart = task
+        do {
+            return try await task.value
+        } catch {
+            playbackStart = nil
+            throw BackplaneClientError(kind: .localStorage, message: "The playback server could not start.", underlying: error)
+        }
+    }
+
+    func contentDirectory(for assetId: String) throws -> URL {
+        try loadComponents().content.directory(for: assetId)
     }
 
     /// Reads what the SDK has stored without touching the network (for status displays).

@@ -71,6 +71,8 @@ public enum SDKEvent: Sendable {
     /// The device's clock was set since the last sync: assets with a window are not playable
     /// (`untrustedTime`) until the next sync.
     case trustedTimeLost(UntrustedReason)
+    /// The playback server refused an asset's playlist, file or key: its rights are not `valid`.
+    case playbackRefused(assetId: String, rights: AssetRights)
 
     /// A stable name, e.g. for logs and the harness's JSON lines.
     public var name: String {
@@ -109,6 +111,7 @@ public enum SDKEvent: Sendable {
         case .downloadEngineStatusChanged: "downloadEngineStatusChanged"
         case .assetExpired: "assetExpired"
         case .trustedTimeLost: "trustedTimeLost"
+        case .playbackRefused: "playbackRefused"
         }
     }
 }

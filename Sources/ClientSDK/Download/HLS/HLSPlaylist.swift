@@ -164,8 +164,8 @@ struct HLSMediaPlaylist: Equatable, Sendable {
         var httpRange: String { "bytes=\(offset)-\(offset + length - 1)" }
     }
 
-    struct Key: Equatable, Sendable {
-        enum Method: Equatable, Sendable {
+    struct Key: Hashable, Sendable {
+        enum Method: Hashable, Sendable {
             case none, aes128, sampleAES, other(String)
         }
         var method: Method
@@ -185,6 +185,9 @@ struct HLSMediaPlaylist: Equatable, Sendable {
     struct InitSection: Hashable, Sendable {
         var url: URL
         var byteRange: ByteRange?
+        /// The key in effect where the tag stands: an `EXT-X-KEY` before the map encrypts the
+        /// section, one after it only the segments (RFC 8216 §4.3.2.4, §4.3.2.5).
+        var key: Key? = nil
     }
 
     struct Segment: Equatable, Sendable {
@@ -239,7 +242,7 @@ struct HLSMediaPlaylist: Equatable, Sendable {
                 let range = try attributes.string("BYTERANGE").map { value throws(HLSPlaylistError) in try Self.byteRange(value, line: line) }
                 initSection = InitSection(
                     url: try resolve(uri, against: url, line: line),
-                    byteRange: range.map { ByteRange(length: $0.length, offset: $0.offset ?? 0) })
+                    byteRange: range.map { ByteRange(length: $0.length, offset: $0.offset ?? 0) }, key: key)
             } else if line == "#EXT-X-ENDLIST" {
                 isComplete = true
             } else if line.hasPrefix("#") {

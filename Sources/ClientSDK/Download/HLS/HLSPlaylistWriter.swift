@@ -18,11 +18,13 @@ enum HLSPlaylistWriter {
         var currentInit: HLSMediaPlaylist.InitSection?
         var initPaths: [HLSMediaPlaylist.InitSection: String] = [:]
         for (index, segment) in media.segments.enumerated() {
-            if segment.key != currentKey {
-                currentKey = segment.key
-                lines.append(keyLine(segment.key, keyPaths: &keyPaths, files: &files))
-            }
             if let initSection = segment.initSection, initSection != currentInit {
+                // The key the section was under where its map stood (none: a clear section
+                // before the segments' key), so that the local playlist says the same.
+                if initSection.key != currentKey {
+                    currentKey = initSection.key
+                    lines.append(keyLine(initSection.key, keyPaths: &keyPaths, files: &files))
+                }
                 currentInit = initSection
                 let path = initPaths[initSection] ?? {
                     let path = "\(stream)/init-\(initPaths.count).\(fileExtension(initSection.url, default: "mp4"))"
@@ -31,6 +33,10 @@ enum HLSPlaylistWriter {
                     return path
                 }()
                 lines.append("#EXT-X-MAP:URI=\"\(path)\"")
+            }
+            if segment.key != currentKey {
+                currentKey = segment.key
+                lines.append(keyLine(segment.key, keyPaths: &keyPaths, files: &files))
             }
             let path = "\(stream)/\(index).\(fileExtension(segment.url, default: "ts"))"
             files.append(DownloadFile(

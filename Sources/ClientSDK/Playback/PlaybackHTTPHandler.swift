@@ -1,0 +1,171 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// One loopback connection of the playback server, after NIO's HTTP/1.1 decoder and its
+/// pipelining helper (which holds a kept-alive connection's next request until this answer
+/// ends). Answers `GET` and `HEAD` under the run's token; a file goes out as a `FileRegion`
+/// (sendfile where the system has it), so memory does not grow with the file.
+final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let token: String
+    private let library: any PlaybackLibrary
+    private var head: HTTPRequestHead?
+
+    init(token: String, library: any PlaybackLibrary) {
+        self.token = token
+        self.library = library
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+        case .body:
+            break  // a player sends none; whatever comes is not read
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            respond(to: head, context: context)
+        }
+    }
+
+    private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        guard head.method == .GET || head.method == .HEAD else {
+            var headers = HTTPHeaders()
+            headers.add(name: "Allow", value: "GET, HEAD")
+            return sendText(.methodNotAllowed, "Only GET and HEAD are served.", extra: headers, head: head, context: context)
+        }
+        guard let target = PlaybackPath(uri: head.uri, token: token) else {
+            // The same answer for a wrong token as for a missing file: nothing to learn by guessing.
+            return sendText(.notFound, "Not found.", head: head, context: context)
+        }
+        let library = library
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let loop = context.eventLoop
+        let range = head.headers.first(name: "range")
+        let work: @Sendable () async -> Void = {
+            await Self.answer(target, library: library, range: range, head: head, on: loop, handler: handler, context: boundContext)
+        }
+        Task(operation: work)
+    }
+
+    private static func answer(
+        _ target: PlaybackPath, library: any PlaybackLibrary, range: String?, head: HTTPRequestHead, on loop: any EventLoop,
+        handler: NIOLoopBound<PlaybackHTTPHandler>, context: NIOLoopBound<ChannelHandlerContext>
+    ) async {
+        let prepared = await prepare(target, with: library)
+        loop.execute { handler.value.finish(prepared, range: range, head: head, context: context.value) }
+    }
+
+    /// The library's answer and, for a file, the file opened with its size: off the event loop.
+    private struct Prepared: Sendable {
+        var answer: PlaybackAnswer
+        var file: OpenedFile?
+    }
+
+    private struct OpenedFile: Sendable {
+        var handle: NIOFileHandle
+        var size: Int64
+    }
+
+    private static func prepare(_ target: PlaybackPath, with library: any PlaybackLibrary) async -> Prepared {
+        let answer = await library.answer(assetId: target.assetId, relativePath: target.relativePath)
+        guard case .file(let path, _) = answer else { return Prepared(answer: answer, file: nil) }
+        return Prepared(answer: answer, file: try? await open(path))
+    }
+
+    private static func open(_ path: String) async throws -> OpenedFile {
+        try await NIOThreadPool.singleton.runIfActive {
+            let handle = try NIOFileHandle(_deprecatedPath: path)
+            do {
+                let size = try handle.withUnsafeFileDescriptor { descriptor in
+                    var status = stat()
+                    guard fstat(descriptor, &status) == 0 else { throw IOError(errnoCode: errno, reason: "fstat") }
+                    return Int64(status.st_size)
+                }
+                return OpenedFile(handle: handle, size: size)
+            } catch {
+                try? handle.close()
+                throw error
+            }
+        }
+    }
+
+    private func finish(_ prepared: Prepared, range: String?, head: HTTPRequestHead, context: ChannelHandlerContext) {
+        guard context.channel.isActive else {
+            // The player left while the file was looked up.
+            try? prepared.file?.handle.close()
+            return
+        }
+        switch prepared.answer {
+        case .refused(let status, let reason):
+            return sendText(HTTPResponseStatus(statusCode: status), reason, head: head, context: context)
+        case .file(_, let contentType):
+            guard let file = prepared.file else { return sendText(.notFound, "Not found.", head: head, context: context) }
+            let handle = file.handle, size = file.size
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: contentType)
+            headers.add(name: "Accept-Ranges", value: "bytes")
+            headers.add(name: "Cache-Control", value: "no-store")
+            let part: Range<Int64>
+            let status: HTTPResponseStatus
+            switch ByteRangeRequest(header: range, size: size) {
+            case .whole:
+                part = 0..<size
+                status = .ok
+            case .part(let bytes):
+                part = bytes
+                status = .partialContent
+                headers.add(name: "Content-Range", value: "bytes \(bytes.lowerBound)-\(bytes.upperBound - 1)/\(size)")
+            case .unsatisfiable:
+                try? handle.close()
+                var extra = HTTPHeaders()
+                extra.add(name: "Content-Range", value: "bytes */\(size)")
+                return sendText(.rangeNotSatisfiable, "The range cannot be served: one range within the file's \(size) bytes.",
+                                extra: extra, head: head, context: context)
+            }
+            headers.add(name: "Content-Length", value: String(part.count))
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: withConnection(headers, head)))),
+                          promise: nil)
+            if head.method == .GET, !part.isEmpty {
+                let region = FileRegion(fileHandle: handle, readerIndex: Int(part.lowerBound), endIndex: Int(part.upperBound))
+                context.write(wrapOutboundOut(.body(.fileRegion(region))), promise: nil)
+            }
+            end(head, context: context) { try? handle.close() }
+        }
+    }
+
+    private func sendText(
+        _ status: HTTPResponseStatus, _ text: String, extra: HTTPHeaders = HTTPHeaders(), head: HTTPRequestHead, context: ChannelHandlerContext
+    ) {
+        var headers = extra
+        let body = ByteBuffer(string: text + "\n")
+        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        headers.add(name: "Content-Length", value: String(body.readableBytes))
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: withConnection(headers, head)))),
+                      promise: nil)
+        if head.method != .HEAD { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+        end(head, context: context) {}
+    }
+
+    private func withConnection(_ headers: HTTPHeaders, _ head: HTTPRequestHead) -> HTTPHeaders {
+        var headers = headers
+        if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
+        return headers
+    }
+
+    /// Ends the answer; closes the connection after it when the player asked to.
+    private func end(_ head: HTTPRequestHead, context: ChannelHandlerContext, then cleanUp: @escaping @Sendable () -> Void) {
+        let keepAlive = head.isKeepAlive
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            cleanUp()
+            if !keepAlive { channel.close(promise: nil) }
+        }
+    }
+}

@@ -1,0 +1,31 @@
+import Foundation
+import BackplaneWire
+
+/// Playing downloads: `engine.playback`. Hands out loopback URLs any player can play (AVPlayer,
+/// ExoPlayer/Media3, a browser), served by the engine's `PlaybackServer`, which starts on first
+/// use and stops with the engine. Rights are kept at the door: an asset's playlists (or a flat
+/// asset's file) and keys are served only while `rights(for:)` is `valid` on the trusted clock;
+/// otherwise the answer is 403 and the engine emits `playbackRefused`.
+///
+/// ```swift
+/// let url = try await engine.playback.url(for: "episode-7")
+/// player.play(url)
+/// ```
+public struct PlaybackManager: Sendable {
+    let engine: BackplaneEngine
+
+    /// The URL to give the player: the local master playlist of an HLS asset, the file of a flat
+    /// one. Throws `invalidInput` when the asset is not downloaded (yet).
+    public func url(for assetId: String) async throws -> URL {
+        guard let asset = try await engine.downloads.asset(assetId), asset.state == .completed, let local = asset.localURL else {
+            throw BackplaneClientError(kind: .invalidInput, message: "Asset '\(assetId)' is not downloaded; only downloaded assets are served.")
+        }
+        let server = try await engine.playbackServer()
+        let directory = try await engine.contentDirectory(for: assetId).standardizedFileURL.path
+        let file = local.standardizedFileURL.path
+        guard file.hasPrefix(directory + "/") else {
+            throw BackplaneClientError(kind: .localStorage, message: "Asset '\(assetId)' has its file outside its directory.")
+        }
+        return server.url(assetId: assetId, relativePath: String(file.dropFirst(directory.count + 1)))
+    }
+}

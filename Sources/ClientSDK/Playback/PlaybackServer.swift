@@ -1,0 +1,51 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// The loopback HTTP server players play downloads through (`engine.playback`): bound to
+/// 127.0.0.1 on a free port, for one run of the engine. Every URL it hands out starts with the
+/// run's token, 256 random bits: other apps on the device can reach the port, but not guess a
+/// path that answers. NIO's HTTP/1.1 pipeline reads the requests (keep-alive, pipelining, any
+/// number of players at once); `PlaybackHTTPHandler` answers them.
+final class PlaybackServer: Sendable {
+    let token: String
+    let port: Int
+    private let channel: any Channel
+
+    private init(token: String, port: Int, channel: any Channel) {
+        self.token = token
+        self.port = port
+        self.channel = channel
+    }
+
+    static func start(library: any PlaybackLibrary) async throws -> PlaybackServer {
+        var generator = SystemRandomNumberGenerator()
+        let token = Base64URL.encode((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(PlaybackHTTPHandler(token: token, library: library))
+                }
+            }
+        let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
+        guard let port = channel.localAddress?.port else {
+            try? await channel.close()
+            throw BackplaneClientError(kind: .localStorage, message: "The playback server has no port.")
+        }
+        return PlaybackServer(token: token, port: port, channel: channel)
+    }
+
+    /// The URL of a file of an asset's directory.
+    func url(assetId: String, relativePath: String) -> URL {
+        URL(string: "http://127.0.0.1:\(port)" + PlaybackPath.path(token: token, assetId: assetId, relativePath: relativePath))!
+    }
+
+    func stop() async {
+        try? await channel.close()
+    }
+}
