@@ -134,8 +134,9 @@ public actor BackplaneEngine {
         let broadcaster = broadcaster
         let keeper = parts.rights
         let library = DownloadedAssetsLibrary(
-            content: parts.content, rights: { assetId in try await keeper.rights(assetId: assetId) },
-            refused: { assetId, rights in broadcaster.emit(.playbackRefused(assetId: assetId, rights: rights)) })
+            content: parts.content, rights: { assetId in try keeper.rights(assetId: assetId) },
+            refused: { assetId, rights in broadcaster.emit(.playbackRefused(assetId: assetId, rights: rights)) },
+            served: { assetId, entry in try? keeper.notePlaybackRequest(assetId: assetId, entry: entry) })
         let task = Task { try await PlaybackServer.start(library: library) }
         playbackStart = task
         do {

@@ -93,9 +93,11 @@ import TestSupport
         await bench.stop()
     }
 
-    @Test func anAssetPastItsRightsIsRefusedAtTheDoorWithAnEvent() async throws {
+    @Test func theFirstRequestOfAPlayIsItsStartAndAnAssetPastItsRightsIsRefusedAtTheDoor() async throws {
         let time = SimulatedTime()
         let server = try await InProcessBackplane.start(now: { time.now })
+        _ = try await server.services.applications.updateSettings(
+            applicationId: server.applicationId, ApplicationSettingsUpdate { $0.expiryAfterPlaySeconds = 300 })
         let bench = try await DownloadBench.start(server: server, rights: { rights in
             rights.deviceClock = time
             rights.sweepInterval = .seconds(3_600)
@@ -105,10 +107,18 @@ import TestSupport
         try await bench.engine.downloads.enqueue(DownloadRequest(
             assetId: "film", url: bench.origin.url("/film.mp4"), availability: AssetAvailability(expiryDate: now.addingTimeInterval(600))))
         #expect(try await bench.waitForOutcome("film").state == .completed)
+        #expect(try await bench.engine.rights.rights(for: "film") == .valid(until: now.addingTimeInterval(600)))
         let url = try await bench.engine.playback.url(for: "film")
         #expect(url.pathExtension == "mp4")
         let playable = try await Self.get(url, range: "bytes=0-99")
         #expect(playable.status == 206 && playable.body == TestOrigin.content(50_000).prefix(100))
+        // The player's first request started the play: the expiry after play runs, and the
+        // player's next reads belong to the same play.
+        #expect(try await bench.engine.rights.rights(for: "film") == .valid(until: now.addingTimeInterval(300)))
+        for offset in [100, 200, 300] { _ = try await Self.get(url, range: "bytes=\(offset)-\(offset + 99)") }
+        _ = try await bench.engine.uploadEvents()
+        let starts = try await server.storedEvents(EventFilter(type: .playStart))
+        #expect(starts.count == 1, "\(starts.count) play starts for one play")
 
         time.advance(by: 900)
         let refused = try await Self.get(url)

@@ -14,11 +14,14 @@ protocol PlaybackLibrary: Sendable {
 /// The engine's downloads as the playback server sees them. Rights are checked at the door: for
 /// an asset's top-level files (its playlists, or a flat asset's one file) and its keys, on every
 /// request, on the trusted clock. Segments in a stream's folder pass once the playlist that
-/// names them was served.
+/// names them was served. The first playlist (or flat file) served in a play session counts as
+/// the play start (`RightsKeeper.notePlaybackRequest`).
 struct DownloadedAssetsLibrary: PlaybackLibrary {
     let content: ContentStore
     let rights: @Sendable (String) async throws -> AssetRights
     let refused: @Sendable (String, AssetRights) -> Void
+    /// A file of the asset was served (`entry`: at the door): the first of a play session is its play start.
+    let served: @Sendable (_ assetId: String, _ entry: Bool) -> Void
 
     func answer(assetId: String, relativePath: String) async -> PlaybackAnswer {
         let directory = content.directory(for: assetId).standardizedFileURL
@@ -26,7 +29,8 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
         guard file.path.hasPrefix(directory.path + "/"), !relativePath.hasPrefix(AssetLayout.originalDirectory + "/"),
             Self.isRegularFile(file)
         else { return .refused(status: 404, reason: "Not found.") }
-        if Self.isAtTheDoor(relativePath) {
+        let entry = Self.isAtTheDoor(relativePath)
+        if entry {
             let now: AssetRights
             do {
                 now = try await rights(assetId)
@@ -38,6 +42,7 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
                 return .refused(status: 403, reason: "Not playable: \(now.name).")
             }
         }
+        served(assetId, entry && !relativePath.hasPrefix("keys/"))
         return .file(path: file.path, contentType: Self.contentType(of: relativePath))
     }
 

@@ -25,6 +25,12 @@ final class RightsKeeper: Sendable {
     private let wake = WakeSignal()
     private let loop = Mutex<Task<Void, Never>?>(nil)
     private let lastSweep = Mutex<Task<Date?, Never>?>(nil)
+    /// When each asset was last played, to the playback server's eyes: a play start recorded
+    /// (by the app or the server), or a file of it served. In this process's monotonic time.
+    private let playActivity = Mutex<[String: ContinuousClock.Instant]>([:])
+    /// A pause longer than this between an asset's requests ends its play session: the next
+    /// request of a playlist (or a flat asset's file) starts another play.
+    static let playSessionGap: Duration = .seconds(60)
 
     init(
         local: SDKDatabase, content: ContentStore, clock: TrustedClock, snapshot: DeviceSnapshot, options: RightsOptions,
@@ -110,9 +116,23 @@ final class RightsKeeper: Sendable {
         // An asset without a window may be played without trusted time: its first play is then
         // the device's clock, which nothing reads.
         _ = try local.recordFirstPlay(assetId: assetId, at: now().date ?? options.deviceClock.wallNow)
+        playActivity.withLock { $0[assetId] = .now }
         clock.checkpoint()
         _ = try? eventLogger.log(.playStart(assetId: assetId))
         return try self.rights(assetId: assetId)
+    }
+
+    /// The playback server served a file of `assetId` (`entry`: a playlist, or a flat asset's
+    /// file). The first entry request of a play session counts as the play start, as
+    /// `recordPlayStart` would record it, unless the app recorded one within the session.
+    func notePlaybackRequest(assetId: String, entry: Bool) throws {
+        let now = ContinuousClock.now
+        let startsPlay = playActivity.withLock { activity in
+            let inSession = activity[assetId].map { now - $0 < Self.playSessionGap } ?? false
+            activity[assetId] = now
+            return entry && !inSession
+        }
+        if startsPlay { _ = try recordPlayStart(assetId: assetId) }
     }
 
     /// A play stopped after `watched` seconds (if the app knows). Logs `playStop`.
