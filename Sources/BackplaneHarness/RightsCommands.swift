@@ -22,13 +22,20 @@ struct Rights: AsyncParsableCommand {
 
 struct Play: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Record that playback of an asset starts (its expiry after play starts at the first) and print its rights; exits 10 when it may not be played.")
+        abstract: "Record that playback of an asset starts (its expiry after play starts at the first) and print its rights; exits 10 when it may not be played.",
+        discussion: """
+            With --serve: starts the engine, prints one JSON line with the asset's playback "url" (the SDK's \
+            loopback playback server, which records the play start at the player's first request), then serves \
+            it, downloads going on, until SIGINT or SIGTERM. A downloaded asset needs no network.
+            """)
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The asset id.") var assetId: String
     @Option(help: "Also record that playback stopped after this many seconds.") var watched: Double?
+    @Flag(help: "Serve the asset to a player over loopback HTTP until SIGINT or SIGTERM, printing its URL.") var serve = false
 
     func run() async throws {
         let engine = BackplaneEngine(configuration: try connection.configuration())
+        if serve { return try await serveUntilStopped(engine) }
         do {
             let rights = try await engine.rights.recordPlayStart(assetId: assetId)
             if rights.isPlayable, let watched { try await engine.rights.recordPlayStop(assetId: assetId, watchedSeconds: watched) }
@@ -37,6 +44,59 @@ struct Play: AsyncParsableCommand {
         } catch let error as BackplaneClientError {
             Output.fail(error)
         }
+    }
+}
+
+extension Play {
+    /// The asset's URL, printed once, then the engine runs (and serves) until a signal ends it.
+    /// The URL comes first: it needs the data directory only, not the backplane.
+    private func serveUntilStopped(_ engine: BackplaneEngine) async throws {
+        let events = engine.events()
+        let stop = SignalWatcher(signals: [SIGINT, SIGTERM]) {
+            Task { await engine.shutdown() }
+        }
+        defer { stop.cancel() }
+        do {
+            let rights = try await engine.rights.rights(for: assetId)
+            guard rights.isPlayable else {
+                Output.line(RightsOutput(assetId: assetId, rights, time: try await engine.rights.trustedTime()))
+                await engine.shutdown()
+                throw ExitCode(10)
+            }
+            let url = try await engine.playback.url(for: assetId)
+            Output.line(ServingOutput(url: url, rights: RightsOutput(assetId: assetId, rights, time: try await engine.rights.trustedTime())))
+        } catch let error as BackplaneClientError {
+            await engine.shutdown()
+            Output.fail(error)
+        }
+        // Then the engine runs: queued downloads go on, syncs keep the rights' time trusted.
+        // Offline, it starts all the same and retries; a refusal is told, the serving goes on.
+        Task {
+            do {
+                try await engine.start()
+            } catch let error as BackplaneClientError {
+                FileHandle.standardError.write(Data("backplane-harness: \(error)\n".utf8))
+            }
+        }
+        // The stream ends when a signal shuts the engine down.
+        for await _ in events {}
+    }
+}
+
+/// `play --serve`'s line: where the player plays, and the asset's rights then.
+struct ServingOutput: Encodable {
+    var url: URL
+    var assetId: String
+    var rights: String
+    var playable: Bool
+    var until: Date?
+
+    init(url: URL, rights: RightsOutput) {
+        self.url = url
+        assetId = rights.assetId
+        self.rights = rights.rights
+        playable = rights.playable
+        until = rights.until
     }
 }
 
