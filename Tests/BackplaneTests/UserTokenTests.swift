@@ -5,6 +5,8 @@ import HTTPTypes
 import HummingbirdTesting
 import BackplaneWire
 import Testing
+import TestSupport
+import JWTKit
 
 /// Verified users (`/v1/admin/user-identity`, `X-Backplane-User-Token`): every refusal, the
 /// attacker holding only the app key, the events a device logs, and the admin API.
@@ -74,6 +76,41 @@ import Testing
             let moved = try await client.register(
                 user: "bob", device: "phone", token: try await issuer.es256Token(TokenIssuer.claims(user: "bob")), move: true)
             #expect(try moved.decode(RegisterDeviceResponse.self).outcome == .moved, "\(moved.text)")
+        }
+    }
+
+    /// RS256 with a 2048-bit key openssl made, as a backend's PEM would be.
+    @Test func anRS256TokenRegistersAndItsKeyVerifiesNothingElse() async throws {
+        guard let openssl = TestCertificates.openssl else {
+            if ProcessInfo.processInfo.environment["BACKPLANE_REQUIRE_DEPLOY_TOOLS"] == "1" { Issue.record("openssl is not installed") }
+            return
+        }
+        let directory = temporaryDirectory("backplane-rs256")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pem = directory.appendingPathComponent("rs256.pem")
+        let made = try await ChildProcess.run(openssl, ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", pem.path])
+        try #require(made.status == 0, "\(made.output)")
+        let privateKey = try Insecure.RSA.PrivateKey(pem: try String(contentsOf: pem, encoding: .utf8))
+        let (modulus, exponent) = try privateKey.publicKey.getKeyPrimitives()
+        let jwks: JSONValue = .object(["keys": .array([.object([
+            "kty": .string("RSA"), "kid": .string("rs-1"), "alg": .string("RS256"),
+            "n": .string(Base64URL.encode(modulus)), "e": .string(Base64URL.encode(exponent)),
+        ])])])
+        let signer = JWTKeyCollection()
+        await signer.add(rsa: privateKey, digestAlgorithm: .sha256, kid: "rs-1")
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let update = UserIdentityUpdate(required: true, issuer: TokenIssuer.issuer, audience: TokenIssuer.audience, jwks: jwks)
+            #expect(try await client.setUserIdentity(update).status == .ok)
+            let token = try await signer.sign(TokenIssuer.claims(user: "alice"), kid: "rs-1")
+            let created = try await client.register(user: "alice", device: "phone", token: token)
+            #expect(created.status == .created, "\(created.text)")
+            // The RSA key's public PEM as an HMAC secret: refused, not checked as HS256.
+            let confused = try await issuer.hs256Token(
+                TokenIssuer.claims(user: "alice"), secret: try privateKey.publicKey.pemRepresentation, kid: "rs-1")
+            let refused = try await client.register(user: "alice", device: "tablet", token: confused)
+            #expect(refused.errorCode == .userTokenInvalid && refused.errorMessage.contains("HS256"), "\(refused.text)")
         }
     }
 
