@@ -1,0 +1,31 @@
+import Foundation
+
+// libFuzzer target: what the SDK's playback server reads from a player, any app on the device:
+// a request's `Range` header against a file (Sources/ClientSDK/Playback/ByteRangeRequest.swift)
+// and its path under the run's token (Sources/ClientSDK/Playback/PlaybackPath.swift). The
+// input's first line is the Range value, the rest the request URI; the file's size comes from
+// the input's length.
+
+private let token = "t0k"
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzPlaybackRequests(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+    let text = String(decoding: UnsafeBufferPointer(start: start, count: count), as: UTF8.self)
+    let parts = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+    let header = parts.first.map(String.init)
+    for size in [Int64(0), Int64(count), Int64(count) * 1_000_003, Int64.max / 2] {
+        if case .part(let range) = ByteRangeRequest(header: header, size: size) {
+            precondition(range.lowerBound >= 0 && range.lowerBound < range.upperBound && range.upperBound <= size)
+        }
+    }
+    let uri = parts.count > 1 ? String(parts[1]) : text
+    for candidate in [uri, "/\(token)/\(uri)", "/\(token)/asset/\(uri)"] {
+        guard let path = PlaybackPath(uri: candidate, token: token) else { continue }
+        let segments = path.relativePath.split(separator: "/", omittingEmptySubsequences: false)
+        precondition(!path.assetId.isEmpty && !segments.isEmpty)
+        precondition(segments.allSatisfy { !$0.isEmpty && $0 != "." && $0 != ".." && !$0.contains("\0") })
+        let again = PlaybackPath(uri: PlaybackPath.path(token: token, assetId: path.assetId, relativePath: path.relativePath), token: token)
+        precondition(again?.assetId == path.assetId && again?.relativePath == path.relativePath)
+    }
+    return 0
+}
