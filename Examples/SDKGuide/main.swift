@@ -106,3 +106,13 @@ corporate.trustedCertificateAuthorities = Bundle.main.url(forResource: "corp-ca"
 
 let playURL = try await engine.playback.url(for: "episode-7")
 player.play(playURL)
+
+#if canImport(AVKit)
+import AVKit
+
+func playDownload(_ assetId: String, in controller: AVPlayerViewController) async throws {
+    let url = try await engine.playback.url(for: assetId)
+    controller.player = AVPlayer(playerItem: AVPlayerItem(asset: AVURLAsset(url: url)))
+    controller.player?.play()
+}
+#endif
