@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The SDK's playback server against nginx serving the same files on loopback (Debian's nginx,
+# sendfile on): a release harness downloads the assets from nginx (`download --wait`), serves
+# them (`play ASSET --serve`), and wrk reads the same bytes from both, in turns:
+#   - segment throughput: a SEGMENT_MIB MiB file (default 4), CONNECTIONS readers (default 8),
+#     RUN_SECONDS s (default 10) each; goal >= 0.8x nginx;
+#   - first byte: `Range: bytes=0-0` of that file by CONNECTIONS readers, p99 latency; goal <= 5 ms;
+#   - resident memory: the serving harness's peak (VmHWM) while CONNECTIONS readers read a
+#     100 MB and then a 2 GB asset (separate processes); goal: flat in the asset's size.
+# Each throughput and latency figure is the best of ROUNDS runs (default 3). Never run in CI.
+set -euo pipefail
+shopt -s inherit_errexit
+cd "$(dirname "$0")/../.."
+SEGMENT_MIB=${SEGMENT_MIB:-4}
+CONNECTIONS=${CONNECTIONS:-8}
+SECONDS_EACH=${RUN_SECONDS:-10}
+ROUNDS=${ROUNDS:-3}
+for value in "$SEGMENT_MIB" "$CONNECTIONS" "$SECONDS_EACH" "$ROUNDS"; do
+    [[ $value =~ ^[1-9][0-9]*$ ]] || { echo "SEGMENT_MIB, CONNECTIONS, RUN_SECONDS and ROUNDS are positive integers" >&2; exit 2; }
+done
+command -v nginx >/dev/null && command -v wrk >/dev/null || { echo "needs nginx and wrk (apt-get install nginx wrk)" >&2; exit 1; }
+swift build -c release --product backplane-harness >/dev/null 2>&1 || swift build -c release --product backplane-harness
+. benchmarks/serve.sh
+harness=.build/release/backplane-harness
+
+origin="$work/origin"
+mkdir -p "$origin"
+head -c $((SEGMENT_MIB * 1024 * 1024)) /dev/urandom >"$origin/segment.mp4"
+head -c $((100 * 1000 * 1000)) /dev/urandom >"$origin/asset-100mb.mp4"
+# 2 GB of zeros (a sparse origin file): what is measured is the server's memory, not the bytes.
+truncate -s $((2000 * 1000 * 1000)) "$origin/asset-2gb.mp4"
+chmod 755 "$work"
+chmod -R a+rX "$origin"
+oport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$work/nginx.conf" <<CONF
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    types { video/mp4 mp4; }
+    server { listen 127.0.0.1:$oport; root $origin; }
+}
+CONF
+nginx -c "$work/nginx.conf" -p "$work" -g 'daemon on;'
+servers=()
+trap 'kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; for p in "${servers[@]}"; do kill "$p" 2>/dev/null || true; done; kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+base="http://127.0.0.1:$oport"
+
+export BACKPLANE_URL="http://127.0.0.1:$port" BACKPLANE_APP_KEY="$(value 'app key id')" BACKPLANE_APP_SECRET="$(value 'app key secret')"
+export BACKPLANE_USER=viewer
+device="$work/device"
+for asset in segment asset-100mb asset-2gb; do
+    "$harness" download --asset-id "$asset" --url "$base/$asset.mp4" --wait --data-dir "$device" >/dev/null
+done
+
+# Serves ASSET from its own harness process; prints "pid url".
+serve() {
+    local out="$work/serve-$1.out"
+    "$harness" play "$1" --serve --data-dir "$device" >"$out" 2>&1 &
+    local pid=$!
+    servers+=("$pid")
+    for _ in $(seq 300); do grep -q '"url"' "$out" && break; sleep 0.1; done
+    echo "$pid $(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$out" | head -n 1 | sed 's#\\/#/#g')"
+}
+
+# wrk's figures for a URL: bytes per second, and the p99 latency in ms (with --latency).
+measure() {  # url, [header]
+    local args=(-t2 -c"$CONNECTIONS" -d"${SECONDS_EACH}s" --latency)
+    [[ -n ${2:-} ]] && args+=(-H "$2")
+    wrk "${args[@]}" "$1" | python3 -c '
+import re, sys
+text = sys.stdin.read()
+units = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
+rate = re.search(r"Transfer/sec:\s*([\d.]+)(B|KB|MB|GB)", text)
+p99 = re.search(r"\s99%\s+([\d.]+)(us|ms|s)\b", text)
+errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+if errors: sys.exit(f"wrk saw {errors.group(1)} error answers:\n{text}")
+scale = {"us": 0.001, "ms": 1, "s": 1000}
+print(float(rate.group(1)) * units[rate.group(2)], float(p99.group(1)) * scale[p99.group(2)])'
+}
+
+read -r segment_pid segment_url < <(serve segment)
+sdk_rates=() nginx_rates=() sdk_p99=() nginx_p99=()
+for round in $(seq "$ROUNDS"); do
+    read -r rate _ < <(measure "$base/segment.mp4"); nginx_rates+=("$rate")
+    read -r rate _ < <(measure "$segment_url"); sdk_rates+=("$rate")
+    read -r _ p99 < <(measure "$base/segment.mp4" "Range: bytes=0-0"); nginx_p99+=("$p99")
+    read -r _ p99 < <(measure "$segment_url" "Range: bytes=0-0"); sdk_p99+=("$p99")
+done
+
+# Peak resident memory of a serving harness while its asset is read, for two sizes.
+peak() {  # asset
+    local pid url
+    read -r pid url < <(serve "$1")
+    measure "$url" >/dev/null
+    awk '/VmHWM/ { print $2 }' "/proc/$pid/status"
+    kill "$pid"
+}
+rss_100mb=$(peak asset-100mb)
+rss_2gb=$(peak asset-2gb)
+
+python3 - "$SEGMENT_MIB" "$CONNECTIONS" "$SECONDS_EACH" "$ROUNDS" "$(nproc)" "${nginx_rates[*]}" "${sdk_rates[*]}" "${nginx_p99[*]}" "${sdk_p99[*]}" "$rss_100mb" "$rss_2gb" <<'PY'
+import sys
+mib, conns, secs, rounds, cores = sys.argv[1:6]
+nginx_rates, sdk_rates, nginx_p99, sdk_p99 = (list(map(float, a.split())) for a in sys.argv[6:10])
+rss_100, rss_2g = int(sys.argv[10]), int(sys.argv[11])
+print(f"playback benchmark: {mib} MiB segment, {conns} readers, {secs} s a run, best of {rounds}, {cores} cores")
+best_n, best_s = max(nginx_rates), max(sdk_rates)
+print(f"segment throughput: nginx {best_n/1e6:,.0f} MB/s, playback server {best_s/1e6:,.0f} MB/s: ratio {best_s/best_n:.2f} (goal >= 0.8)")
+print(f"  each round, the server over nginx: {', '.join(f'{s/n:.2f}' for s, n in zip(sdk_rates, nginx_rates))}")
+print(f"first byte (Range: bytes=0-0), p99: nginx {min(nginx_p99):.2f} ms, playback server {min(sdk_p99):.2f} ms (goal <= 5 ms)")
+print(f"peak resident memory while serving: 100 MB asset {rss_100/1024:.1f} MiB, 2 GB asset {rss_2g/1024:.1f} MiB: "
+      f"ratio {rss_2g/rss_100:.2f} for 20x the bytes (goal: flat)")
+PY
