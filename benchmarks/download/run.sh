@@ -46,27 +46,7 @@ with open(f"{root}/flat.mp4", "wb") as f:
         f.write(os.urandom(1024 * 1024))
 PY
 
-# nginx's workers run as nobody: let them read the origin.
-chmod 755 "$work"
-chmod -R a+rX "$origin"
-oport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 256; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 100000;
-    types { application/vnd.apple.mpegurl m3u8; video/mp2t ts; video/mp4 mp4; }
-    server { listen 127.0.0.1:$oport; root $origin; }
-}
-CONF
-nginx -c "$work/nginx.conf" -p "$work" -g 'daemon on;'
-trap 'kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
-base="http://127.0.0.1:$oport"
+. benchmarks/nginx-origin.sh
 
 export BACKPLANE_URL="http://127.0.0.1:$port" BACKPLANE_APP_KEY="$(value 'app key id')" BACKPLANE_APP_SECRET="$(value 'app key secret')"
 export BACKPLANE_USER=bench

@@ -29,27 +29,7 @@ head -c $((SEGMENT_MIB * 1024 * 1024)) /dev/urandom >"$origin/segment.mp4"
 head -c $((100 * 1000 * 1000)) /dev/urandom >"$origin/asset-100mb.mp4"
 # 2 GB of zeros (a sparse origin file): what is measured is the server's memory, not the bytes.
 truncate -s $((2000 * 1000 * 1000)) "$origin/asset-2gb.mp4"
-chmod 755 "$work"
-chmod -R a+rX "$origin"
-oport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$work/nginx.conf" <<CONF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    types { video/mp4 mp4; }
-    server { listen 127.0.0.1:$oport; root $origin; }
-}
-CONF
-nginx -c "$work/nginx.conf" -p "$work" -g 'daemon on;'
-servers=()
-trap 'kill "$(cat "$work/nginx.pid")" 2>/dev/null || true; for p in "${servers[@]}"; do kill "$p" 2>/dev/null || true; done; kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
-base="http://127.0.0.1:$oport"
+. benchmarks/nginx-origin.sh
 
 export BACKPLANE_URL="http://127.0.0.1:$port" BACKPLANE_APP_KEY="$(value 'app key id')" BACKPLANE_APP_SECRET="$(value 'app key secret')"
 export BACKPLANE_USER=viewer
@@ -58,12 +38,12 @@ for asset in segment asset-100mb asset-2gb; do
     "$harness" download --asset-id "$asset" --url "$base/$asset.mp4" --wait --data-dir "$device" >/dev/null
 done
 
-# Serves ASSET from its own harness process; prints "pid url".
+# Serves ASSET from its own harness process; prints "pid url" (run in a subshell: the caller
+# adds the pid to `extra_pids`, or stops it itself).
 serve() {
     local out="$work/serve-$1.out"
     "$harness" play "$1" --serve --data-dir "$device" >"$out" 2>&1 &
     local pid=$!
-    servers+=("$pid")
     for _ in $(seq 300); do grep -q '"url"' "$out" && break; sleep 0.1; done
     echo "$pid $(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$out" | head -n 1 | sed 's#\\/#/#g')"
 }
@@ -85,6 +65,7 @@ print(float(rate.group(1)) * units[rate.group(2)], float(p99.group(1)) * scale[p
 }
 
 read -r segment_pid segment_url < <(serve segment)
+extra_pids+=("$segment_pid")
 sdk_rates=() nginx_rates=() sdk_p99=() nginx_p99=()
 for round in $(seq "$ROUNDS"); do
     read -r rate _ < <(measure "$base/segment.mp4"); nginx_rates+=("$rate")
