@@ -132,12 +132,15 @@ public actor BackplaneEngine {
         if let playbackStart { return try await playbackStart.value }
         let parts = try loadComponents()
         let broadcaster = broadcaster
-        let keeper = parts.rights
+        let keeper = parts.rights, downloads = parts.downloads
         let library = DownloadedAssetsLibrary(
-            content: parts.content, rights: { assetId in try keeper.rights(assetId: assetId) },
+            content: parts.content, downloads: downloads,
+            rights: { assetId in try keeper.playbackRights(assetId: assetId, downloading: downloads.downloadSession(of: assetId) != nil) },
             refused: { assetId, rights in broadcaster.emit(.playbackRefused(assetId: assetId, rights: rights)) },
-            served: { assetId, entry in try? keeper.notePlaybackRequest(assetId: assetId, entry: entry) })
-        let task = Task { try await PlaybackServer.start(library: library) }
+            served: { assetId, entry in
+                try? keeper.notePlaybackRequest(assetId: assetId, entry: entry, downloading: downloads.downloadSession(of: assetId) != nil)
+            })
+        let task = Task { try await PlaybackServer.start(library: library, origins: OriginPassThrough(client: DownloadRunner.client)) }
         playbackStart = task
         do {
             return try await task.value
@@ -145,6 +148,11 @@ public actor BackplaneEngine {
             playbackStart = nil
             throw BackplaneClientError(kind: .localStorage, message: "The playback server could not start.", underlying: error)
         }
+    }
+
+    /// The plan of the asset the engine is downloading now (nil for any other).
+    func planInProgress(assetId: String) throws -> DownloadPlan? {
+        try loadComponents().downloads.planInProgress(assetId: assetId)
     }
 
     func contentDirectory(for assetId: String) throws -> URL {

@@ -96,14 +96,27 @@ import TestSupport
         return (played.status == 0, played.output)
     }
 
-    @Test func ffprobeAndGStreamerPlayDownloadsThroughTheServer() async throws {
-        guard Self.playersInstalled else {
+    /// Whether the players are there; without them the test is skipped, or fails in CI.
+    static func playersAreInstalled() -> Bool {
+        guard playersInstalled else {
             let message = "ffmpeg or GStreamer is not installed (apt-get install ffmpeg gstreamer1.0-tools gstreamer1.0-plugins-good "
                 + "gstreamer1.0-plugins-bad gstreamer1.0-libav): the playback players test did not run"
             if ProcessInfo.processInfo.environment["BACKPLANE_REQUIRE_PLAYERS"] == "1" { Issue.record(Comment(rawValue: message)) }
             print("warning: \(message)")
-            return
+            return false
         }
+        return true
+    }
+
+    /// Adds a line to the report CI reads (`BACKPLANE_PLAYERS_REPORT`).
+    static func report(_ line: String) throws {
+        guard let path = ProcessInfo.processInfo.environment["BACKPLANE_PLAYERS_REPORT"] else { return }
+        let old = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        try (old + line + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    @Test func ffprobeAndGStreamerPlayDownloadsThroughTheServer() async throws {
+        guard Self.playersAreInstalled() else { return }
         let root = temporaryDirectory("backplane-players")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
@@ -132,10 +145,39 @@ import TestSupport
         }
         #expect(counts == Array(repeating: Self.frames, count: 8), "\(counts)")
         await bench.stop()
-        if let report = ProcessInfo.processInfo.environment["BACKPLANE_PLAYERS_REPORT"] {
-            try "players: ffprobe counted \(Self.frames) frames of AES-128 TS, clear fMP4 and AES-128 fMP4 through the playback server; "
-                .appending("GStreamer playbin played TS and clear fMP4 to the end; 8 ffprobes at once\n")
-                .write(toFile: report, atomically: true, encoding: .utf8)
-        }
+        try Self.report("players: ffprobe counted \(Self.frames) frames of AES-128 TS, clear fMP4 and AES-128 fMP4 through the playback server; "
+            + "GStreamer playbin played TS and clear fMP4 to the end; 8 ffprobes at once")
+    }
+
+    /// An asset still downloading from a slow origin (each segment 1.5 s, one file at a time)
+    /// plays in full through the playback server, by ffprobe and GStreamer at once, while it
+    /// downloads: the playlists from the download's plan, the key and the segments not on disk
+    /// yet from the origin.
+    @Test func ffprobeAndGStreamerPlayAnAssetWhileItDownloadsFromASlowOrigin() async throws {
+        guard Self.playersAreInstalled() else { return }
+        let root = temporaryDirectory("backplane-players-slow")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let bench = try await DownloadBench.start(options: { $0.parallelFiles = 1 })
+        try await Self.makeAsset(.tsAES128, in: root, origin: bench.origin)
+        let segments = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("tsAES128").path).filter { $0.hasSuffix(".ts") }
+        try #require(segments.count >= 3, "\(segments)")
+        for segment in segments { bench.origin.inject(.delay(.milliseconds(1_500)), at: "/tsAES128/\(segment)") }
+        try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "slow", url: bench.origin.url("/tsAES128/master.m3u8"), kind: .hls))
+        let url = try await PlaybackWhileDownloadingTests.urlWhileDownloading("slow", bench)
+
+        async let frames = Self.countFrames(url)
+        async let played = Self.playsToTheEnd(url)
+        #expect(try await frames == Self.frames, "ffprobe through \(url) while it downloads")
+        let (ended, output) = try await played
+        #expect(ended, "gst-launch playbin \(url) while it downloads: \(output)")
+        // The players overtook the download: some segments were fetched for them from the origin.
+        let fetched = segments.map { bench.origin.requests("/tsAES128/\($0)") }
+        #expect(fetched.reduce(0, +) > segments.count, "requests per segment: \(fetched)")
+        #expect(try await bench.waitForOutcome("slow", timeout: .seconds(60)).state == .completed)
+        await bench.stop()
+        try Self.report("players while downloading: ffprobe counted \(Self.frames) frames and GStreamer played to the end of an AES-128 TS asset "
+            + "still downloading from a slow origin")
     }
 }

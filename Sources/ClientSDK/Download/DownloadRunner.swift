@@ -30,6 +30,9 @@ actor DownloadRunner {
     let clock: TrustedClock
     let licenses: any LicenseProvider
     private nonisolated let tasks = Mutex(Tasks())
+    /// The asset being downloaded, from its permission until its record is an asset's, with a
+    /// number that tells one download of it from the next.
+    private nonisolated let downloadingNow = Mutex<(current: (assetId: String, session: Int)?, count: Int)>((nil, 0))
     /// The system run files are written in without flushes (`noteUnflushed`); nil when the
     /// engine flushes them.
     nonisolated let unflushedBoot: String?
@@ -148,6 +151,21 @@ actor DownloadRunner {
         setStatus(.stopped)
     }
 
+    // MARK: playing while downloading
+
+    /// While `assetId` is the asset the engine is downloading, the number of this download of
+    /// it (its plan does not change until the number does); nil for any other asset.
+    nonisolated func downloadSession(of assetId: String) -> Int? {
+        downloadingNow.withLock { $0.current.flatMap { $0.assetId == assetId ? $0.session : nil } }
+    }
+
+    /// The plan of the asset the engine is downloading now, once it is made; nil for any other
+    /// asset. The playback server plays it from this while it downloads.
+    nonisolated func planInProgress(assetId: String) -> DownloadPlan? {
+        guard downloadSession(of: assetId) != nil, let queued = try? local.queuedDownload(assetId: assetId) else { return nil }
+        return downloader.downloaders.downloader(for: queued.request.kind).preparedPlan(queued.request, in: content.directory(for: assetId))
+    }
+
     // MARK: the loop
 
     /// `previous`: the loop stopped before this one was made, if it may still be running. (Not
@@ -214,6 +232,14 @@ actor DownloadRunner {
             queued = current
         }
         let directory = content.directory(for: assetId)
+        // Playable while it downloads from here (permission and license are in) until its
+        // record is an asset's or it stopped: `planInProgress`.
+        let session = downloadingNow.withLock { now in
+            now.count += 1
+            now.current = (assetId, now.count)
+            return now.count
+        }
+        defer { downloadingNow.withLock { if $0.current?.session == session { $0.current = nil } } }
         if queued.bytesDownloaded == 0, queued.errorCount == 0 { _ = try? eventLogger.log(.downloadStart(assetId: assetId)) }
         setStatus(.downloading(assetId: assetId))
         broadcaster.emit(.downloadStarted(assetId: assetId))

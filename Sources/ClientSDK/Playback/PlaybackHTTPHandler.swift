@@ -13,11 +13,13 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     private let token: String
     private let library: any PlaybackLibrary
+    private let origins: OriginPassThrough
     private var head: HTTPRequestHead?
 
-    init(token: String, library: any PlaybackLibrary) {
+    init(token: String, library: any PlaybackLibrary, origins: OriginPassThrough) {
         self.token = token
         self.library = library
+        self.origins = origins
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -43,29 +45,27 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
             // The same answer for a wrong token as for a missing file: nothing to learn by guessing.
             return sendText(.notFound, "Not found.", head: head, context: context)
         }
-        let library = library
+        let library = library, origins = origins
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
         let loop = context.eventLoop
         let range = head.headers.first(name: "range")
         let work: @Sendable () async -> Void = {
-            await Self.answer(target, library: library, range: range, head: head, on: loop, handler: handler, context: boundContext)
+            let prepared = await Self.prepare(target, with: library, origins: origins, range: range, method: head.method)
+            // The body of a file still at its origin is passed on as it arrives.
+            let answered = loop.submit { handler.value.finish(prepared, range: range, head: head, context: boundContext.value) }
+            guard let relay = try? await answered.get() else { return }
+            await relay.run()
         }
         Task(operation: work)
     }
 
-    private static func answer(
-        _ target: PlaybackPath, library: any PlaybackLibrary, range: String?, head: HTTPRequestHead, on loop: any EventLoop,
-        handler: NIOLoopBound<PlaybackHTTPHandler>, context: NIOLoopBound<ChannelHandlerContext>
-    ) async {
-        let prepared = await prepare(target, with: library)
-        loop.execute { handler.value.finish(prepared, range: range, head: head, context: context.value) }
-    }
-
-    /// The library's answer and, for a file, the file opened with its size: off the event loop.
+    /// The library's answer and, for a file, the file opened with its size, or, for a file at
+    /// its origin, the origin's answer: off the event loop.
     private struct Prepared: Sendable {
         var answer: PlaybackAnswer
         var file: OpenedFile?
+        var origin: OriginPassThrough.Outcome?
     }
 
     private struct OpenedFile: Sendable {
@@ -73,40 +73,77 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         var size: Int64
     }
 
-    private static func prepare(_ target: PlaybackPath, with library: any PlaybackLibrary) async -> Prepared {
+    private static func prepare(
+        _ target: PlaybackPath, with library: any PlaybackLibrary, origins: OriginPassThrough, range: String?, method: HTTPMethod
+    ) async -> Prepared {
         let answer = await library.answer(assetId: target.assetId, relativePath: target.relativePath)
-        guard case .file(let path, _) = answer else { return Prepared(answer: answer, file: nil) }
-        return Prepared(answer: answer, file: try? await open(path))
-    }
-
-    private static func open(_ path: String) async throws -> OpenedFile {
-        try await NIOThreadPool.singleton.runIfActive {
-            let handle = try NIOFileHandle(_deprecatedPath: path)
-            do {
-                let size = try handle.withUnsafeFileDescriptor { descriptor in
-                    var status = stat()
-                    guard fstat(descriptor, &status) == 0 else { throw IOError(errnoCode: errno, reason: "fstat") }
-                    return Int64(status.st_size)
-                }
-                return OpenedFile(handle: handle, size: size)
-            } catch {
-                try? handle.close()
-                throw error
-            }
+        switch answer {
+        case .file(let path, _):
+            return Prepared(answer: answer, file: try? open(path))
+        case .origin(let file, _):
+            return Prepared(answer: answer, origin: await origins.open(file, range: range, method: method))
+        case .text, .refused:
+            return Prepared(answer: answer)
         }
     }
 
-    private func finish(_ prepared: Prepared, range: String?, head: HTTPRequestHead, context: ChannelHandlerContext) {
+    /// Opens a file and reads its size, on the task that answers rather than the event loop:
+    /// opening a local file is one short system call, cheaper than a hop to a thread pool and back.
+    private static func open(_ path: String) throws -> OpenedFile {
+        let handle = try NIOFileHandle(_deprecatedPath: path)
+        do {
+            let size = try handle.withUnsafeFileDescriptor { descriptor in
+                var status = stat()
+                guard fstat(descriptor, &status) == 0 else { throw IOError(errnoCode: errno, reason: "fstat") }
+                return Int64(status.st_size)
+            }
+            return OpenedFile(handle: handle, size: size)
+        } catch {
+            try? handle.close()
+            throw error
+        }
+    }
+
+    /// Answers on the event loop; returns the body still to pass on from an origin, if any.
+    private func finish(_ prepared: Prepared, range: String?, head: HTTPRequestHead, context: ChannelHandlerContext) -> BodyRelay? {
         guard context.channel.isActive else {
             // The player left while the file was looked up.
             try? prepared.file?.handle.close()
-            return
+            return nil
         }
         switch prepared.answer {
         case .refused(let status, let reason):
-            return sendText(HTTPResponseStatus(statusCode: status), reason, head: head, context: context)
+            sendText(HTTPResponseStatus(statusCode: status), reason, head: head, context: context)
+            return nil
+        case .text(let text, let contentType):
+            sendText(.ok, text, contentType: contentType, head: head, context: context)
+            return nil
+        case .origin(_, let contentType):
+            switch prepared.origin {
+            case .text(let status, let reason, let extra):
+                sendText(status, reason, extra: extra, head: head, context: context)
+                return nil
+            case .relay(let status, var headers, let body, let skip, let length):
+                headers.add(name: "Content-Type", value: contentType)
+                headers.add(name: "Accept-Ranges", value: "bytes")
+                headers.add(name: "Cache-Control", value: "no-store")
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: withConnection(headers, head)))),
+                              promise: nil)
+                guard head.method == .GET, let body, length != 0 else {
+                    end(head, context: context) {}
+                    return nil
+                }
+                context.flush()
+                return BodyRelay(channel: context.channel, body: body, skip: skip, length: length, keepAlive: head.isKeepAlive)
+            case nil:
+                sendText(.notFound, "Not found.", head: head, context: context)
+                return nil
+            }
         case .file(_, let contentType):
-            guard let file = prepared.file else { return sendText(.notFound, "Not found.", head: head, context: context) }
+            guard let file = prepared.file else {
+                sendText(.notFound, "Not found.", head: head, context: context)
+                return nil
+            }
             let handle = file.handle, size = file.size
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: contentType)
@@ -126,8 +163,9 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
                 try? handle.close()
                 var extra = HTTPHeaders()
                 extra.add(name: "Content-Range", value: "bytes */\(size)")
-                return sendText(.rangeNotSatisfiable, "The range cannot be served: one range within the file's \(size) bytes.",
-                                extra: extra, head: head, context: context)
+                sendText(.rangeNotSatisfiable, "The range cannot be served: one range within the file's \(size) bytes.",
+                         extra: extra, head: head, context: context)
+                return nil
             }
             headers.add(name: "Content-Length", value: String(part.count))
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: withConnection(headers, head)))),
@@ -137,15 +175,19 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
                 context.write(wrapOutboundOut(.body(.fileRegion(region))), promise: nil)
             }
             end(head, context: context) { try? handle.close() }
+            return nil
         }
     }
 
+    /// A short text answer, or a playlist not written to disk yet (`contentType`).
     private func sendText(
-        _ status: HTTPResponseStatus, _ text: String, extra: HTTPHeaders = HTTPHeaders(), head: HTTPRequestHead, context: ChannelHandlerContext
+        _ status: HTTPResponseStatus, _ text: String, contentType: String? = nil, extra: HTTPHeaders = HTTPHeaders(), head: HTTPRequestHead,
+        context: ChannelHandlerContext
     ) {
         var headers = extra
-        let body = ByteBuffer(string: text + "\n")
-        headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        let body = ByteBuffer(string: contentType == nil ? text + "\n" : text)
+        headers.add(name: "Content-Type", value: contentType ?? "text/plain; charset=utf-8")
+        if contentType != nil { headers.add(name: "Cache-Control", value: "no-store") }
         headers.add(name: "Content-Length", value: String(body.readableBytes))
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: withConnection(headers, head)))),
                       promise: nil)

@@ -1,8 +1,12 @@
 import Foundation
+import Synchronization
 
-/// What the playback server sends for a request: a file and its type, or a refusal.
+/// What the playback server sends for a request: a file on disk, a playlist the download has
+/// not written yet, a file still at its origin (played while it downloads), or a refusal.
 enum PlaybackAnswer: Sendable, Equatable {
     case file(path: String, contentType: String)
+    case text(String, contentType: String)
+    case origin(DownloadFile, contentType: String)
     case refused(status: Int, reason: String)
 }
 
@@ -11,25 +15,71 @@ protocol PlaybackLibrary: Sendable {
     func answer(assetId: String, relativePath: String) async -> PlaybackAnswer
 }
 
+/// The download the engine is running, as the playback server plays it before it completes.
+protocol DownloadsInProgress: Sendable {
+    /// The number of the running download of `assetId` (its plan stays the same while it does);
+    /// nil when the engine is not downloading it.
+    func downloadSession(of assetId: String) -> Int?
+    /// The plan of the running download of `assetId`, once it is made.
+    func planInProgress(assetId: String) -> DownloadPlan?
+}
+
+extension DownloadRunner: DownloadsInProgress {}
+
 /// The engine's downloads as the playback server sees them. Rights are checked at the door: for
 /// an asset's top-level files (its playlists, or a flat asset's one file) and its keys, on every
 /// request, on the trusted clock. Segments in a stream's folder pass once the playlist that
 /// names them was served. The first playlist (or flat file) served in a play session counts as
 /// the play start (`RightsKeeper.notePlaybackRequest`).
+///
+/// The asset the engine is downloading plays too: a file on disk is served from disk; the local
+/// playlists, not written until the download ends, from its plan; any other file of the plan
+/// is fetched from its origin as the player asks (`OriginPassThrough`), or answers 404 when the
+/// origin cannot be reached.
 struct DownloadedAssetsLibrary: PlaybackLibrary {
     let content: ContentStore
+    let downloads: any DownloadsInProgress
+    /// The asset's rights at the door: a completed asset's, or the downloading asset's.
     let rights: @Sendable (String) async throws -> AssetRights
     let refused: @Sendable (String, AssetRights) -> Void
     /// A file of the asset was served (`entry`: at the door): the first of a play session is its play start.
     let served: @Sendable (_ assetId: String, _ entry: Bool) -> Void
+    /// The running download's plan by path, read once per download.
+    private let plans = PlanIndexCache()
+
+    init(
+        content: ContentStore, downloads: any DownloadsInProgress, rights: @escaping @Sendable (String) async throws -> AssetRights,
+        refused: @escaping @Sendable (String, AssetRights) -> Void, served: @escaping @Sendable (String, Bool) -> Void
+    ) {
+        self.content = content
+        self.downloads = downloads
+        self.rights = rights
+        self.refused = refused
+        self.served = served
+    }
 
     func answer(assetId: String, relativePath: String) async -> PlaybackAnswer {
         let directory = content.directory(for: assetId).standardizedFileURL
         let file = directory.appendingPathComponent(relativePath).standardizedFileURL
         guard file.path.hasPrefix(directory.path + "/"), !relativePath.hasPrefix(AssetLayout.originalDirectory + "/"),
-            Self.isRegularFile(file)
+            !relativePath.hasSuffix(".partial"), !relativePath.hasSuffix(".partial-info")
         else { return .refused(status: 404, reason: "Not found.") }
         let entry = Self.isAtTheDoor(relativePath)
+        let contentType = Self.contentType(of: relativePath)
+        let answer: PlaybackAnswer
+        if Self.isRegularFile(file) {
+            answer = .file(path: file.path, contentType: contentType)
+        } else if let plan = plans.index(of: assetId, in: downloads) {
+            if let text = plan.written[relativePath] {
+                answer = .text(text, contentType: contentType)
+            } else if let remote = plan.files[relativePath] {
+                answer = .origin(remote, contentType: contentType)
+            } else {
+                return .refused(status: 404, reason: "Not found.")
+            }
+        } else {
+            return .refused(status: 404, reason: "Not found.")
+        }
         if entry {
             let now: AssetRights
             do {
@@ -43,7 +93,7 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
             }
         }
         served(assetId, entry && !relativePath.hasPrefix("keys/"))
-        return .file(path: file.path, contentType: Self.contentType(of: relativePath))
+        return answer
     }
 
     /// Top-level files (playlists, a flat asset's file) and keys.
@@ -70,5 +120,39 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
         case "vtt", "webvtt": return "text/vtt"
         default: return "application/octet-stream"
         }
+    }
+}
+
+/// A running download's plan by path: what the local playlists say and where each file comes
+/// from. Made once per download of an asset (a plan of thousands of segments is not decoded
+/// again for each segment a player asks for).
+struct PlanIndex: Sendable {
+    var written: [String: String]
+    var files: [String: DownloadFile]
+
+    init(_ plan: DownloadPlan) {
+        written = Dictionary(plan.written.map { ($0.path, $0.text) }, uniquingKeysWith: { first, _ in first })
+        files = Dictionary(plan.files.map { ($0.relativePath, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+}
+
+/// The plan indexes of the downloads played while they run (one download runs at a time, so
+/// this holds one or two).
+final class PlanIndexCache: Sendable {
+    private let cache = Mutex<[String: (session: Int, index: PlanIndex)]>([:])
+
+    /// The index of `assetId`'s running download; nil when the engine is not downloading it or
+    /// has not made its plan yet.
+    func index(of assetId: String, in downloads: any DownloadsInProgress) -> PlanIndex? {
+        guard let session = downloads.downloadSession(of: assetId) else { return nil }
+        if let cached = cache.withLock({ $0[assetId] }), cached.session == session { return cached.index }
+        guard let plan = downloads.planInProgress(assetId: assetId) else { return nil }
+        let index = PlanIndex(plan)
+        cache.withLock { cache in
+            // Older downloads' indexes go: they are never asked for again.
+            cache = cache.filter { downloads.downloadSession(of: $0.key) != nil }
+            cache[assetId] = (session, index)
+        }
+        return index
     }
 }

@@ -15,17 +15,25 @@ public struct PlaybackManager: Sendable {
     let engine: BackplaneEngine
 
     /// The URL to give the player: the local master playlist of an HLS asset, the file of a flat
-    /// one. Throws `invalidInput` when the asset is not downloaded (yet).
+    /// one. A completed asset plays from disk; the asset the engine is downloading now plays
+    /// while it downloads, once its plan is made (files not on disk yet are fetched from the
+    /// origin as the player asks for them). Throws `invalidInput` for any other asset.
     public func url(for assetId: String) async throws -> URL {
-        guard let asset = try await engine.downloads.asset(assetId), asset.state == .completed, let local = asset.localURL else {
-            throw BackplaneClientError(kind: .invalidInput, message: "Asset '\(assetId)' is not downloaded; only downloaded assets are served.")
+        let server: PlaybackServer
+        if let asset = try await engine.downloads.asset(assetId), asset.state == .completed, let local = asset.localURL {
+            server = try await engine.playbackServer()
+            let directory = try await engine.contentDirectory(for: assetId).standardizedFileURL.path
+            let file = local.standardizedFileURL.path
+            guard file.hasPrefix(directory + "/") else {
+                throw BackplaneClientError(kind: .localStorage, message: "Asset '\(assetId)' has its file outside its directory.")
+            }
+            return server.url(assetId: assetId, relativePath: String(file.dropFirst(directory.count + 1)))
         }
-        let server = try await engine.playbackServer()
-        let directory = try await engine.contentDirectory(for: assetId).standardizedFileURL.path
-        let file = local.standardizedFileURL.path
-        guard file.hasPrefix(directory + "/") else {
-            throw BackplaneClientError(kind: .localStorage, message: "Asset '\(assetId)' has its file outside its directory.")
+        guard let plan = try await engine.planInProgress(assetId: assetId) else {
+            throw BackplaneClientError(
+                kind: .invalidInput, message: "Asset '\(assetId)' is neither downloaded nor downloading; only those are served.")
         }
-        return server.url(assetId: assetId, relativePath: String(file.dropFirst(directory.count + 1)))
+        server = try await engine.playbackServer()
+        return server.url(assetId: assetId, relativePath: plan.mainPath)
     }
 }

@@ -19,7 +19,8 @@ final class PlaybackServer: Sendable {
         self.channel = channel
     }
 
-    static func start(library: any PlaybackLibrary) async throws -> PlaybackServer {
+    /// `origins`: how files of an asset still downloading are fetched for a player.
+    static func start(library: any PlaybackLibrary, origins: OriginPassThrough) async throws -> PlaybackServer {
         var generator = SystemRandomNumberGenerator()
         let token = Base64URL.encode((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -29,7 +30,7 @@ final class PlaybackServer: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(PlaybackHTTPHandler(token: token, library: library))
+                    try channel.pipeline.syncOperations.addHandler(PlaybackHTTPHandler(token: token, library: library, origins: origins))
                 }
             }
         let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()

@@ -91,6 +91,20 @@ final class RightsKeeper: Sendable {
         return rights(of: stored, at: now())
     }
 
+    /// The rights the playback server keeps at its door: a completed asset's, or, for the asset
+    /// the engine is downloading now (`downloading`), the rights it would have if it completed
+    /// now (its expiry after download has not started), with its granted window and license.
+    /// `noRights` for any other asset.
+    func playbackRights(assetId: String, downloading: Bool) throws -> AssetRights {
+        if let stored = try local.storedRights(assetId: assetId).first { return rights(of: stored, at: now()) }
+        guard downloading, let queued = try local.queuedDownload(assetId: assetId), !queued.failed else { return .noRights }
+        let now = now()
+        let stored = StoredRights(
+            assetId: assetId, request: queued.request, grantId: queued.grantId, grantedWindow: queued.window, license: queued.license,
+            downloadedAt: now.date ?? options.deviceClock.wallNow, firstPlayedAt: queued.firstPlayedAt)
+        return rights(of: stored, at: now)
+    }
+
     /// Every completed asset's rights, oldest first.
     func allRights() throws -> [(StoredRights, AssetRights)] {
         let now = now()
@@ -111,7 +125,12 @@ final class RightsKeeper: Sendable {
     /// A play of the asset starts: allowed only while its rights are valid. The first play
     /// starts its expiry after play. Logs `playStart`. Returns the rights as they are then.
     func recordPlayStart(assetId: String) throws -> AssetRights {
-        let rights = try rights(assetId: assetId)
+        try recordPlayStart(assetId: assetId) { try rights(assetId: assetId) }
+    }
+
+    /// `recordPlayStart` with the rights read by `rightsNow`.
+    private func recordPlayStart(assetId: String, rightsNow: () throws -> AssetRights) throws -> AssetRights {
+        let rights = try rightsNow()
         guard rights.isPlayable else { return rights }
         // An asset without a window may be played without trusted time: its first play is then
         // the device's clock, which nothing reads.
@@ -119,20 +138,21 @@ final class RightsKeeper: Sendable {
         playActivity.withLock { $0[assetId] = .now }
         clock.checkpoint()
         _ = try? eventLogger.log(.playStart(assetId: assetId))
-        return try self.rights(assetId: assetId)
+        return try rightsNow()
     }
 
     /// The playback server served a file of `assetId` (`entry`: a playlist, or a flat asset's
-    /// file). The first entry request of a play session counts as the play start, as
-    /// `recordPlayStart` would record it, unless the app recorded one within the session.
-    func notePlaybackRequest(assetId: String, entry: Bool) throws {
+    /// file; `downloading`: of the asset the engine is downloading now). The first entry request
+    /// of a play session counts as the play start, as `recordPlayStart` would record it, unless
+    /// the app recorded one within the session.
+    func notePlaybackRequest(assetId: String, entry: Bool, downloading: Bool) throws {
         let now = ContinuousClock.now
         let startsPlay = playActivity.withLock { activity in
             let inSession = activity[assetId].map { now - $0 < Self.playSessionGap } ?? false
             activity[assetId] = now
             return entry && !inSession
         }
-        if startsPlay { _ = try recordPlayStart(assetId: assetId) }
+        if startsPlay { _ = try recordPlayStart(assetId: assetId) { try playbackRights(assetId: assetId, downloading: downloading) } }
     }
 
     /// A play stopped after `watched` seconds (if the app knows). Logs `playStop`.

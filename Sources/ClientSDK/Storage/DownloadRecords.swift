@@ -45,6 +45,8 @@ struct QueuedDownload: Sendable, Equatable {
     var license: LicenseState?
     /// The backplane's last denial, until a grant replaces it.
     var denial: DownloadDenial?
+    /// Its first play through the playback server while it downloaded (trusted time).
+    var firstPlayedAt: Date?
 
     var assetId: String { request.assetId }
 }
@@ -292,17 +294,19 @@ extension SDKDatabase {
     func completeDownload(_ asset: LocalAsset, downloadedAt: Date) throws -> Bool {
         let request = try asset.request.map { try Self.encoder.encode($0) }
         return try write { db in
-            let queued = try Row.fetchOne(db, sql: "SELECT grant_id, window, license FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
+            let queued = try Row.fetchOne(
+                db, sql: "SELECT grant_id, window, license, first_played_at FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
             let grantId: String? = try queued?.decode(String?.self, forColumn: "grant_id")
             try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [asset.assetId])
             guard db.changesCount > 0 else { return false }
             try Self.insertAsset(asset, request: request, db)
-            // Its rights come along: the granted window, the license, and when the window started.
+            // Its rights come along: the granted window, the license, when the window started,
+            // and its first play if it was played while it downloaded.
             try db.execute(
-                sql: "UPDATE assets SET window = ?, license = ?, downloaded_at = ?, first_played_at = NULL WHERE asset_id = ?",
+                sql: "UPDATE assets SET window = ?, license = ?, downloaded_at = ?, first_played_at = ? WHERE asset_id = ?",
                 arguments: [
                     try queued?.decode(Data?.self, forColumn: "window"), try queued?.decode(Data?.self, forColumn: "license"), downloadedAt,
-                    asset.assetId,
+                    try queued?.decode(Date?.self, forColumn: "first_played_at"), asset.assetId,
                 ])
             // The grant moves with the asset; the backplane hears of the completion at the next sync.
             if let grantId {
@@ -339,7 +343,8 @@ extension SDKDatabase {
                 expectedIsEstimate: row.decode(forColumn: "expected_is_estimate"), addedAt: row.decode(forColumn: "added_at"), grantId: row.decode(forColumn: "grant_id"),
                 window: try (try row.decode(Data?.self, forColumn: "window")).map { try decoder.decode(DownloadWindow.self, from: $0) },
                 license: try (try row.decode(Data?.self, forColumn: "license")).map { try decoder.decode(LicenseState.self, from: $0) },
-                denial: try (try row.decode(Data?.self, forColumn: "denial")).map { try decoder.decode(DownloadDenial.self, from: $0) })
+                denial: try (try row.decode(Data?.self, forColumn: "denial")).map { try decoder.decode(DownloadDenial.self, from: $0) },
+                firstPlayedAt: row.decode(forColumn: "first_played_at"))
         }
     }
 }

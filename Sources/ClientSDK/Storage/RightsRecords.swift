@@ -33,13 +33,16 @@ extension SDKDatabase {
         }
     }
 
-    /// Records the first play of a completed asset (later plays change nothing); false when the
-    /// asset is not on the device.
+    /// Records the first play of a completed asset, or of one in the queue (played while it
+    /// downloads); later plays change nothing. False when the asset is neither.
     func recordFirstPlay(assetId: String, at date: Date) throws -> Bool {
         try write { db in
-            try db.execute(
-                sql: "UPDATE assets SET first_played_at = COALESCE(first_played_at, ?) WHERE asset_id = ?", arguments: [date, assetId])
-            return db.changesCount > 0
+            for table in ["assets", "downloads"] {
+                try db.execute(
+                    sql: "UPDATE \(table) SET first_played_at = COALESCE(first_played_at, ?) WHERE asset_id = ?", arguments: [date, assetId])
+                if db.changesCount > 0 { return true }
+            }
+            return false
         }
     }
 

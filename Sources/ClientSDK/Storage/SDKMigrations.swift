@@ -98,6 +98,11 @@ extension SDKDatabase {
                 t.add(column: "first_played_at", .datetime)
             }
         }
+        migrator.registerMigration("v8: first play while downloading") { db in
+            // An asset played through the playback server while it downloads starts its expiry
+            // after play then; the instant moves to its asset record when it completes.
+            try db.alter(table: "downloads") { t in t.add(column: "first_played_at", .datetime) }
+        }
         return migrator
     }
 }
