@@ -109,6 +109,28 @@ actor EventUploader {
     }
 
     private func perform() async throws -> Int {
+        try await uploadBatches(choosing: { $0 }) { batch in
+            try await session.request { api, credentials in try await api.uploadEvents(batch, as: credentials) }
+        }
+    }
+
+    /// Before the device is registered for another user: the oldest queued events, as long as
+    /// they are `userId`'s, go up with the credentials still held for that user. Best effort:
+    /// what fails here goes with the next upload, where the backplane rejects it (a device logs
+    /// for its own user only).
+    func uploadQueued(ofUser userId: String, as credentials: DeviceCredentials) async {
+        _ = try? await uploadBatches(choosing: { queued in Array(queued.prefix { $0.userId == userId }) }) { batch in
+            try await session.api.uploadEvents(batch, as: credentials)
+        }
+    }
+
+    /// Sends the queue's oldest events, a batch at a time, while `choosing` keeps any of the
+    /// batch read, with `send`; every answered event leaves the queue (accepted and duplicate
+    /// are stored, and a rejected one never will be). Emits what was sent and rejected; returns
+    /// how many were taken.
+    private func uploadBatches(
+        choosing: ([DeviceEvent]) -> [DeviceEvent], send: (EventBatch) async throws -> EventBatchResponse
+    ) async throws -> Int {
         var sent = 0
         var rejected: [EventResult] = []
         defer {
@@ -116,13 +138,9 @@ actor EventUploader {
             if !rejected.isEmpty { broadcaster.emit(.logsRejected(rejected)) }
         }
         while lifecycle.isRunning {
-            let batch = try local.access { try $0.queuedEvents(limit: configuration.eventLog.batchSize) }
+            let batch = choosing(try local.access { try $0.queuedEvents(limit: configuration.eventLog.batchSize) })
             guard !batch.isEmpty else { break }
-            let response = try await session.request { api, credentials in
-                try await api.uploadEvents(EventBatch(sentAt: Date(), events: batch), as: credentials)
-            }
-            // Every answered event leaves the queue: accepted and duplicate are stored, and a
-            // rejected one never will be.
+            let response = try await send(EventBatch(sentAt: Date(), events: batch))
             let answered = response.results.filter { batch.indices.contains($0.index) }
             guard !answered.isEmpty else {
                 // The backplane answers every event of a batch. An answer naming none would leave
@@ -135,31 +153,6 @@ actor EventUploader {
             rejected += answered.filter { $0.status == .rejected }
         }
         return sent
-    }
-
-    /// Before the device is registered for another user: the oldest queued events, as long as
-    /// they are `userId`'s, go up with the credentials still held for that user. Best effort:
-    /// what fails here goes with the next upload, where the backplane rejects it (a device logs
-    /// for its own user only).
-    func uploadQueued(ofUser userId: String, as credentials: DeviceCredentials) async {
-        var sent = 0
-        var rejected: [EventResult] = []
-        defer {
-            if sent > 0 { broadcaster.emit(.logsSent(count: sent)) }
-            if !rejected.isEmpty { broadcaster.emit(.logsRejected(rejected)) }
-        }
-        while lifecycle.isRunning {
-            guard let queued = try? local.access({ try $0.queuedEvents(limit: configuration.eventLog.batchSize) }) else { return }
-            let batch = Array(queued.prefix { $0.userId == userId })
-            guard !batch.isEmpty,
-                let response = try? await session.api.uploadEvents(EventBatch(sentAt: Date(), events: batch), as: credentials)
-            else { return }
-            let answered = response.results.filter { batch.indices.contains($0.index) }
-            guard !answered.isEmpty, (try? local.access({ try $0.deleteQueuedEvents(answered.map { batch[$0.index].sequence }) })) != nil
-            else { return }
-            sent += answered.count { $0.status != .rejected }
-            rejected += answered.filter { $0.status == .rejected }
-        }
     }
 
     /// Uploads when due (count, age or asked) and the device is registered; otherwise sleeps
