@@ -109,7 +109,8 @@ let package = Package(
         // The SDK guide's code blocks, compiled so the guide cannot drift from the API. Never run.
         .executableTarget(name: "SDKGuideExamples", dependencies: ["ClientSDK"], path: "Examples/SDKGuide"),
         // Helpers shared by the test targets (child processes, temporary directories, the test application).
-        .target(name: "TestSupport", dependencies: ["Backplane"], path: "Tests/TestSupport"),
+        .target(
+            name: "TestSupport", dependencies: ["Backplane", .product(name: "JWTKit", package: "jwt-kit")], path: "Tests/TestSupport"),
         .testTarget(
             name: "ClientSDKTests",
             dependencies: [

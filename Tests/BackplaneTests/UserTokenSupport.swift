@@ -6,6 +6,7 @@ import HummingbirdTesting
 import JWTKit
 import BackplaneWire
 import Testing
+import TestSupport
 
 /// The app's backend in the user-token tests: its signing keys, its JWKS, the tokens it issues.
 struct TokenIssuer: Sendable {
@@ -18,23 +19,11 @@ struct TokenIssuer: Sendable {
     var es256Kid = "es-1"
     var edKid = "ed-1"
 
-    struct Claims: JWTPayload {
-        var sub: SubjectClaim?
-        var iss: IssuerClaim?
-        var aud: AudienceClaim?
-        var exp: ExpirationClaim?
-        var iat: IssuedAtClaim?
-        var nbf: NotBeforeClaim?
-        func verify(using algorithm: some JWTAlgorithm) async throws {}
-    }
-
     static func claims(
         user: String?, issuer: String? = TokenIssuer.issuer, audience: String? = TokenIssuer.audience, now: Date = Date(),
         lifetime: TimeInterval? = 300
-    ) -> Claims {
-        Claims(
-            sub: user.map(SubjectClaim.init(value:)), iss: issuer.map(IssuerClaim.init(value:)), aud: audience.map { AudienceClaim(value: [$0]) },
-            exp: lifetime.map { ExpirationClaim(value: now.addingTimeInterval($0)) }, iat: IssuedAtClaim(value: now), nbf: nil)
+    ) -> UserTokenClaims {
+        UserTokenClaims(user: user, issuer: issuer, audience: audience, issuedAt: now, lifetime: lifetime)
     }
 
     /// The public keys as a JSON Web Key Set.
@@ -53,27 +42,27 @@ struct TokenIssuer: Sendable {
         return .object(["keys": .array(keys)])
     }
 
-    func es256Token(_ claims: Claims, kid: String? = nil, key: P256.Signing.PrivateKey? = nil) async throws -> String {
+    func es256Token(_ claims: UserTokenClaims, kid: String? = nil, key: P256.Signing.PrivateKey? = nil) async throws -> String {
         let keys = JWTKeyCollection()
         await keys.add(ecdsa: try ES256PrivateKey(backing: key ?? es256), kid: JWKIdentifier(string: kid ?? es256Kid))
         return try await keys.sign(claims, kid: JWKIdentifier(string: kid ?? es256Kid))
     }
 
-    func edToken(_ claims: Claims) async throws -> String {
+    func edToken(_ claims: UserTokenClaims) async throws -> String {
         let keys = JWTKeyCollection()
         await keys.add(eddsa: EdDSA.PrivateKey(backing: ed25519), kid: JWKIdentifier(string: edKid))
         return try await keys.sign(claims, kid: JWKIdentifier(string: edKid))
     }
 
     /// HS256 with `secret`: the application's shared secret, or (an attack) a public key's bytes.
-    func hs256Token(_ claims: Claims, secret: String? = nil, kid: String? = nil) async throws -> String {
+    func hs256Token(_ claims: UserTokenClaims, secret: String? = nil, kid: String? = nil) async throws -> String {
         let keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: Data((secret ?? self.secret).utf8)), digestAlgorithm: .sha256, kid: kid.map(JWKIdentifier.init(string:)))
         return try await keys.sign(claims, kid: kid.map(JWKIdentifier.init(string:)))
     }
 
     /// An unsigned token (`alg: none`), which no configuration may accept.
-    static func unsignedToken(_ claims: Claims) throws -> String {
+    static func unsignedToken(_ claims: UserTokenClaims) throws -> String {
         let header = Base64URL.encode(Data(#"{"alg":"none","typ":"JWT"}"#.utf8))
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .secondsSince1970

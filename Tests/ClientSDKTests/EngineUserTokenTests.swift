@@ -11,21 +11,10 @@ import TestSupport
 @Suite struct EngineUserTokenTests {
     static let secret = "the app backend's secret of more than thirty-two bytes"
 
-    struct Claims: JWTPayload {
-        var sub: SubjectClaim
-        var iss: IssuerClaim
-        var aud: AudienceClaim
-        var exp: ExpirationClaim
-        var iat: IssuedAtClaim
-        func verify(using algorithm: some JWTAlgorithm) async throws {}
-    }
-
     static func token(for user: String, issuedAt: Date = Date()) async throws -> String {
         let keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: Data(secret.utf8)), digestAlgorithm: .sha256)
-        return try await keys.sign(Claims(
-            sub: .init(value: user), iss: "https://backend.example", aud: .init(value: ["app"]),
-            exp: .init(value: issuedAt.addingTimeInterval(300)), iat: .init(value: issuedAt)))
+        return try await keys.sign(UserTokenClaims(user: user, issuer: "https://backend.example", audience: "app", issuedAt: issuedAt))
     }
 
     static func requireTokens(_ server: InProcessBackplane) async throws {

@@ -9,15 +9,6 @@ import TestSupport
 /// setting the application's keys on its data directory, and the built harness registering with
 /// and without `--user-token` / `BACKPLANE_USER_TOKEN`.
 @Suite(.serialized) struct HarnessUserTokenTests {
-    struct Claims: JWTPayload {
-        var sub: SubjectClaim
-        var iss: IssuerClaim
-        var aud: AudienceClaim
-        var exp: ExpirationClaim
-        var iat: IssuedAtClaim
-        func verify(using algorithm: some JWTAlgorithm) async throws {}
-    }
-
     @Test func theHarnessRegistersOnlyWithAValidTokenOnceTheCommandRequiresThem() async throws {
         let root = temporaryDirectory("backplane-user-token-e2e")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -47,10 +38,7 @@ import TestSupport
         func token(for user: String, signedBy signer: P256.Signing.PrivateKey = key) async throws -> String {
             let keys = JWTKeyCollection()
             await keys.add(ecdsa: try ES256PrivateKey(backing: signer), kid: "backend-1")
-            let now = Date()
-            return try await keys.sign(Claims(
-                sub: .init(value: user), iss: "https://backend.example", aud: .init(value: ["video-app"]),
-                exp: .init(value: now.addingTimeInterval(300)), iat: .init(value: now)), kid: "backend-1")
+            return try await keys.sign(UserTokenClaims(user: user, issuer: "https://backend.example", audience: "video-app"), kid: "backend-1")
         }
 
         let bare = try await harness.run(["register"], device: "phone")
