@@ -26,7 +26,8 @@ struct Play: AsyncParsableCommand {
         discussion: """
             With --serve: starts the engine, prints one JSON line with the asset's playback "url" (the SDK's \
             loopback playback server, which records the play start at the player's first request), then serves \
-            it, downloads going on, until SIGINT or SIGTERM. A downloaded asset needs no network.
+            it, downloads going on, until SIGINT or SIGTERM. A downloaded asset needs no network; a queued one \
+            is served once the engine downloads it, while it downloads.
             """)
     @OptionGroup var connection: ConnectionOptions
     @Argument(help: "The asset id.") var assetId: String
@@ -49,28 +50,42 @@ struct Play: AsyncParsableCommand {
 
 extension Play {
     /// The asset's URL, printed once, then the engine runs (and serves) until a signal ends it.
-    /// The URL comes first: it needs the data directory only, not the backplane.
+    /// A downloaded asset's URL comes first: it needs the data directory only, not the backplane.
+    /// A queued one's comes once the engine runs its download (it plays while it downloads).
     private func serveUntilStopped(_ engine: BackplaneEngine) async throws {
         let events = engine.events()
         let stop = SignalWatcher(signals: [SIGINT, SIGTERM]) {
             Task { await engine.shutdown() }
         }
         defer { stop.cancel() }
+        var started = false
         do {
-            let rights = try await engine.rights.rights(for: assetId)
+            var url: URL?
+            if let queued = try await engine.downloads.asset(assetId), queued.state != .completed {
+                Self.start(engine)
+                started = true
+                url = try await urlOnceDownloading(engine)
+            }
+            let rights = try await engine.playback.rights(for: assetId)
             guard rights.isPlayable else {
                 Output.line(RightsOutput(assetId: assetId, rights, time: try await engine.rights.trustedTime()))
                 await engine.shutdown()
                 throw ExitCode(10)
             }
-            let url = try await engine.playback.url(for: assetId)
-            Output.line(ServingOutput(url: url, rights: RightsOutput(assetId: assetId, rights, time: try await engine.rights.trustedTime())))
+            let served = if let url { url } else { try await engine.playback.url(for: assetId) }
+            Output.line(ServingOutput(url: served, rights: RightsOutput(assetId: assetId, rights, time: try await engine.rights.trustedTime())))
         } catch let error as BackplaneClientError {
             await engine.shutdown()
             Output.fail(error)
         }
-        // Then the engine runs: queued downloads go on, syncs keep the rights' time trusted.
-        // Offline, it starts all the same and retries; a refusal is told, the serving goes on.
+        if !started { Self.start(engine) }
+        // The stream ends when a signal shuts the engine down.
+        for await _ in events {}
+    }
+
+    /// The engine runs: queued downloads go on, syncs keep the rights' time trusted. Offline, it
+    /// starts all the same and retries; a refusal is told, the serving goes on.
+    private static func start(_ engine: BackplaneEngine) {
         Task {
             do {
                 try await engine.start()
@@ -78,8 +93,20 @@ extension Play {
                 FileHandle.standardError.write(Data("backplane-harness: \(error)\n".utf8))
             }
         }
-        // The stream ends when a signal shuts the engine down.
-        for await _ in events {}
+    }
+
+    /// The URL of the queued asset once the engine downloads it; nil when it fails or leaves
+    /// the queue first.
+    private func urlOnceDownloading(_ engine: BackplaneEngine) async throws -> URL? {
+        while true {
+            do {
+                return try await engine.playback.url(for: assetId)
+            } catch let error as BackplaneClientError where error.kind == .invalidInput {
+                guard let asset = try await engine.downloads.asset(assetId) else { return nil }
+                if case .failed = asset.state { return nil }
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
     }
 }
 

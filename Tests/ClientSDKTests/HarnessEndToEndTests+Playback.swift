@@ -45,4 +45,35 @@ extension HarnessEndToEndTests {
         let missing = try await harness.run(["play", "nothing", "--serve"], device: "phone")
         #expect(missing.status == 10, "\(missing.json)")
     }
+
+    @Test func theHarnessServesAQueuedAssetWhileItDownloads() async throws {
+        let root = temporaryDirectory("backplane-harness-play-queued")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let backplane = try await ServedBackplane(root: root)
+        defer { backplane.process.terminate() }
+        let origin = try await TestOrigin.start()
+        defer { Task { await origin.stop() } }
+        let film = TestOrigin.content(300_000, seed: 9)
+        origin.serve("/slow.mp4", film)
+        origin.inject(.delay(.seconds(3)), at: "/slow.mp4")
+        let harness = try backplane.harness(user: "viewer")
+        let queued = try await harness.run(["download", "--asset-id", "slow", "--url", origin.url("/slow.mp4").absoluteString], device: "phone")
+        #expect(queued.status == 0, "\(queued.json)")
+
+        let serving = try ChildProcess(
+            harness.binary, ["play", "slow", "--serve", "--data-dir", root.appendingPathComponent("phone").path], environment: harness.environment)
+        defer { serving.terminate() }
+        let output = try await serving.waitForOutput(containing: "\"url\"", timeout: .seconds(60))
+        let line = try #require(output.split(separator: "\n").first { $0.contains("\"url\"") })
+        let json = try JSONDecoder().decode([String: JSONValue].self, from: Data(line.utf8))
+        #expect(json["rights"] == .string("valid") && json["playable"] == .bool(true), "\(line)")
+        let url = try #require(json["url"]?.stringValue.flatMap(URL.init(string:)))
+        // Asked for before the download's own answer arrived: passed through from the origin.
+        let part = try await PlaybackServerTests.get(url, range: "bytes=1000-1999")
+        #expect(part.status == 206 && part.body == film[1000..<2000])
+        #expect(origin.requests("/slow.mp4") == 2, "the download's request and the player's")
+
+        serving.signal(SIGTERM)
+        #expect(try await serving.waitForExit(timeout: .seconds(30)) == 0, "\(serving.output)")
+    }
 }

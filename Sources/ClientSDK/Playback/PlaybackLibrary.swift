@@ -26,6 +26,10 @@ protocol DownloadsInProgress: Sendable {
 
 extension DownloadRunner: DownloadsInProgress {}
 
+extension DownloadsInProgress {
+    func isDownloading(_ assetId: String) -> Bool { downloadSession(of: assetId) != nil }
+}
+
 /// The engine's downloads as the playback server sees them. Rights are checked at the door: for
 /// an asset's top-level files (its playlists, or a flat asset's one file) and its keys, on every
 /// request, on the trusted clock. Segments in a stream's folder pass once the playlist that

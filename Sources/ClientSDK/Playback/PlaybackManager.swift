@@ -36,4 +36,11 @@ public struct PlaybackManager: Sendable {
         server = try await engine.playbackServer()
         return server.url(assetId: assetId, relativePath: plan.mainPath)
     }
+
+    /// The rights the server keeps at its door for the asset now: a completed asset's (as
+    /// `engine.rights.rights(for:)` says), or, for the asset the engine is downloading, the
+    /// rights it would have if it completed now. `noRights` for any other asset.
+    public func rights(for assetId: String) async throws -> AssetRights {
+        try await engine.playbackRights(assetId: assetId)
+    }
 }

@@ -31,6 +31,9 @@ final class RightsKeeper: Sendable {
     /// A pause longer than this between an asset's requests ends its play session: the next
     /// request of a playlist (or a flat asset's file) starts another play.
     static let playSessionGap: Duration = .seconds(60)
+    /// `valid` answers at the playback server's door, by asset (`playbackRights`).
+    private let doorAnswers = Mutex<[String: (until: Date?, downloading: Bool, at: ContinuousClock.Instant)]>([:])
+    static let doorAnswerLifetime: Duration = .seconds(1)
 
     init(
         local: SDKDatabase, content: ContentStore, clock: TrustedClock, snapshot: DeviceSnapshot, options: RightsOptions,
@@ -95,10 +98,28 @@ final class RightsKeeper: Sendable {
     /// the engine is downloading now (`downloading`), the rights it would have if it completed
     /// now (its expiry after download has not started), with its granted window and license.
     /// `noRights` for any other asset.
+    ///
+    /// The door asks on every playlist, key and flat-file request of a player: a `valid` answer
+    /// is kept for `doorAnswerLifetime`, never past its end on the trusted clock and only while
+    /// time is trusted, so that a player's reads do not each wait for the database. A play start
+    /// and a sync (which may change the window) forget what was kept.
     func playbackRights(assetId: String, downloading: Bool) throws -> AssetRights {
-        if let stored = try local.storedRights(assetId: assetId).first { return rights(of: stored, at: now()) }
-        guard downloading, let queued = try local.queuedDownload(assetId: assetId), !queued.failed else { return .noRights }
         let now = now()
+        if let date = now.date, let kept = doorAnswers.withLock({ $0[assetId] }), kept.downloading == downloading,
+            ContinuousClock.now - kept.at < Self.doorAnswerLifetime, kept.until.map({ date < $0 }) ?? true {
+            return .valid(until: kept.until)
+        }
+        let rights = try readPlaybackRights(assetId: assetId, downloading: downloading, at: now)
+        doorAnswers.withLock { answers in
+            if answers.count >= 256 { answers.removeAll() }
+            if case .valid(let until) = rights { answers[assetId] = (until, downloading, .now) } else { answers[assetId] = nil }
+        }
+        return rights
+    }
+
+    private func readPlaybackRights(assetId: String, downloading: Bool, at now: TrustedTime) throws -> AssetRights {
+        if let stored = try local.storedRights(assetId: assetId).first { return rights(of: stored, at: now) }
+        guard downloading, let queued = try local.queuedDownload(assetId: assetId), !queued.failed else { return .noRights }
         let stored = StoredRights(
             assetId: assetId, request: queued.request, grantId: queued.grantId, grantedWindow: queued.window, license: queued.license,
             downloadedAt: now.date ?? options.deviceClock.wallNow, firstPlayedAt: queued.firstPlayedAt)
@@ -135,6 +156,7 @@ final class RightsKeeper: Sendable {
         // An asset without a window may be played without trusted time: its first play is then
         // the device's clock, which nothing reads.
         _ = try local.recordFirstPlay(assetId: assetId, at: now().date ?? options.deviceClock.wallNow)
+        doorAnswers.withLock { $0[assetId] = nil }
         playActivity.withLock { $0[assetId] = .now }
         clock.checkpoint()
         _ = try? eventLogger.log(.playStart(assetId: assetId))
@@ -189,6 +211,7 @@ final class RightsKeeper: Sendable {
 
     /// Sweeps soon (after a sync: the time is trusted again, the settings may have changed).
     func sweepSoon() {
+        doorAnswers.withLock { $0.removeAll() }
         wake.signal()
     }
 
