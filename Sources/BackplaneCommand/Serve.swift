@@ -198,10 +198,7 @@ struct Serve: AsyncParsableCommand {
 
     /// Nodes starting together on an empty database: one creates the application, the others see it.
     private static func bootstrap(_ services: BackplaneServices, store: any BackplaneStore) async throws -> ApplicationService.FirstRunCredentials? {
-        if let shared = store as? PostgresStore {
-            return try await shared.exclusively { try await services.applications.bootstrapIfEmpty() }
-        }
-        return try await services.applications.bootstrapIfEmpty()
+        try await store.exclusively { try await services.applications.bootstrapIfEmpty() }
     }
 
     /// Straight to the file descriptor: stdout is block-buffered when piped to a log. A failed

@@ -21,10 +21,17 @@ public protocol BackplaneStore: ApplicationStore, NonceStore, DeviceStore, Comma
     var transactionTimings: TransactionTimings { get }
     /// How wake-ups reach the other nodes sharing this store; nil for a store of one node.
     var wakeUpRelay: (any WakeUpRelay)? { get }
+    /// Runs `body` while no other node sharing this store runs its own (what one node does at
+    /// startup, the others find done). A store of one node just runs it.
+    func exclusively<T: Sendable>(_ body: () async throws -> T) async throws -> T
 }
 
 extension BackplaneStore {
     public var wakeUpRelay: (any WakeUpRelay)? { nil }
+
+    public func exclusively<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        try await body()
+    }
 }
 
 /// A store refused an operation for a reason the caller should have prevented.
