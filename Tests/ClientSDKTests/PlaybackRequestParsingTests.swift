@@ -18,6 +18,17 @@ import Testing
         #expect(ByteRangeRequest(header: header, size: 1000) == expected)
     }
 
+    /// A file not downloaded yet, whose size is unknown: one range goes to the origin, rewritten
+    /// from its numbers; anything else asks for the whole file.
+    @Test(arguments: [
+        ("bytes=10-19", "bytes=10-19"), ("BYTES= 0005 - ", "bytes=5-"), ("bytes=-7", "bytes=-7"), ("bytes=0-0", "bytes=0-0"),
+        ("bytes=1-2,4-5", nil), ("bytes=5-2", nil), ("bytes=-0", nil), ("items=1-2", nil), ("bytes=x-y", nil), ("bytes=-", nil),
+        ("bytes=1234567890123456789-", nil), ("bytes=+1-2", nil), ("bytes=1-2\r\nX: y", nil),
+    ] as [(String, String?)])
+    func aRangeForAnOriginIsOneRangeWrittenAgain(header: String, forwarded: String?) {
+        #expect(ByteRangeRequest.forwardable(header) == forwarded)
+    }
+
     @Test func anEmptyFileHasNoRangeToServe() {
         #expect(ByteRangeRequest(header: "bytes=0-", size: 0) == .unsatisfiable)
         #expect(ByteRangeRequest(header: "bytes=-1", size: 0) == .unsatisfiable)

@@ -1,8 +1,8 @@
 import Foundation
 
 // libFuzzer target: what the SDK's playback server reads from a player, any app on the device:
-// a request's `Range` header against a file (Sources/ClientSDK/Playback/ByteRangeRequest.swift)
-// and its path under the run's token (Sources/ClientSDK/Playback/PlaybackPath.swift). The
+// a request's `Range` header against a file (Sources/ClientSDK/Playback/ByteRangeRequest.swift),
+// or passed on to an origin for a file not downloaded yet (`forwardable`), and its path under the run's token (Sources/ClientSDK/Playback/PlaybackPath.swift). The
 // input's first line is the Range value, the rest the request URI; the file's size comes from
 // the input's length.
 
@@ -17,6 +17,11 @@ public func fuzzPlaybackRequests(_ start: UnsafePointer<UInt8>, _ count: Int) ->
         if case .part(let range) = ByteRangeRequest(header: header, size: size) {
             precondition(range.lowerBound >= 0 && range.lowerBound < range.upperBound && range.upperBound <= size)
         }
+    }
+    if let header, let forwarded = ByteRangeRequest.forwardable(header) {
+        // One range of bytes, in digits: what goes to the origin is read the same way again.
+        precondition(forwarded.hasPrefix("bytes=") && !forwarded.contains(",") && forwarded.utf8.count <= 6 + 19 + 1 + 19)
+        precondition(ByteRangeRequest.forwardable(forwarded) == forwarded)
     }
     let uri = parts.count > 1 ? String(parts[1]) : text
     for candidate in [uri, "/\(token)/\(uri)", "/\(token)/asset/\(uri)"] {

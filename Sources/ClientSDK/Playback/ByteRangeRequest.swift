@@ -38,4 +38,22 @@ enum ByteRangeRequest: Equatable {
         guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
         return Int64(text)
     }
+
+    /// The player's `Range` to pass on to an origin whose file's size is not known: one range of
+    /// bytes (`a-b`, `a-`, `-n`), written back from its numbers; nil otherwise (the whole file is
+    /// asked for, which a server may always answer).
+    static func forwardable(_ header: String) -> String? {
+        let text = header.trimmingCharacters(in: .whitespaces)
+        guard text.lowercased().hasPrefix("bytes=") else { return nil }
+        let spec = text.dropFirst("bytes=".count).trimmingCharacters(in: .whitespaces)
+        let bounds = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard !spec.contains(","), bounds.count == 2, bounds[0].utf8.count <= 18, bounds[1].utf8.count <= 18 else { return nil }
+        let first = bounds[0].trimmingCharacters(in: .whitespaces), last = bounds[1].trimmingCharacters(in: .whitespaces)
+        switch (Int64(httpDecimal: first), Int64(httpDecimal: last)) {
+        case let (start?, end?) where start <= end: return "bytes=\(start)-\(end)"
+        case let (start?, nil) where last.isEmpty: return "bytes=\(start)-"
+        case let (nil, count?) where first.isEmpty && count > 0: return "bytes=-\(count)"
+        default: return nil
+        }
+    }
 }

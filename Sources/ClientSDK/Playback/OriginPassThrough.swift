@@ -52,7 +52,7 @@ struct OriginPassThrough: Sendable {
             let start = Int64(byteRange.offset).addingClamped(part.lowerBound)
             wanted = (start, Int64(part.count))
             if !part.isEmpty { request.headers.add(name: "Range", value: ContentRange.request(from: start, through: start.addingClamped(Int64(part.count) - 1))) }
-        } else if let range, let single = Self.singleRange(range) {
+        } else if let range, let single = ByteRangeRequest.forwardable(range) {
             request.headers.add(name: "Range", value: single)
         }
 
@@ -106,23 +106,6 @@ struct OriginPassThrough: Sendable {
 
     private static func badAnswer(_ what: String) -> Outcome {
         .text(.badGateway, "Not downloaded yet, and its origin answered \(what).", HTTPHeaders())
-    }
-
-    /// The player's `Range` when it is one range of bytes (`a-b`, `a-`, `-n`), written back from
-    /// its numbers; nil otherwise (the whole file is asked for, which a server may always answer).
-    static func singleRange(_ header: String) -> String? {
-        let text = header.trimmingCharacters(in: .whitespaces)
-        guard text.lowercased().hasPrefix("bytes=") else { return nil }
-        let spec = text.dropFirst("bytes=".count).trimmingCharacters(in: .whitespaces)
-        let bounds = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard !spec.contains(","), bounds.count == 2, bounds[0].utf8.count <= 18, bounds[1].utf8.count <= 18 else { return nil }
-        let first = bounds[0].trimmingCharacters(in: .whitespaces), last = bounds[1].trimmingCharacters(in: .whitespaces)
-        switch (Int64(httpDecimal: first), Int64(httpDecimal: last)) {
-        case let (start?, end?) where start <= end: return "bytes=\(start)-\(end)"
-        case let (start?, nil) where last.isEmpty: return "bytes=\(start)-"
-        case let (nil, count?) where first.isEmpty && count > 0: return "bytes=-\(count)"
-        default: return nil
-        }
     }
 }
 
