@@ -12,7 +12,7 @@ import TestSupport
         let fixture = try await Fixture.make()
         // A pong counts if it arrives before the next ping: an interval long enough for a loaded
         // machine (the whole suite on two cores) to read and answer within it.
-        try await RealPort.serve(fixture, channelPingInterval: .seconds(2)) { port, _ in
+        try await RealPort.serve(fixture, channelPingInterval: .seconds(4)) { port, _ in
             let phone = try await RealPort.register(fixture, port: port, device: "phone")
             let frames = FrameReader(try await RealPort.openChannel(fixture, port: port, as: phone))
             // Answered pings keep the channel open.
