@@ -8,6 +8,22 @@ import TestSupport
 /// `backplane-harness play ASSET --serve` from outside: one JSON line with the URL, then the
 /// asset served with the backplane gone, until SIGTERM.
 extension HarnessEndToEndTests {
+    /// `play ASSET --serve` of the phone's data directory: the serving process (the caller ends
+    /// it), and its JSON line with the URL once it is printed.
+    static func startServing(_ assetId: String, harness: Harness, root: URL) async throws -> (ChildProcess, [String: JSONValue], URL) {
+        let serving = try ChildProcess(
+            harness.binary, ["play", assetId, "--serve", "--data-dir", root.appendingPathComponent("phone").path], environment: harness.environment)
+        do {
+            let output = try await serving.waitForOutput(containing: "\"url\"", timeout: .seconds(60))
+            let line = try #require(output.split(separator: "\n").first { $0.contains("\"url\"") })
+            let json = try JSONDecoder().decode([String: JSONValue].self, from: Data(line.utf8))
+            return (serving, json, try #require(json["url"]?.stringValue.flatMap(URL.init(string:)), "\(line)"))
+        } catch {
+            serving.terminate()
+            throw error
+        }
+    }
+
     @Test func theHarnessServesADownloadedAssetWithoutTheBackplaneUntilSignalled() async throws {
         let root = temporaryDirectory("backplane-harness-play")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -24,14 +40,9 @@ extension HarnessEndToEndTests {
 
         // No backplane from here on.
         backplane.process.terminate()
-        let serving = try ChildProcess(
-            harness.binary, ["play", "film", "--serve", "--data-dir", root.appendingPathComponent("phone").path], environment: harness.environment)
+        let (serving, json, url) = try await Self.startServing("film", harness: harness, root: root)
         defer { serving.terminate() }
-        let output = try await serving.waitForOutput(containing: "\"url\"", timeout: .seconds(60))
-        let line = try #require(output.split(separator: "\n").first { $0.contains("\"url\"") })
-        let json = try JSONDecoder().decode([String: JSONValue].self, from: Data(line.utf8))
-        #expect(json["rights"] == .string("valid") && json["playable"] == .bool(true), "\(line)")
-        let url = try #require(json["url"]?.stringValue.flatMap(URL.init(string:)))
+        #expect(json["rights"] == .string("valid") && json["playable"] == .bool(true), "\(json)")
         #expect(url.host == "127.0.0.1")
 
         let whole = try await PlaybackServerTests.get(url)
@@ -60,14 +71,9 @@ extension HarnessEndToEndTests {
         let queued = try await harness.run(["download", "--asset-id", "slow", "--url", origin.url("/slow.mp4").absoluteString], device: "phone")
         #expect(queued.status == 0, "\(queued.json)")
 
-        let serving = try ChildProcess(
-            harness.binary, ["play", "slow", "--serve", "--data-dir", root.appendingPathComponent("phone").path], environment: harness.environment)
+        let (serving, json, url) = try await Self.startServing("slow", harness: harness, root: root)
         defer { serving.terminate() }
-        let output = try await serving.waitForOutput(containing: "\"url\"", timeout: .seconds(60))
-        let line = try #require(output.split(separator: "\n").first { $0.contains("\"url\"") })
-        let json = try JSONDecoder().decode([String: JSONValue].self, from: Data(line.utf8))
-        #expect(json["rights"] == .string("valid") && json["playable"] == .bool(true), "\(line)")
-        let url = try #require(json["url"]?.stringValue.flatMap(URL.init(string:)))
+        #expect(json["rights"] == .string("valid") && json["playable"] == .bool(true), "\(json)")
         // Asked for before the download's own answer arrived: passed through from the origin.
         let part = try await PlaybackServerTests.get(url, range: "bytes=1000-1999")
         #expect(part.status == 206 && part.body == film[1000..<2000])
