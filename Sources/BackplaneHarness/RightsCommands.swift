@@ -75,6 +75,8 @@ extension Play {
             let served = if let url { url } else { try await engine.playback.url(for: assetId) }
             Output.line(ServingOutput(url: served, rights: RightsOutput(assetId: assetId, rights, time: try await engine.rights.trustedTime())))
         } catch let error as BackplaneClientError {
+            // A signal while a queued asset waited for its download: nothing was served.
+            if error.kind == .notRunning, started { return }
             await engine.shutdown()
             Output.fail(error)
         }

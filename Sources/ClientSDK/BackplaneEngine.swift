@@ -135,10 +135,10 @@ public actor BackplaneEngine {
         let keeper = parts.rights, downloads = parts.downloads
         let library = DownloadedAssetsLibrary(
             content: parts.content, downloads: downloads,
-            rights: { assetId in try keeper.playbackRights(assetId: assetId, downloading: downloads.isDownloading(assetId)) },
+            rights: { assetId in try keeper.playbackRights(assetId: assetId, downloading: downloads.runsDownload(of: assetId)) },
             refused: { assetId, rights in broadcaster.emit(.playbackRefused(assetId: assetId, rights: rights)) },
             served: { assetId, entry in
-                try? keeper.notePlaybackRequest(assetId: assetId, entry: entry, downloading: downloads.isDownloading(assetId))
+                try? keeper.notePlaybackRequest(assetId: assetId, entry: entry, downloading: downloads.runsDownload(of: assetId))
             })
         let task = Task { try await PlaybackServer.start(library: library, origins: OriginPassThrough(client: DownloadRunner.client)) }
         playbackStart = task
@@ -153,7 +153,7 @@ public actor BackplaneEngine {
     /// The rights the playback server keeps at its door for `assetId` now.
     func playbackRights(assetId: String) throws -> AssetRights {
         let parts = try loadComponents()
-        return try rightsKeeper().playbackRights(assetId: assetId, downloading: parts.downloads.isDownloading(assetId))
+        return try rightsKeeper().playbackRights(assetId: assetId, downloading: parts.downloads.runsDownload(of: assetId))
     }
 
     /// The plan of the asset the engine is downloading now (nil for any other).

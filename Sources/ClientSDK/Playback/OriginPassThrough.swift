@@ -34,6 +34,8 @@ struct OriginPassThrough: Sendable {
         var status = HTTPResponseStatus.ok
         var headers = HTTPHeaders()
         var wanted: (start: Int64, count: Int64)?
+        /// The first byte of a range passed on as it came (nil: none, or the last N bytes).
+        var forwardedStart: Int64?
         if let byteRange = file.byteRange {
             let size = Int64(byteRange.length)
             let part: Range<Int64>
@@ -54,6 +56,7 @@ struct OriginPassThrough: Sendable {
             if !part.isEmpty { request.headers.add(name: "Range", value: ContentRange.request(from: start, through: start.addingClamped(Int64(part.count) - 1))) }
         } else if let range, let single = ByteRangeRequest.forwardable(range) {
             request.headers.add(name: "Range", value: single)
+            forwardedStart = single.dropFirst("bytes=".count).split(separator: "-").first.flatMap { Int64(httpDecimal: $0) }
         }
 
         let response: HTTPClientResponse
@@ -86,9 +89,9 @@ struct OriginPassThrough: Sendable {
             if let length { headers.add(name: "Content-Length", value: String(length)) }
             return .relay(status: .ok, headers: headers, body: response.body, skip: 0, length: length)
         case 206 where request.headers.contains(name: "range"):
-            guard let got = response.headers.first(name: "content-range").flatMap(ContentRange.init) else {
-                return Self.badAnswer("a 206 without a readable Content-Range")
-            }
+            guard let got = response.headers.first(name: "content-range").flatMap(ContentRange.init),
+                forwardedStart.map({ got.first == $0 }) ?? true
+            else { return Self.badAnswer("a 206 without the Content-Range asked for") }
             headers.add(name: "Content-Range", value: "bytes \(got.first)-\(got.last)/\(got.complete.map(String.init) ?? "*")")
             headers.add(name: "Content-Length", value: String(got.length))
             return .relay(status: .partialContent, headers: headers, body: response.body, skip: 0, length: got.length)

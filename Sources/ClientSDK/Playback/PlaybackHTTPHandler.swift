@@ -81,7 +81,9 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .file(let path, _):
             return Prepared(answer: answer, file: try? open(path))
         case .origin(let file, _):
-            return Prepared(answer: answer, origin: await origins.open(file, range: range, method: method))
+            let outcome = await origins.open(file, range: range, method: method)
+            if case .relay = outcome { library.servedFromOrigin(assetId: target.assetId, relativePath: target.relativePath) }
+            return Prepared(answer: answer, origin: outcome)
         case .text, .refused:
             return Prepared(answer: answer)
         }
@@ -127,6 +129,9 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
                 headers.add(name: "Content-Type", value: contentType)
                 headers.add(name: "Accept-Ranges", value: "bytes")
                 headers.add(name: "Cache-Control", value: "no-store")
+                // A body of unknown length reaches an HTTP/1.0 player framed by the connection's end.
+                var head = head
+                if length == nil, head.version == .http1_0 { head.headers.replaceOrAdd(name: "connection", value: "close") }
                 context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: withConnection(headers, head)))),
                               promise: nil)
                 guard head.method == .GET, let body, length != 0 else {

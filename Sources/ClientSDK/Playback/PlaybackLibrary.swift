@@ -12,7 +12,10 @@ enum PlaybackAnswer: Sendable, Equatable {
 
 /// Where the playback server finds what a URL names, and the door it keeps.
 protocol PlaybackLibrary: Sendable {
+    /// What to send; a file served from disk or the plan counts as served (a play start).
     func answer(assetId: String, relativePath: String) async -> PlaybackAnswer
+    /// An `.origin` answer's file is being passed on: the origin answered, so it counts as served.
+    func servedFromOrigin(assetId: String, relativePath: String)
 }
 
 /// The download the engine is running, as the playback server plays it before it completes.
@@ -27,7 +30,10 @@ protocol DownloadsInProgress: Sendable {
 extension DownloadRunner: DownloadsInProgress {}
 
 extension DownloadsInProgress {
-    func isDownloading(_ assetId: String) -> Bool { downloadSession(of: assetId) != nil }
+    /// Whether a download of `assetId` runs, as the door and the plan lookup see it: from its
+    /// permission until its record is an asset's (not `DownloadRunner.isDownloading`, which
+    /// covers only its fetching).
+    func runsDownload(of assetId: String) -> Bool { downloadSession(of: assetId) != nil }
 }
 
 /// The engine's downloads as the playback server sees them. Rights are checked at the door: for
@@ -96,8 +102,14 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
                 return .refused(status: 403, reason: "Not playable: \(now.name).")
             }
         }
+        // A file still at its origin counts once the origin answers (`servedFromOrigin`).
+        if case .origin = answer { return answer }
         served(assetId, entry && !relativePath.hasPrefix("keys/"))
         return answer
+    }
+
+    func servedFromOrigin(assetId: String, relativePath: String) {
+        served(assetId, Self.isAtTheDoor(relativePath) && !relativePath.hasPrefix("keys/"))
     }
 
     /// Top-level files (playlists, a flat asset's file) and keys.

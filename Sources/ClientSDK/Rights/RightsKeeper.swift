@@ -102,7 +102,8 @@ final class RightsKeeper: Sendable {
     /// The door asks on every playlist, key and flat-file request of a player: a `valid` answer
     /// is kept for `doorAnswerLifetime`, never past its end on the trusted clock and only while
     /// time is trusted, so that a player's reads do not each wait for the database. A play start
-    /// and a sync (which may change the window) forget what was kept.
+    /// and a sync (which may change the window) forget what was kept; a read under way then may
+    /// still keep its answer, for at most that second.
     func playbackRights(assetId: String, downloading: Bool) throws -> AssetRights {
         let now = now()
         if let date = now.date, let kept = doorAnswers.withLock({ $0[assetId] }), kept.downloading == downloading,
