@@ -34,6 +34,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // The admin console's pages: logic-less templates that HTML-escape every value by default.
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        // The tests' local APNs and Google endpoints speak HTTP/2 as the providers do
+        // (`LocalHTTP2Server`); the backplane's own client gets it through async-http-client.
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
     ],
     targets: [
         // Wire models shared by the server and the SDK: Foundation only. Named for what it holds
@@ -110,7 +113,18 @@ let package = Package(
         .executableTarget(name: "SDKGuideExamples", dependencies: ["ClientSDK"], path: "Examples/SDKGuide"),
         // Helpers shared by the test targets (child processes, temporary directories, the test application).
         .target(
-            name: "TestSupport", dependencies: ["Backplane", .product(name: "JWTKit", package: "jwt-kit")], path: "Tests/TestSupport"),
+            name: "TestSupport",
+            dependencies: [
+                "Backplane",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                // `LocalHTTP2Server`: TLS with ALPN, HTTP/2 streams read as HTTP/1 parts.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Tests/TestSupport"),
         .testTarget(
             name: "ClientSDKTests",
             dependencies: [

@@ -30,6 +30,9 @@ struct AppLogger: Sendable {
 let logger = AppLogger()
 
 func showBanner(_ text: String) {}
+/// The APNs device token as hex, and a received push's payload (`userInfo`).
+let apnsTokenHex = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90"
+nonisolated(unsafe) let userInfo: [AnyHashable: Any] = ["aps": ["content-available": 1], "backplane": "sync"]
 
 /// The app's picker: the device the user chose among the other download-enabled ones.
 func showDevicePicker(_ devices: UserDevicesResponse) async throws -> Device {

@@ -38,6 +38,9 @@ Task {
     }
 }
 
+try await engine.updatePushToken(apnsTokenHex, provider: .apns)   // or an FCM token, .fcm; nil clears it
+let fromBackplane = engine.handlePush(userInfo)                  // true: the engine syncs as soon as it can
+
 try await engine.subscriptions.subscribe(feedId: "the-long-game", maxItems: 5, autodeleteOldItems: true)
 let feeds = try await engine.subscriptions.list()
 let queue = try await engine.subscriptions.items(feedId: "the-long-game")   // SubscriptionItem: queued, deferred, downloaded, reset
@@ -85,7 +88,6 @@ do {
 
 try await engine.setNickname("Living room iPad")   // nil clears
 try await engine.setExternalDeviceId("crm-1234")
-try await engine.setPushToken(tokenString)         // give the backplane the platform push token
 let list = try await engine.userDevices()          // the user's devices, enabled count, settings
 try await engine.unregister()                      // leave the user's devices; stops syncing
 let status = await engine.status                   // device id, registration, last sync, last error

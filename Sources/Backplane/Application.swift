@@ -77,6 +77,10 @@ public struct BackplaneServices: Sendable {
     public let events: EventService
     /// User tokens: the applications' configurations and the check at registration.
     public let userIdentity: UserIdentityService
+    /// The applications' APNs and FCM credentials, as admins set them.
+    public let pushCredentials: PushCredentialsService
+    /// Pushes devices that have commands and no open channel; a service of the application.
+    public let pushes: PushDispatcher
     /// Last-seen times not yet written.
     public let lastSeen: LastSeenLog
     /// Last uses of app keys and tokens not yet written.
@@ -87,21 +91,27 @@ public struct BackplaneServices: Sendable {
 
     public init(
         store: any BackplaneStore, wakeUpHub: WakeUpHub? = nil, metrics: BackplaneMetrics = BackplaneMetrics(),
-        userTokens: UserTokenOptions = UserTokenOptions(), now: @escaping @Sendable () -> Date = { Date() }
+        userTokens: UserTokenOptions = UserTokenOptions(), push: PushOptions = PushOptions(),
+        now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
         self.metrics = metrics
         store.transactionTimings.attach(metrics)
         let wakeUpHub = wakeUpHub ?? WakeUpHub(metrics: metrics)
         self.wakeUpHub = wakeUpHub
-        let relay = store.wakeUpRelay.map { RelayedWakeUps(relay: $0, hub: wakeUpHub) }
+        let relay = store.wakeUpRelay.map { RelayedWakeUps(relay: $0, hub: wakeUpHub, answerWindow: push.channelAnswerWindow) }
         let wakeUps: any WakeUpPublisher = relay ?? wakeUpHub
         self.wakeUpRelay = relay
         self.wakeUps = wakeUps
         self.applications = ApplicationService(store: store, wakeUps: wakeUps, credentialUse: credentialUse)
         self.lastSeen = LastSeenLog()
         self.devices = DeviceService(store: store, wakeUps: wakeUps, lastSeen: lastSeen, metrics: metrics, now: now)
-        self.commands = CommandService(store: store, wakeUps: wakeUps, metrics: metrics, now: now)
+        let pushes = PushDispatcher(
+            store: store, presence: relay.map { $0 as any ChannelPresence } ?? wakeUpHub, wakeUps: wakeUps, options: push, metrics: metrics,
+            now: now)
+        self.pushes = pushes
+        self.pushCredentials = PushCredentialsService(store: store, now: now, changed: { pushes.credentialsChanged(applicationId: $0) })
+        self.commands = CommandService(store: store, wakeUps: wakeUps, pushes: pushes, metrics: metrics, now: now)
         self.entitlements = Entitlements(store: store, now: now)
         self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
         self.assetPolicies = AssetPolicyService(store: store, now: now)
@@ -148,6 +158,7 @@ public func buildRouter(
     AdminController(
         devices: services.devices, applications: services.applications, commands: services.commands, userIdentity: services.userIdentity
     ).addRoutes(to: admin)
+    PushCredentialsController(credentials: services.pushCredentials).addRoutes(to: admin)
     let grants = DownloadGrantsController(
         grants: services.grants, assetPolicies: services.assetPolicies, entitlements: services.entitlements, applications: services.applications)
     grants.addDeviceRoutes(to: signedByDevice)
@@ -208,6 +219,7 @@ public func buildApplication(
     application.addServices(CommandExpiry(store: services.store, interval: configuration.commandExpiryInterval, logger: logger, now: services.now))
     application.addServices(WakeUpChannelCloser(hub: services.wakeUpHub))
     if let relay = services.wakeUpRelay { application.addServices(relay) }
+    application.addServices(services.pushes)
     application.addServices(LastSeenWriter(
         log: services.lastSeen, credentialUse: services.credentialUse, store: services.store, interval: configuration.lastSeenWriteInterval, logger: logger))
     if let retention = configuration.eventRetention {

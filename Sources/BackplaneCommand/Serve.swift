@@ -78,6 +78,16 @@ struct Serve: AsyncParsableCommand {
     var allowJwksUrl = false
     @Option(help: Environment.help("A PEM file of certificate authorities trusted for jwksUrl besides the system's", option: "jwks-ca-file"))
     var jwksCaFile: String?
+    @Option(help: Environment.help(
+        "APNs base URL, for both environments (default: api.push.apple.com, or api.sandbox.push.apple.com as each application's credentials say)",
+        option: "apns-url"))
+    var apnsUrl: String?
+    @Option(help: Environment.help("FCM HTTP v1 base URL", option: "fcm-url", default: PushOptions.googleFCMURL.absoluteString))
+    var fcmUrl: String?
+    @Option(help: Environment.help("Google's OAuth 2.0 token URL, where FCM service accounts are exchanged for access tokens", option: "google-token-url", default: PushOptions.googleTokenURL.absoluteString))
+    var googleTokenUrl: String?
+    @Option(help: Environment.help("A PEM file of certificate authorities trusted for the push providers besides the system's", option: "push-ca-file"))
+    var pushCaFile: String?
 
     /// Runs before anything touches the data directory: a bad option creates nothing. Fills every
     /// option from its flag, its environment variable or its default, then checks its range.
@@ -111,6 +121,19 @@ struct Serve: AsyncParsableCommand {
         jwksCaFile = Environment.resolve(jwksCaFile, option: "jwks-ca-file")
         if let jwksCaFile, !FileManager.default.isReadableFile(atPath: jwksCaFile) {
             throw ValidationError("--jwks-ca-file: \(jwksCaFile) cannot be read.")
+        }
+        apnsUrl = Environment.resolve(apnsUrl, option: "apns-url")
+        fcmUrl = Environment.resolve(fcmUrl, option: "fcm-url") ?? PushOptions.googleFCMURL.absoluteString
+        googleTokenUrl = Environment.resolve(googleTokenUrl, option: "google-token-url") ?? PushOptions.googleTokenURL.absoluteString
+        for (value, option) in [(apnsUrl, "apns-url"), (fcmUrl, "fcm-url"), (googleTokenUrl, "google-token-url")] {
+            guard let value else { continue }
+            guard let url = URL(string: value), url.scheme == "https", url.host?.isEmpty == false else {
+                throw ValidationError("--\(option) must be an https URL.")
+            }
+        }
+        pushCaFile = Environment.resolve(pushCaFile, option: "push-ca-file")
+        if let pushCaFile, !FileManager.default.isReadableFile(atPath: pushCaFile) {
+            throw ValidationError("--push-ca-file: \(pushCaFile) cannot be read.")
         }
         guard Logger.Level(rawValue: logLevel!) != nil else { throw ValidationError("--log-level: unknown level '\(logLevel!)'.") }
         guard ["text", "json"].contains(logFormat!) else { throw ValidationError("--log-format must be text or json.") }
@@ -161,7 +184,11 @@ struct Serve: AsyncParsableCommand {
         let services = BackplaneServices(
             store: store,
             userTokens: UserTokenOptions(
-                allowJWKSURL: allowJwksUrl, jwksTrustedCertificateAuthorities: jwksCaFile.map(URL.init(fileURLWithPath:))))
+                allowJWKSURL: allowJwksUrl, jwksTrustedCertificateAuthorities: jwksCaFile.map(URL.init(fileURLWithPath:))),
+            push: PushOptions(
+                apnsURL: apnsUrl.flatMap(URL.init(string:)), fcmURL: URL(string: fcmUrl!) ?? PushOptions.googleFCMURL,
+                googleTokenURL: URL(string: googleTokenUrl!) ?? PushOptions.googleTokenURL,
+                trustedCertificateAuthorities: pushCaFile.map(URL.init(fileURLWithPath:))))
         let configuration = BackplaneConfiguration(
             host: host!, port: port!, dataDirectory: data.url, logLevel: level,
             channelPingInterval: channelPingSeconds! > 0 ? .seconds(channelPingSeconds!) : nil,

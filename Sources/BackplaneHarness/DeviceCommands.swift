@@ -7,9 +7,24 @@ import Foundation
 struct Register: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Register this device (idempotent) and sync once.")
     @OptionGroup var connection: ConnectionOptions
+    @Option(help: "A push token to give the backplane once registered (an APNs device token, an FCM registration token).")
+    var pushToken: String?
+    @Option(help: "Who delivers to --push-token: apns or fcm.") var pushProvider: String?
+
+    func validate() throws {
+        if pushToken != nil, pushProvider.flatMap(PushProvider.init(rawValue:)) == nil {
+            throw ValidationError("--push-token needs --push-provider apns or fcm.")
+        }
+        if pushToken == nil, pushProvider != nil { throw ValidationError("--push-provider goes with --push-token.") }
+    }
 
     func run() async throws {
-        try await Session.run(try connection.configuration(), Session.requireSynced)
+        let push = pushToken.flatMap { token in pushProvider.flatMap(PushProvider.init(rawValue:)).map { (token, $0) } }
+        try await Session.run(try connection.configuration()) { engine in
+            _ = try await Session.requireSynced(engine)
+            if let (token, provider) = push { _ = try await engine.updatePushToken(token, provider: provider) }
+            return nil
+        }
     }
 }
 

@@ -62,10 +62,31 @@ extension BackplaneEngine {
         try await updateProfile(DeviceProfileUpdate(externalDeviceId: externalDeviceId ?? ""))
     }
 
-    /// Hands the backplane the platform's push token (nil clears it).
+    /// Hands the backplane the platform's push token and the service that delivers to it (nil
+    /// clears both): the APNs device token in hex on Apple platforms, the FCM registration token
+    /// on Android. The backplane then pushes this device when a command waits for it and its
+    /// channel is not open (the app is not running), and the app calls `handlePush(_:)`.
+    @discardableResult
+    public func updatePushToken(_ pushToken: String?, provider: PushProvider) async throws -> Device {
+        try await updateProfile(DeviceProfileUpdate(pushToken: pushToken ?? "", pushProvider: pushToken == nil ? nil : provider))
+    }
+
+    /// Hands the backplane the platform's push token (nil clears it); the backplane takes the
+    /// provider from the platform. `updatePushToken(_:provider:)` names it.
     @discardableResult
     public func setPushToken(_ pushToken: String?) async throws -> Device {
         try await updateProfile(DeviceProfileUpdate(pushToken: pushToken ?? ""))
+    }
+
+    /// Call with every push the app receives: `userInfo` on Apple platforms, the data message
+    /// (`RemoteMessage.data`) on Android. A push from the backplane (it carries `backplane: sync`)
+    /// makes the engine sync as soon as it can, and the answer is true; any other payload is the
+    /// app's and left alone (false). The push says nothing else: the commands come with the sync.
+    @discardableResult
+    public nonisolated func handlePush(_ payload: [AnyHashable: Any]) -> Bool {
+        guard payload[PushWakeUpPayload.key] as? String == PushWakeUpPayload.value else { return false }
+        Task { await self.syncNow() }
+        return true
     }
 
     /// The user's registered devices, with how many may download and the limit.

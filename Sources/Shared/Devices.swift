@@ -16,6 +16,9 @@ public struct Device: Codable, Sendable, Equatable {
     public var appVersion: String?
     /// Present only when the device itself or an admin asks.
     public var pushToken: String?
+    /// Which service delivers to `pushToken`. Nil for a device that never named one: the
+    /// backplane then goes by its platform (`PushProvider.assumed(forPlatform:)`).
+    public var pushProvider: PushProvider?
     /// Whether the backplane lets this device download (the per-user device limit).
     public var downloadEnabled: Bool
     public var registeredAt: Date
@@ -28,7 +31,7 @@ public struct Device: Codable, Sendable, Equatable {
     public init(
         deviceId: String, userId: String, externalDeviceId: String? = nil, nickname: String? = nil,
         platform: String, model: String? = nil, osVersion: String? = nil, sdkVersion: String? = nil,
-        appVersion: String? = nil, pushToken: String? = nil, downloadEnabled: Bool,
+        appVersion: String? = nil, pushToken: String? = nil, pushProvider: PushProvider? = nil, downloadEnabled: Bool,
         registeredAt: Date, updatedAt: Date, lastSeenAt: Date, unregisteredAt: Date? = nil
     ) {
         self.deviceId = deviceId
@@ -41,6 +44,7 @@ public struct Device: Codable, Sendable, Equatable {
         self.sdkVersion = sdkVersion
         self.appVersion = appVersion
         self.pushToken = pushToken
+        self.pushProvider = pushProvider
         self.downloadEnabled = downloadEnabled
         self.registeredAt = registeredAt
         self.updatedAt = updatedAt
@@ -61,6 +65,8 @@ public struct RegisterDeviceRequest: Codable, Sendable, Equatable {
     public var sdkVersion: String?
     public var appVersion: String?
     public var pushToken: String?
+    /// Which service delivers to `pushToken` (APNs on Apple platforms, FCM on Android).
+    public var pushProvider: PushProvider?
     /// When the device id is registered to another user, move it to `userId` instead of
     /// answering 409 `device_already_registered`. The old user's slot is freed.
     public var moveFromOtherUser: Bool?
@@ -72,7 +78,8 @@ public struct RegisterDeviceRequest: Codable, Sendable, Equatable {
     public init(
         userId: String, deviceId: String, externalDeviceId: String? = nil, nickname: String? = nil,
         platform: String, model: String? = nil, osVersion: String? = nil, sdkVersion: String? = nil,
-        appVersion: String? = nil, pushToken: String? = nil, moveFromOtherUser: Bool? = nil, devicePublicKey: String? = nil
+        appVersion: String? = nil, pushToken: String? = nil, pushProvider: PushProvider? = nil, moveFromOtherUser: Bool? = nil,
+        devicePublicKey: String? = nil
     ) {
         self.userId = userId
         self.deviceId = deviceId
@@ -84,6 +91,7 @@ public struct RegisterDeviceRequest: Codable, Sendable, Equatable {
         self.sdkVersion = sdkVersion
         self.appVersion = appVersion
         self.pushToken = pushToken
+        self.pushProvider = pushProvider
         self.moveFromOtherUser = moveFromOtherUser
         self.devicePublicKey = devicePublicKey
     }
@@ -163,11 +171,14 @@ public struct DeviceProfileUpdate: Codable, Sendable, Equatable {
     public var nickname: String?
     public var externalDeviceId: String?
     public var pushToken: String?
+    /// Which service delivers to the push token; absent keeps the stored one.
+    public var pushProvider: PushProvider?
 
-    public init(nickname: String? = nil, externalDeviceId: String? = nil, pushToken: String? = nil) {
+    public init(nickname: String? = nil, externalDeviceId: String? = nil, pushToken: String? = nil, pushProvider: PushProvider? = nil) {
         self.nickname = nickname
         self.externalDeviceId = externalDeviceId
         self.pushToken = pushToken
+        self.pushProvider = pushProvider
     }
 }
 

@@ -21,7 +21,7 @@ import Testing
     static func fullDevice(_ text: String, _ date: Date) -> Device {
         Device(
             deviceId: "d-" + text, userId: "u-" + text, externalDeviceId: "x" + text, nickname: text, platform: "p" + text,
-            model: text + "m", osVersion: text + "os", sdkVersion: text + "sdk", appVersion: text + "app", pushToken: text + "push",
+            model: text + "m", osVersion: text + "os", sdkVersion: text + "sdk", appVersion: text + "app", pushToken: text + "push", pushProvider: .fcm,
             downloadEnabled: true, registeredAt: date, updatedAt: date.addingTimeInterval(1), lastSeenAt: date.addingTimeInterval(2),
             unregisteredAt: date.addingTimeInterval(3))
     }

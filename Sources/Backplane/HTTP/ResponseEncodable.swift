@@ -6,6 +6,9 @@ extension AppKey: ResponseEncodable {}
 extension AssetPolicyEntry: ResponseEncodable {}
 extension AppKeyList: ResponseEncodable {}
 extension UserIdentityResponse: ResponseEncodable {}
+extension PushConfigurationResponse: ResponseEncodable {}
+extension APNsConfiguration: ResponseEncodable {}
+extension FCMConfiguration: ResponseEncodable {}
 extension Command: ResponseEncodable {}
 extension CommandList: ResponseEncodable {}
 extension CreatedAppKey: ResponseEncodable {}

@@ -110,6 +110,7 @@ struct WireJSONWriter {
         key("nickname", device.nickname)
         key("osVersion", device.osVersion)
         key("platform", device.platform)
+        key("pushProvider", device.pushProvider?.rawValue)
         key("pushToken", device.pushToken)
         key("registeredAt", device.registeredAt)
         key("sdkVersion", device.sdkVersion)

@@ -1,3 +1,4 @@
+import BackplaneWire
 import CoreMetrics
 import Foundation
 import Prometheus
@@ -27,6 +28,11 @@ public final class BackplaneMetrics: Sendable {
     private let commandTransitions: [CommandTransition: CoreMetrics.Counter]
     private let eventOutcomes: [EventOutcome: CoreMetrics.Counter]
     private let userTokenOutcomes: [UserTokenOutcome: CoreMetrics.Counter]
+    private let pushOutcomes: [PushProvider: [PushOutcome: CoreMetrics.Counter]]
+    private let pushDurations: [PushProvider: CoreMetrics.Timer]
+    private let pushRetries: [PushProvider: CoreMetrics.Counter]
+    private let pushTokensDropped: [PushProvider: CoreMetrics.Counter]
+    private let pushCredentialsBroken: [PushProvider: CoreMetrics.Counter]
     private let requests = Mutex<[RequestKey: RequestInstruments]>([:])
 
     /// A command's change of state, as counted in `backplane_commands_total{transition}`.
@@ -43,6 +49,20 @@ public final class BackplaneMetrics: Sendable {
     /// what to watch before requiring tokens (docs/operations.md).
     enum UserTokenOutcome: String, CaseIterable {
         case verified, absent, refused
+    }
+
+    /// What became of a push, as counted in `backplane_pushes_total{provider,outcome}`: once per
+    /// push, at its end (retries are `backplane_push_retries_total`).
+    enum PushOutcome: String, CaseIterable {
+        /// The provider accepted it.
+        case delivered
+        /// The provider said the token is dead; the device's token was dropped.
+        case tokenDropped = "token_dropped"
+        /// The provider refused the application's credentials (now marked broken), or they were
+        /// already marked broken and nothing was sent.
+        case credentialsBroken = "credentials_broken"
+        /// Refused for another reason, or still failing after the last retry.
+        case failed
     }
 
     /// Metrics kept in a registry of their own, for `/metrics`.
@@ -84,6 +104,27 @@ public final class BackplaneMetrics: Sendable {
         userTokenOutcomes = Dictionary(uniqueKeysWithValues: UserTokenOutcome.allCases.map {
             ($0, CoreMetrics.Counter(label: "backplane_registration_user_tokens_total", dimensions: [("token", $0.rawValue)], factory: factory))
         })
+        func perProvider<T>(_ make: (PushProvider) -> T) -> [PushProvider: T] {
+            Dictionary(uniqueKeysWithValues: PushProvider.allCases.map { ($0, make($0)) })
+        }
+        pushOutcomes = perProvider { provider in
+            Dictionary(uniqueKeysWithValues: PushOutcome.allCases.map {
+                ($0, CoreMetrics.Counter(
+                    label: "backplane_pushes_total", dimensions: [("provider", provider.rawValue), ("outcome", $0.rawValue)], factory: factory))
+            })
+        }
+        pushDurations = perProvider {
+            CoreMetrics.Timer(label: "backplane_push_duration_seconds", dimensions: [("provider", $0.rawValue)], factory: factory)
+        }
+        pushRetries = perProvider {
+            CoreMetrics.Counter(label: "backplane_push_retries_total", dimensions: [("provider", $0.rawValue)], factory: factory)
+        }
+        pushTokensDropped = perProvider {
+            CoreMetrics.Counter(label: "backplane_push_tokens_dropped_total", dimensions: [("provider", $0.rawValue)], factory: factory)
+        }
+        pushCredentialsBroken = perProvider {
+            CoreMetrics.Counter(label: "backplane_push_credentials_broken_total", dimensions: [("provider", $0.rawValue)], factory: factory)
+        }
         CoreMetrics.Meter(label: "backplane_build_info", dimensions: [("version", BackplaneBuild.version)], factory: factory).set(1)
     }
 
@@ -102,6 +143,25 @@ public final class BackplaneMetrics: Sendable {
 
     func count(_ outcome: UserTokenOutcome) {
         userTokenOutcomes[outcome]?.increment()
+    }
+
+    func count(_ outcome: PushOutcome, provider: PushProvider) {
+        pushOutcomes[provider]?[outcome]?.increment()
+        if outcome == .tokenDropped { pushTokensDropped[provider]?.increment() }
+    }
+
+    /// One request to a provider, from sending it to its answer: `backplane_push_duration_seconds{provider}`.
+    func pushRequest(_ provider: PushProvider, took duration: Duration) {
+        pushDurations[provider]?.recordNanoseconds(duration.nanoseconds)
+    }
+
+    func pushRetried(_ provider: PushProvider) {
+        pushRetries[provider]?.increment()
+    }
+
+    /// An application's credentials were just marked broken.
+    func pushCredentialsMarkedBroken(_ provider: PushProvider) {
+        pushCredentialsBroken[provider]?.increment()
     }
 
     func count(_ outcome: EventOutcome, _ amount: Int = 1) {

@@ -7,15 +7,18 @@ import BackplaneWire
 public struct CommandService: Sendable {
     public let store: any BackplaneStore
     let wakeUps: any WakeUpPublisher
+    /// Pushes the targeted devices that no channel reaches (`PushDispatcher`).
+    let pushes: (any CommandPushes)?
     let metrics: BackplaneMetrics
     let now: @Sendable () -> Date
 
     public init(
-        store: any BackplaneStore, wakeUps: any WakeUpPublisher, metrics: BackplaneMetrics = .none,
+        store: any BackplaneStore, wakeUps: any WakeUpPublisher, pushes: (any CommandPushes)? = nil, metrics: BackplaneMetrics = .none,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
         self.wakeUps = wakeUps
+        self.pushes = pushes
         self.metrics = metrics
         self.now = now
     }
@@ -45,7 +48,9 @@ public struct CommandService: Sendable {
         }
         let stored = try await store.insertCommands(records)
         metrics.count(.enqueued, stored.count)
-        wakeUps.publish(.devices(applicationId: applicationId, deviceIds: devices.map(\.deviceId)))
+        let deviceIds = devices.map(\.deviceId)
+        wakeUps.publish(.devices(applicationId: applicationId, deviceIds: deviceIds))
+        pushes?.commandsEnqueued(applicationId: applicationId, deviceIds: deviceIds)
         return CommandList(commands: stored.map(\.wire))
     }
 

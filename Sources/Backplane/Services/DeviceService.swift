@@ -142,6 +142,7 @@ public struct DeviceService: Sendable {
             device.externalDeviceId = request.externalDeviceId.map(Self.emptyAsNil) ?? device.externalDeviceId
             device.nickname = request.nickname.map(Self.emptyAsNil) ?? device.nickname
             device.pushToken = request.pushToken.map(Self.emptyAsNil) ?? device.pushToken
+            device.pushProvider = device.pushToken == nil ? nil : request.pushProvider ?? device.pushProvider
             device.model = request.model ?? device.model
             device.osVersion = request.osVersion ?? device.osVersion
             device.sdkVersion = request.sdkVersion ?? device.sdkVersion
@@ -199,6 +200,9 @@ public struct DeviceService: Sendable {
             if let value = update.nickname { device.nickname = Self.emptyAsNil(value) }
             if let value = update.externalDeviceId { device.externalDeviceId = Self.emptyAsNil(value) }
             if let value = update.pushToken { device.pushToken = Self.emptyAsNil(value) }
+            if let value = update.pushProvider { device.pushProvider = value }
+            // A cleared token takes its provider with it: the next token may be another's.
+            if device.pushToken == nil { device.pushProvider = nil }
             if device != original { device.updatedAt = now }
             return device
         }

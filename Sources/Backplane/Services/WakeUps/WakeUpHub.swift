@@ -21,7 +21,7 @@ public protocol WakeUpChannel: Sendable {
 ///
 /// The hub holds each channel's handle; waking is a loop that hands each channel its frame to
 /// write on its own event loop, so waking ten thousand channels takes no task switch.
-public final class WakeUpHub: WakeUpPublisher {
+public final class WakeUpHub: WakeUpPublisher, ChannelPresence {
     public struct Registration: Sendable {
         fileprivate let key: Key
         fileprivate let id: UInt64
@@ -103,19 +103,34 @@ public final class WakeUpHub: WakeUpPublisher {
         metrics.wakeUpsSent.increment(by: all.count)
     }
 
-    /// Wakes the matching channels of this node; the frames are written in the background.
-    public func deliver(_ wakeUp: WakeUp) {
-        let targets: [any WakeUpChannel] = state.withLock { state in
+    /// Wakes the matching channels of this node; the frames are written in the background. The
+    /// answer, for a wake-up of devices, is those of them that have a channel here.
+    @discardableResult
+    public func deliver(_ wakeUp: WakeUp) -> [String] {
+        let (targets, reached): ([any WakeUpChannel], [String]) = state.withLock { state in
             switch wakeUp {
             case .devices(let applicationId, let deviceIds):
-                return deviceIds.flatMap { deviceId in
-                    state.channels[Key(applicationId: applicationId, deviceId: deviceId)].map { Array($0.values) } ?? []
+                var targets: [any WakeUpChannel] = [], reached: [String] = []
+                for deviceId in deviceIds {
+                    guard let channels = state.channels[Key(applicationId: applicationId, deviceId: deviceId)] else { continue }
+                    targets.append(contentsOf: channels.values)
+                    reached.append(deviceId)
                 }
+                return (targets, reached)
             case .application(let applicationId):
-                return state.channels.filter { $0.key.applicationId == applicationId }.flatMap { $0.value.values }
+                return (state.channels.filter { $0.key.applicationId == applicationId }.flatMap { $0.value.values }, [])
             }
         }
         for target in targets { target.wake() }
         metrics.wakeUpsSent.increment(by: targets.count)
+        return reached
+    }
+
+    // MARK: ChannelPresence
+
+    public var answerWindow: Duration { .zero }
+
+    public func channelOpen(applicationId: String, deviceId: String, since: ContinuousClock.Instant) -> Bool {
+        state.withLock { $0.channels[Key(applicationId: applicationId, deviceId: deviceId)]?.isEmpty == false }
     }
 }

@@ -14,7 +14,8 @@ import BackplaneWire
 /// every implementation keeps (atomic device limit, nonces, command states, a change log numbered
 /// in commit order, event idempotency, durability) are the store contract in
 /// docs/architecture.md.
-public protocol BackplaneStore: ApplicationStore, NonceStore, DeviceStore, CommandStore, SyncStore, FeedStore, EventStore, DownloadGrantStore {
+public protocol BackplaneStore: ApplicationStore, NonceStore, DeviceStore, CommandStore, SyncStore, FeedStore, EventStore, DownloadGrantStore,
+    PushStore {
     /// True when the database answers a trivial query.
     func isReachable() async -> Bool
     /// Where the store reports its transactions' durations (`/metrics`).

@@ -66,13 +66,14 @@ public struct DeviceRecord: Sendable, Equatable, Codable {
         rowId: Int64? = nil, applicationId: String, deviceId: String, userId: String, externalDeviceId: String? = nil,
         nickname: String? = nil, platform: String, model: String? = nil, osVersion: String? = nil, sdkVersion: String? = nil,
         appVersion: String? = nil, pushToken: String? = nil, downloadEnabled: Bool, credentialHash: String, publicKey: String? = nil,
-        registeredAt: Date, updatedAt: Date, lastSeenAt: Date, unregisteredAt: Date? = nil
+        registeredAt: Date, updatedAt: Date, lastSeenAt: Date, unregisteredAt: Date? = nil, pushProvider: PushProvider? = nil
     ) {
         self.rowId = rowId
         self.applicationId = applicationId
         self.device = Device(
             deviceId: deviceId, userId: userId, externalDeviceId: externalDeviceId, nickname: nickname, platform: platform, model: model,
-            osVersion: osVersion, sdkVersion: sdkVersion, appVersion: appVersion, pushToken: pushToken, downloadEnabled: downloadEnabled,
+            osVersion: osVersion, sdkVersion: sdkVersion, appVersion: appVersion, pushToken: pushToken, pushProvider: pushProvider,
+            downloadEnabled: downloadEnabled,
             registeredAt: registeredAt, updatedAt: updatedAt, lastSeenAt: lastSeenAt, unregisteredAt: unregisteredAt)
         self.credentialHash = credentialHash
         self.publicKey = publicKey

@@ -49,7 +49,8 @@ enum PostgresColumns {
     static let token = "id, application_id, scope, token_hash, name, created_at, revoked_at, expires_at, last_used_at"
     static let device = """
         row_id, application_id, device_id, user_id, external_device_id, nickname, platform, model, os_version, sdk_version,
-        app_version, push_token, download_enabled, credential_hash, public_key, registered_at, updated_at, last_seen_at, unregistered_at
+        app_version, push_token, download_enabled, credential_hash, public_key, registered_at, updated_at, last_seen_at, unregistered_at,
+        push_provider
         """
     static let command = """
         row_id, command_id, application_id, device_id, type, asset_ids, state, created_at, updated_at, expires_at, delivered_at,
@@ -108,7 +109,11 @@ extension DeviceRecord {
             model: try row("model"), osVersion: try row("os_version"), sdkVersion: try row("sdk_version"),
             appVersion: try row("app_version"), pushToken: try row("push_token"), downloadEnabled: try row("download_enabled"),
             credentialHash: try row("credential_hash"), publicKey: try row("public_key"), registeredAt: try row("registered_at"),
-            updatedAt: try row("updated_at"), lastSeenAt: try row("last_seen_at"), unregisteredAt: try row("unregistered_at"))
+            updatedAt: try row("updated_at"), lastSeenAt: try row("last_seen_at"), unregisteredAt: try row("unregistered_at"),
+            pushProvider: try row("push_provider", as: String?.self).map { raw in
+                guard let provider = PushProvider(rawValue: raw) else { throw StoredValueError(column: "push_provider", value: raw) }
+                return provider
+            })
     }
 }
 

@@ -29,6 +29,7 @@ extension PostgresStore {
                 updated_at timestamptz(3) NOT NULL)
             """,
         ]),
+        (6, "SQLite migration v14: push credentials, each device's last push, its push provider", PushTables.postgres),
     ]
 
     /// Brings the database to the newest schema. Nodes starting together take turns on the

@@ -129,11 +129,12 @@ extension PostgresStore {
         try await connection.rows("""
             INSERT INTO devices (
                 application_id, device_id, user_id, external_device_id, nickname, platform, model, os_version, sdk_version, app_version,
-                push_token, download_enabled, credential_hash, public_key, registered_at, updated_at, last_seen_at, unregistered_at)
+                push_token, download_enabled, credential_hash, public_key, registered_at, updated_at, last_seen_at, unregistered_at,
+                push_provider)
             VALUES (
                 \(d.applicationId), \(d.deviceId), \(d.userId), \(d.externalDeviceId), \(d.nickname), \(d.platform), \(d.model),
                 \(d.osVersion), \(d.sdkVersion), \(d.appVersion), \(d.pushToken), \(d.downloadEnabled), \(d.credentialHash),
-                \(d.publicKey), \(d.registeredAt), \(d.updatedAt), \(d.lastSeenAt), \(d.unregisteredAt))
+                \(d.publicKey), \(d.registeredAt), \(d.updatedAt), \(d.lastSeenAt), \(d.unregisteredAt), \(d.pushProvider?.rawValue))
             RETURNING row_id
             """, logger: logger).first?.decode(Int64.self)
     }
@@ -147,7 +148,8 @@ extension PostgresStore {
                 model = \(d.model), os_version = \(d.osVersion), sdk_version = \(d.sdkVersion), app_version = \(d.appVersion),
                 push_token = \(d.pushToken), download_enabled = \(d.downloadEnabled), credential_hash = \(d.credentialHash),
                 public_key = \(d.publicKey), registered_at = \(d.registeredAt), updated_at = \(d.updatedAt),
-                last_seen_at = GREATEST(devices.last_seen_at, \(d.lastSeenAt)), unregistered_at = \(d.unregisteredAt)
+                last_seen_at = GREATEST(devices.last_seen_at, \(d.lastSeenAt)), unregistered_at = \(d.unregisteredAt),
+                push_provider = \(d.pushProvider?.rawValue)
             WHERE application_id = \(d.applicationId) AND device_id = \(d.deviceId)
             """, logger: logger)
     }

@@ -18,7 +18,7 @@ public enum SQLiteToPostgres {
         ("commands", true), ("feeds", true), ("episodes", true), ("change_counters", false), ("episode_changes", true),
         ("subscriptions", true), ("events", true), ("event_floors", false), ("download_grants", true),
         ("entitlement_keys", true), ("asset_policies", true), ("nonce_lease", false),
-        ("user_identities", true),
+        ("user_identities", true), ("push_credentials", true), ("device_pushes", false),
     ]
 
     /// Identity columns whose sequences must continue after the copied values.

@@ -25,6 +25,10 @@ extension UserIdentityRecord: SnakeCaseRecord {
     public static var databaseTableName: String { "user_identities" }
 }
 
+extension PushCredentialsRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "push_credentials" }
+}
+
 extension AppKeyRecord: SnakeCaseRecord {
     public static var databaseTableName: String { "app_keys" }
 
@@ -62,7 +66,7 @@ extension DeviceRecord: SnakeCaseRecord {
     static let columnNames = [
         "row_id", "application_id", "device_id", "user_id", "external_device_id", "nickname", "platform", "model", "os_version",
         "sdk_version", "app_version", "push_token", "download_enabled", "credential_hash", "public_key", "registered_at",
-        "updated_at", "last_seen_at", "unregistered_at",
+        "updated_at", "last_seen_at", "unregistered_at", "push_provider",
     ]
     public static var databaseSelection: [any SQLSelectable] { columnNames.map { Column($0) } }
     static let selectSQL = columnNames.joined(separator: ", ")
@@ -82,7 +86,7 @@ extension DeviceRecord: SnakeCaseRecord {
             appVersion: try columns.optionalText(10), pushToken: try columns.optionalText(11), downloadEnabled: try columns.value(12),
             credentialHash: try columns.text(13), publicKey: try columns.optionalText(14),
             registeredAt: try columns.date(15), updatedAt: try columns.date(16), lastSeenAt: try columns.date(17),
-            unregisteredAt: try columns.optionalDate(18))
+            unregisteredAt: try columns.optionalDate(18), pushProvider: try columns.optionalText(19).flatMap(PushProvider.init(rawValue:)))
     }
 
     /// Written by hand too: `Encodable` converted each property name to snake case on every
@@ -102,6 +106,7 @@ extension DeviceRecord: SnakeCaseRecord {
         container["sdk_version"] = device.sdkVersion
         container["app_version"] = device.appVersion
         container["push_token"] = device.pushToken
+        container["push_provider"] = device.pushProvider?.rawValue
         container["download_enabled"] = device.downloadEnabled
         container["credential_hash"] = credentialHash
         container["public_key"] = publicKey

@@ -201,6 +201,9 @@ extension SQLiteStore {
                 t.column("updated_at", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v14: push credentials, each device's last push, its push provider") { db in
+            try db.execute(sql: PushTables.sqlite)
+        }
         return migrator
     }
 }
@@ -355,4 +358,36 @@ enum ConsoleIndexes {
         "CREATE INDEX commands_by_state_type ON commands (application_id, state, type, row_id)",
         "CREATE INDEX devices_by_nickname ON devices (application_id, nickname, row_id)",
     ]
+}
+
+/// Migration v14 (PostgreSQL's 6): each application's push credentials, one row per provider;
+/// when each device was last pushed (integer milliseconds, compared on every claim); and which
+/// provider a device's push token belongs to. Never edit once shipped.
+enum PushTables {
+    /// `time` is the store's column type for a point in time, `text` its text type, `integer`
+    /// its 64-bit integer.
+    static func statements(time: String, text: String, integer: String, withoutRowId: String) -> [String] {
+        [
+            "ALTER TABLE devices ADD COLUMN push_provider \(text)",
+            """
+            CREATE TABLE push_credentials (
+                application_id \(text) NOT NULL REFERENCES applications ON DELETE CASCADE, provider \(text) NOT NULL,
+                secret \(text) NOT NULL, set_at \(time) NOT NULL, broken_at \(time), broken_reason \(text),
+                PRIMARY KEY (application_id, provider))
+            """,
+            """
+            CREATE TABLE device_pushes (
+                application_id \(text) NOT NULL, device_id \(text) NOT NULL, pushed_at \(integer) NOT NULL,
+                PRIMARY KEY (application_id, device_id))\(withoutRowId)
+            """,
+        ]
+    }
+
+    static var sqlite: String {
+        statements(time: "DATETIME", text: "TEXT", integer: "INTEGER", withoutRowId: " WITHOUT ROWID").map { $0 + ";" }.joined(separator: "\n")
+    }
+
+    static var postgres: [String] {
+        statements(time: "timestamptz(3)", text: "text COLLATE \"C\"", integer: "bigint", withoutRowId: "")
+    }
 }
