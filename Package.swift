@@ -117,6 +117,8 @@ let package = Package(
             dependencies: [
                 "Backplane",
                 .product(name: "JWTKit", package: "jwt-kit"),
+                // The keys the local push providers trust (`PushRig`).
+                .product(name: "Crypto", package: "swift-crypto"),
                 // `LocalHTTP2Server`: TLS with ALPN, HTTP/2 streams read as HTTP/1 parts.
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -40,10 +40,11 @@ import FoundationNetworking
         var dataDir: String { root.appendingPathComponent("server").path }
         var baseURL: String { "http://127.0.0.1:\(port)" }
 
-        init(root: URL) async throws {
+        /// `arguments` go to `serve` after the port and the data directory.
+        init(root: URL, arguments: [String] = []) async throws {
             self.root = root
             let binary = try #require(BuiltProduct.url(named: "backplane"))
-            process = try ChildProcess(binary, ["serve", "--port", "0", "--data-dir", root.appendingPathComponent("server").path])
+            process = try ChildProcess(binary, ["serve", "--port", "0", "--data-dir", root.appendingPathComponent("server").path] + arguments)
             let banner = try await process.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
             port = try #require(FirstRunOutput.port(in: banner))
             keyId = try #require(FirstRunOutput.value(after: "app key id     :", in: banner))

@@ -35,9 +35,11 @@ final class InProcessBackplane: Sendable {
 
     /// A new data directory with one application, served on a free port.
     /// `now` is the backplane's clock (tests of rights move it with the device's).
-    static func start(deviceLimit: Int? = nil, now: @escaping @Sendable () -> Date = { Date() }) async throws -> InProcessBackplane {
+    static func start(
+        deviceLimit: Int? = nil, push: PushOptions = PushOptions(), now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> InProcessBackplane {
         let directory = temporaryDirectory("backplane-sdk-server")
-        let services = BackplaneServices(store: try SQLiteStore(directory: directory), now: now)
+        let services = BackplaneServices(store: try SQLiteStore(directory: directory), push: push, now: now)
         let (application, key) = try await services.testApplication(name: "sdk tests", deviceLimit: deviceLimit)
         return try await serve(
             services: services, applicationId: application.id, keyId: key.keyId, secret: key.secret, directory: directory, now: now, port: 0)

@@ -3,42 +3,42 @@ import Foundation
 import JWTKit
 import BackplaneWire
 import Synchronization
-import TestSupport
 
 /// Apple's push provider API, as far as a backplane can tell: HTTP/2 over TLS, `POST
 /// /3/device/<token>`, the provider token checked as APNs checks it (ES256 signature by the
 /// team's key, `kid`, `iss`, `iat` under an hour old), the topic, push type and priority of a
 /// background push, and APNs' answers: 200 with an `apns-id`, 400/403/410/429 with `{"reason"}`.
-final class LocalAPNs: Sendable {
-    struct Push: Sendable {
-        var token: String
-        var topic: String?
-        var collapseId: String?
-        var expiration: String?
-        var payload: JSONValue
-        var connection: Int
-        var receivedAt: ContinuousClock.Instant
+public final class LocalAPNs: Sendable {
+    public struct Push: Sendable {
+        public var token: String
+        public var topic: String?
+        public var collapseId: String?
+        public var expiration: String?
+        public var payload: JSONValue
+        public var connection: Int
+        public var receivedAt: ContinuousClock.Instant
     }
 
-    struct Behaviour: Sendable {
+    public struct Behaviour: Sendable {
         /// Tokens answered 410 Unregistered.
-        var unregistered: Set<String> = []
+        public var unregistered: Set<String> = []
         /// Tokens answered 400 BadDeviceToken.
-        var badTokens: Set<String> = []
+        public var badTokens: Set<String> = []
         /// The next this many pushes are answered 429 TooManyRequests.
-        var tooManyRequests = 0
+        public var tooManyRequests = 0
+        public init() {}
     }
 
-    let server: LocalHTTP2Server
-    let teamId: String
-    let keyId: String
-    let topic: String
+    public let server: LocalHTTP2Server
+    public let teamId: String
+    public let keyId: String
+    public let topic: String
     private let keys: JWTKeyCollection
     private let state = Mutex<(pushes: [Push], refusals: [(status: Int, reason: String)], behaviour: Behaviour)>(([], [], Behaviour()))
 
-    var pushes: [Push] { state.withLock { $0.pushes } }
-    var refusals: [(status: Int, reason: String)] { state.withLock { $0.refusals } }
-    func behave(_ change: (inout Behaviour) -> Void) { state.withLock { change(&$0.behaviour) } }
+    public var pushes: [Push] { state.withLock { $0.pushes } }
+    public var refusals: [(status: Int, reason: String)] { state.withLock { $0.refusals } }
+    public func behave(_ change: (inout Behaviour) -> Void) { state.withLock { change(&$0.behaviour) } }
 
     private init(server: LocalHTTP2Server, teamId: String, keyId: String, topic: String, keys: JWTKeyCollection) {
         self.server = server
@@ -49,7 +49,7 @@ final class LocalAPNs: Sendable {
     }
 
     /// Trusts `publicKey` as the team's key `keyId`.
-    static func start(
+    public static func start(
         _ certificates: TestCertificates.Made, teamId: String, keyId: String, publicKey: ES256PublicKey, topic: String
     ) async throws -> LocalAPNs {
         let keys = JWTKeyCollection()
@@ -135,34 +135,35 @@ final class LocalAPNs: Sendable {
 /// RS256 assertion checked against the service account's key (`iss`, `scope`, `aud`, an hour
 /// at most), bearer tokens that only it issued, the project, the data message with Android's
 /// high priority, and FCM's error bodies.
-final class LocalGoogle: Sendable {
-    struct Message: Sendable {
-        var project: String
-        var token: String
-        var data: [String: String]
-        var androidPriority: String?
-        var connection: Int
-        var receivedAt: ContinuousClock.Instant
+public final class LocalGoogle: Sendable {
+    public struct Message: Sendable {
+        public var project: String
+        public var token: String
+        public var data: [String: String]
+        public var androidPriority: String?
+        public var connection: Int
+        public var receivedAt: ContinuousClock.Instant
     }
 
-    struct Behaviour: Sendable {
-        var unregistered: Set<String> = []
-        var invalidTokens: Set<String> = []
-        var quotaExceeded = 0
+    public struct Behaviour: Sendable {
+        public var unregistered: Set<String> = []
+        public var invalidTokens: Set<String> = []
+        public var quotaExceeded = 0
         /// Every grant refused with `invalid_grant` (a deleted service account key).
-        var refuseGrants = false
+        public var refuseGrants = false
+        public init() {}
     }
 
-    let server: LocalHTTP2Server
-    let projectId: String
-    let clientEmail: String
+    public let server: LocalHTTP2Server
+    public let projectId: String
+    public let clientEmail: String
     private let keys: JWTKeyCollection
     private let state = Mutex<(messages: [Message], grants: Int, accessTokens: Set<String>, behaviour: Behaviour)>(([], 0, [], Behaviour()))
 
-    var messages: [Message] { state.withLock { $0.messages } }
-    var grantsIssued: Int { state.withLock { $0.grants } }
-    func behave(_ change: (inout Behaviour) -> Void) { state.withLock { change(&$0.behaviour) } }
-    var tokenURL: URL { server.url.appendingPathComponent("token") }
+    public var messages: [Message] { state.withLock { $0.messages } }
+    public var grantsIssued: Int { state.withLock { $0.grants } }
+    public func behave(_ change: (inout Behaviour) -> Void) { state.withLock { change(&$0.behaviour) } }
+    public var tokenURL: URL { server.url.appendingPathComponent("token") }
 
     private init(server: LocalHTTP2Server, projectId: String, clientEmail: String, keys: JWTKeyCollection) {
         self.server = server
@@ -171,7 +172,7 @@ final class LocalGoogle: Sendable {
         self.keys = keys
     }
 
-    static func start(
+    public static func start(
         _ certificates: TestCertificates.Made, projectId: String, clientEmail: String, keyId: String, publicKey: Insecure.RSA.PublicKey
     ) async throws -> LocalGoogle {
         let keys = JWTKeyCollection()
@@ -252,8 +253,8 @@ final class LocalGoogle: Sendable {
         struct Body: Decodable {
             struct Message: Decodable {
                 struct Android: Decodable { var priority: String? }
-                var token: String
-                var data: [String: String]?
+                public var token: String
+                public var data: [String: String]?
                 var android: Android?
             }
             var message: Message
