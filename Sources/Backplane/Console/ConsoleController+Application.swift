@@ -10,6 +10,10 @@ extension ConsoleController {
             .post("settings", use: saveSettings)
             .post("settings/user-identity", use: saveUserIdentity)
             .post("settings/user-identity/delete", use: deleteUserIdentity)
+            .post("settings/push/apns", use: savePushAPNs)
+            .post("settings/push/apns/delete", use: deletePushAPNs)
+            .post("settings/push/fcm", use: savePushFCM)
+            .post("settings/push/fcm/delete", use: deletePushFCM)
             .get("tokens", use: credentialsPage)
             .post("tokens", use: createToken)
             .post("tokens/:tokenId/revoke", use: revokeToken)
@@ -61,13 +65,26 @@ extension ConsoleController {
         let fields: [SettingLine]
         /// The user-token form below the settings.
         let identity: UserIdentityModel
+        /// The push credentials' forms below it.
+        let push: PushModel
+    }
+
+    /// The settings page's model: the parts given (a form as typed, with its error), the others
+    /// as stored.
+    func settingsModel(
+        _ applicationId: String, fields: [SettingLine]? = nil, identity: UserIdentityModel? = nil, push: PushModel? = nil
+    ) async throws -> SettingsModel {
+        let fields = if let fields { fields } else { try await settingLines(applicationId) }
+        let identity = if let identity { identity } else { try await userIdentityModel(applicationId) }
+        let push = if let push { push } else { try await pushModel(applicationId) }
+        return SettingsModel(fields: fields, identity: identity, push: push)
     }
 
     @Sendable func settingsPage(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         try context.session.require(.admin, toDo: "The settings page")
         let lines = try await settingLines(context.applicationId)
         return renderer.page(
-            "settings", title: "Settings", model: SettingsModel(fields: lines, identity: try await userIdentityModel(context.applicationId)),
+            "settings", title: "Settings", model: try await settingsModel(context.applicationId, fields: lines),
             session: context.session, current: .settings)
     }
 
@@ -91,7 +108,7 @@ extension ConsoleController {
                 let lines = try await settingLines(context.applicationId)
                 return renderer.page(
                     "settings", title: "Settings",
-                    model: SettingsModel(fields: lines, identity: try await userIdentityModel(context.applicationId)),
+                    model: try await settingsModel(context.applicationId, fields: lines),
                     session: context.session, current: .settings,
                     notice: "Settings saved. Devices receive them at their next sync.")
             } catch let error as ServiceError where error.code == .validationFailed {
@@ -103,7 +120,7 @@ extension ConsoleController {
             SettingLine(name: field.name, label: field.label, help: field.help, value: form[field.name] ?? "", error: errors[field.name])
         }
         return renderer.page(
-            "settings", title: "Settings", model: SettingsModel(fields: lines, identity: try await userIdentityModel(context.applicationId)),
+            "settings", title: "Settings", model: try await settingsModel(context.applicationId, fields: lines),
             session: context.session, current: .settings, notice: "Nothing was saved: correct the fields marked below.", status: .badRequest)
     }
 

@@ -69,7 +69,7 @@ extension ConsoleController {
             typed.error = error.message
             typed.secretSet = (try? await services.userIdentity.configuration(applicationId: context.applicationId).configuration?.hs256SecretSet) ?? false
             return renderer.page(
-                "settings", title: "Settings", model: SettingsModel(fields: try await settingLines(context.applicationId), identity: typed),
+                "settings", title: "Settings", model: try await settingsModel(context.applicationId, identity: typed),
                 session: context.session, current: .settings, notice: "User tokens were not saved: \(error.message)", status: .badRequest)
         }
     }
@@ -82,10 +82,9 @@ extension ConsoleController {
         return try await settingsPage(context, notice: "User tokens removed: registrations need none from now on.")
     }
 
-    private func settingsPage(_ context: ConsoleRequestContext, notice: String) async throws -> Response {
+    func settingsPage(_ context: ConsoleRequestContext, notice: String) async throws -> Response {
         renderer.page(
-            "settings", title: "Settings",
-            model: SettingsModel(fields: try await settingLines(context.applicationId), identity: try await userIdentityModel(context.applicationId)),
+            "settings", title: "Settings", model: try await settingsModel(context.applicationId),
             session: context.session, current: .settings, notice: notice)
     }
 

@@ -210,6 +210,43 @@ extension ConsoleTemplates {
         </form>
         {{/configured}}
         {{/identity}}
+        {{#push}}
+        <h2 id="push">Push wake-ups</h2>
+        <p class="muted">A device whose app is not running is woken for its commands through Apple's (APNs) or Google's (FCM)
+        push service. Keys are stored as secrets and never shown again.</p>
+        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+        <h3>APNs (iOS, iPadOS, tvOS)</h3>
+        {{#apns}}{{#configured}}<p>Set {{setAt}}: {{summary}}.</p>{{/configured}}{{^configured}}<p class="muted">Not set: Apple devices are not pushed.</p>{{/configured}}
+        {{#broken}}<p class="error" role="alert">{{broken}}</p>{{/broken}}{{/apns}}
+        <form method="post" action="/console/settings/push/apns" class="stacked" novalidate>
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <label for="teamId">Team id</label><input id="teamId" name="teamId" value="{{teamId}}">
+        <label for="keyId">Key id</label><input id="keyId" name="keyId" value="{{keyId}}">
+        <label for="topic">Bundle id (topic)</label><input id="topic" name="topic" value="{{topic}}">
+        <label for="environment">Environment</label>
+        <select id="environment" name="environment"><option value="production">production (App Store, TestFlight)</option>
+        <option value="sandbox"{{#sandbox}} selected{{/sandbox}}>sandbox (development builds)</option></select>
+        <label for="privateKey">The .p8 key file's text</label><textarea id="privateKey" name="privateKey" rows="5" autocomplete="off"></textarea>
+        <button type="submit">Save APNs key</button>
+        </form>
+        {{#apns}}{{#configured}}<form method="post" action="/console/settings/push/apns/delete" class="inline">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <button type="submit" class="danger">Remove APNs key</button>
+        </form>{{/configured}}{{/apns}}
+        <h3>FCM (Android)</h3>
+        {{#fcm}}{{#configured}}<p>Set {{setAt}}: {{summary}}.</p>{{/configured}}{{^configured}}<p class="muted">Not set: Android devices are not pushed.</p>{{/configured}}
+        {{#broken}}<p class="error" role="alert">{{broken}}</p>{{/broken}}{{/fcm}}
+        <form method="post" action="/console/settings/push/fcm" class="stacked" novalidate>
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <label for="serviceAccount">The service account's JSON key file</label>
+        <textarea id="serviceAccount" name="serviceAccount" rows="6" autocomplete="off"></textarea>
+        <button type="submit">Save service account</button>
+        </form>
+        {{#fcm}}{{#configured}}<form method="post" action="/console/settings/push/fcm/delete" class="inline">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <button type="submit" class="danger">Remove service account</button>
+        </form>{{/configured}}{{/fcm}}
+        {{/push}}
         """
 
     static let tokens = """
