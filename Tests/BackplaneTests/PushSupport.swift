@@ -19,12 +19,14 @@ extension PushRig {
 extension Client {
     /// Registers a device with a push token of `provider`.
     @discardableResult
-    func registerForPush(user: String = "alice", token: String, provider: PushProvider?, platform: String = "ios") async throws -> DeviceIdentity {
+    func registerForPush(
+        user: String = "alice", token: String, provider: PushProvider?, platform: String = "ios", at time: Date = Date()
+    ) async throws -> DeviceIdentity {
         let device = UUID().uuidString
         let key = fixture.deviceKeys.key(for: device)
         let response = try await self.device(.post, "/v1/devices/register", json: RegisterDeviceRequest(
             userId: user, deviceId: device, platform: platform, pushToken: token, pushProvider: provider,
-            devicePublicKey: DeviceKeys.publicKey(key)), proofKey: key)
+            devicePublicKey: DeviceKeys.publicKey(key)), at: time, proofKey: key)
         #expect(response.status == .created, "registration failed: \(response.text)")
         let body = try response.decode(RegisterDeviceResponse.self)
         return DeviceIdentity(deviceId: body.device.deviceId, credential: body.deviceCredential)

@@ -244,4 +244,38 @@ import TestSupport
             #expect(try await client.admin(.get, "/v1/admin/push").decode(PushConfigurationResponse.self).apns == nil)
         }
     }
+
+    @Test func providerTokensAreKeptAndRenewedBeforeTheProvidersRefuseThem() async throws {
+        let clock = TestClock()
+        let rig = try await PushRig.start(now: { clock.now })
+        defer { Task { await rig.stop() } }
+        let fixture = try await Fixture.make(clock: clock, push: rig.options)
+        try await fixture.test(.live) { client in
+            try await rig.configure(client)
+            var devices: [(apns: DeviceIdentity, fcm: DeviceIdentity)] = []
+            for index in 0..<3 {
+                devices.append((
+                    try await client.registerForPush(token: "apns-\(index)", provider: .apns, at: clock.now),
+                    try await client.registerForPush(token: "fcm-\(index)", provider: .fcm, at: clock.now)))
+            }
+            func push(_ index: Int) async throws {
+                try await client.wipe(devices[index].apns)
+                try await client.wipe(devices[index].fcm)
+                let expected = index + 1
+                #expect(await PushRig.eventually(within: Self.patience) { rig.apns.pushes.count == expected && rig.google.messages.count == expected })
+            }
+            try await push(0)
+            try await push(1)
+            // The second push reused the first's provider token and access token.
+            #expect(rig.apns.pushes[1].issuedAt == rig.apns.pushes[0].issuedAt)
+            #expect(rig.google.grantsIssued == 1)
+            // 56 minutes on: Apple refuses a token an hour old, so it was renewed (after 50); the
+            // access token (an hour, less five minutes' margin) too.
+            clock.advance(by: 56 * 60)
+            try await push(2)
+            #expect(rig.apns.pushes[2].issuedAt.timeIntervalSince(rig.apns.pushes[0].issuedAt) >= 56 * 60 - 1)
+            #expect(rig.apns.refusals.isEmpty, "\(rig.apns.refusals)")
+            #expect(rig.google.grantsIssued == 2)
+        }
+    }
 }

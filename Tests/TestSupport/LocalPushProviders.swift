@@ -15,6 +15,8 @@ public final class LocalAPNs: Sendable {
         public var collapseId: String?
         public var expiration: String?
         public var payload: JSONValue
+        /// The provider token's `iat`: tokens are kept, and renewed, by the sender.
+        public var issuedAt: Date
         public var connection: Int
         public var receivedAt: ContinuousClock.Instant
     }
@@ -34,13 +36,15 @@ public final class LocalAPNs: Sendable {
     public let keyId: String
     public let topic: String
     private let keys: JWTKeyCollection
+    private let now: @Sendable () -> Date
     private let state = Mutex<(pushes: [Push], refusals: [(status: Int, reason: String)], behaviour: Behaviour)>(([], [], Behaviour()))
 
     public var pushes: [Push] { state.withLock { $0.pushes } }
     public var refusals: [(status: Int, reason: String)] { state.withLock { $0.refusals } }
     public func behave(_ change: (inout Behaviour) -> Void) { state.withLock { change(&$0.behaviour) } }
 
-    private init(server: LocalHTTP2Server, teamId: String, keyId: String, topic: String, keys: JWTKeyCollection) {
+    private init(server: LocalHTTP2Server, teamId: String, keyId: String, topic: String, keys: JWTKeyCollection, now: @escaping @Sendable () -> Date) {
+        self.now = now
         self.server = server
         self.teamId = teamId
         self.keyId = keyId
@@ -50,7 +54,8 @@ public final class LocalAPNs: Sendable {
 
     /// Trusts `publicKey` as the team's key `keyId`.
     public static func start(
-        _ certificates: TestCertificates.Made, teamId: String, keyId: String, publicKey: ES256PublicKey, topic: String
+        _ certificates: TestCertificates.Made, teamId: String, keyId: String, publicKey: ES256PublicKey, topic: String,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> LocalAPNs {
         let keys = JWTKeyCollection()
         await keys.add(ecdsa: publicKey, kid: JWKIdentifier(string: keyId))
@@ -59,7 +64,7 @@ public final class LocalAPNs: Sendable {
             guard let apns = box.withLock({ $0 }) else { return .init(status: 503) }
             return await apns.answer(request)
         }
-        let apns = LocalAPNs(server: server, teamId: teamId, keyId: keyId, topic: topic, keys: keys)
+        let apns = LocalAPNs(server: server, teamId: teamId, keyId: keyId, topic: topic, keys: keys, now: now)
         box.withLock { $0 = apns }
         return apns
     }
@@ -92,7 +97,7 @@ public final class LocalAPNs: Sendable {
             return refuse(403, "InvalidProviderToken")
         }
         guard claims.iss.value == teamId else { return refuse(403, "InvalidProviderToken") }
-        let age = Date().timeIntervalSince(claims.iat.value)
+        let age = now().timeIntervalSince(claims.iat.value)
         guard age < 3600 else { return refuse(403, "ExpiredProviderToken") }
         guard age > -60 else { return refuse(403, "InvalidProviderToken") }
         guard let topic = request.header("apns-topic") else { return refuse(400, "MissingTopic") }
@@ -114,7 +119,7 @@ public final class LocalAPNs: Sendable {
         state.withLock {
             $0.pushes.append(Push(
                 token: token, topic: topic, collapseId: request.header("apns-collapse-id"), expiration: request.header("apns-expiration"),
-                payload: payload, connection: request.connection, receivedAt: .now))
+                payload: payload, issuedAt: claims.iat.value, connection: request.connection, receivedAt: .now))
         }
         return .init(status: 200, headers: [("apns-id", UUID().uuidString)])
     }
@@ -158,6 +163,7 @@ public final class LocalGoogle: Sendable {
     public let projectId: String
     public let clientEmail: String
     private let keys: JWTKeyCollection
+    private let now: @Sendable () -> Date
     private let state = Mutex<(messages: [Message], grants: Int, accessTokens: Set<String>, behaviour: Behaviour)>(([], 0, [], Behaviour()))
 
     public var messages: [Message] { state.withLock { $0.messages } }
@@ -165,7 +171,8 @@ public final class LocalGoogle: Sendable {
     public func behave(_ change: (inout Behaviour) -> Void) { state.withLock { change(&$0.behaviour) } }
     public var tokenURL: URL { server.url.appendingPathComponent("token") }
 
-    private init(server: LocalHTTP2Server, projectId: String, clientEmail: String, keys: JWTKeyCollection) {
+    private init(server: LocalHTTP2Server, projectId: String, clientEmail: String, keys: JWTKeyCollection, now: @escaping @Sendable () -> Date) {
+        self.now = now
         self.server = server
         self.projectId = projectId
         self.clientEmail = clientEmail
@@ -173,7 +180,8 @@ public final class LocalGoogle: Sendable {
     }
 
     public static func start(
-        _ certificates: TestCertificates.Made, projectId: String, clientEmail: String, keyId: String, publicKey: Insecure.RSA.PublicKey
+        _ certificates: TestCertificates.Made, projectId: String, clientEmail: String, keyId: String, publicKey: Insecure.RSA.PublicKey,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> LocalGoogle {
         let keys = JWTKeyCollection()
         await keys.add(rsa: publicKey, digestAlgorithm: .sha256, kid: JWKIdentifier(string: keyId))
@@ -182,7 +190,7 @@ public final class LocalGoogle: Sendable {
             guard let google = box.withLock({ $0 }) else { return .init(status: 503) }
             return await google.answer(request)
         }
-        let google = LocalGoogle(server: server, projectId: projectId, clientEmail: clientEmail, keys: keys)
+        let google = LocalGoogle(server: server, projectId: projectId, clientEmail: clientEmail, keys: keys, now: now)
         box.withLock { $0 = google }
         return google
     }
@@ -223,7 +231,7 @@ public final class LocalGoogle: Sendable {
             return oauthError("invalid_scope", "Invalid OAuth scope.")
         }
         let lifetime = claims.exp.value.timeIntervalSince(claims.iat.value)
-        guard lifetime > 0, lifetime <= 3600, abs(claims.iat.value.timeIntervalSinceNow) < 300 else {
+        guard lifetime > 0, lifetime <= 3600, abs(claims.iat.value.timeIntervalSince(now())) < 300 else {
             return oauthError("invalid_grant", "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe.")
         }
         let token = "ya29.local-" + UUID().uuidString

@@ -22,7 +22,10 @@ public struct PushRig: Sendable {
     public static let projectId = "backplane-demo"
     public static let clientEmail = "push@backplane-demo.iam.gserviceaccount.com"
 
-    public static func start(spacing: Duration = .seconds(30), firstRetryDelay: Duration = .milliseconds(20)) async throws -> PushRig {
+    /// `now` is the providers' clock, for a test that moves the backplane's.
+    public static func start(
+        spacing: Duration = .seconds(30), firstRetryDelay: Duration = .milliseconds(20), now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws -> PushRig {
         guard let openssl = TestCertificates.openssl else {
             throw TestCertificates.Failure(description: "openssl is needed for the local push endpoints' certificates")
         }
@@ -31,14 +34,15 @@ public struct PushRig: Sendable {
         let certificates = try await TestCertificates.make(in: directory, openssl: openssl)
         let appleKey = P256.Signing.PrivateKey()
         let apns = try await LocalAPNs.start(
-            certificates, teamId: teamId, keyId: keyId, publicKey: try ES256PublicKey(pem: appleKey.publicKey.pemRepresentation), topic: topic)
+            certificates, teamId: teamId, keyId: keyId, publicKey: try ES256PublicKey(pem: appleKey.publicKey.pemRepresentation), topic: topic,
+            now: now)
         let rsaPath = directory.appendingPathComponent("service-account.pem").path
         let made = try await ChildProcess.run(openssl, ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", rsaPath])
         guard made.status == 0 else { throw TestCertificates.Failure(description: "openssl genpkey: \(made.output)") }
         let rsaPEM = try String(contentsOfFile: rsaPath, encoding: .utf8)
         let rsaKey = try Insecure.RSA.PrivateKey(pem: rsaPEM)
         let google = try await LocalGoogle.start(
-            certificates, projectId: projectId, clientEmail: clientEmail, keyId: "sa-key-1", publicKey: rsaKey.publicKey)
+            certificates, projectId: projectId, clientEmail: clientEmail, keyId: "sa-key-1", publicKey: rsaKey.publicKey, now: now)
         let serviceAccount: JSONValue = .object([
             "type": .string("service_account"), "project_id": .string(projectId), "private_key_id": .string("sa-key-1"),
             "private_key": .string(rsaPEM), "client_email": .string(clientEmail), "client_id": .string("1234567890"),
