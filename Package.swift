@@ -109,6 +109,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // benchmarks/push: the tests' local APNs and Google endpoints as a process of their own,
+        // which the benchmark's server pushes to. Run by benchmarks/push/run.sh only.
+        .executableTarget(name: "PushBenchEndpoints", dependencies: ["TestSupport", "BackplaneWire"], path: "benchmarks/push/Endpoints"),
         // The SDK guide's code blocks, compiled so the guide cannot drift from the API. Never run.
         .executableTarget(name: "SDKGuideExamples", dependencies: ["ClientSDK"], path: "Examples/SDKGuide"),
         // Helpers shared by the test targets (child processes, temporary directories, the test application).

@@ -112,12 +112,13 @@ import TestSupport
         let rig = try await PushRig.start()
         defer { Task { await rig.stop() } }
         rig.apns.behave { $0.unregistered = ["dead-apns-410"]; $0.badTokens = ["bad-apns-400"] }
-        rig.google.behave { $0.unregistered = ["dead-fcm-404"]; $0.invalidTokens = ["bad-fcm-400"] }
+        rig.google.behave { $0.unregistered = ["dead-fcm-404"]; $0.invalidTokens = ["bad-fcm-400"]; $0.otherProjectTokens = ["other-fcm-403"] }
         let fixture = try await Fixture.make(push: rig.options)
         try await fixture.test(.live) { client in
             try await rig.configure(client)
             var devices: [DeviceIdentity] = []
-            for (token, provider) in [("dead-apns-410", PushProvider.apns), ("bad-apns-400", .apns), ("dead-fcm-404", .fcm), ("bad-fcm-400", .fcm)] {
+            let dead = [("dead-apns-410", PushProvider.apns), ("bad-apns-400", .apns), ("dead-fcm-404", .fcm), ("bad-fcm-400", .fcm), ("other-fcm-403", .fcm)]
+            for (token, provider) in dead {
                 let device = try await client.registerForPush(token: token, provider: provider)
                 devices.append(device)
                 try await client.wipe(device)
@@ -133,8 +134,11 @@ import TestSupport
             }
             let metrics = try await client.raw(.get, "/metrics").text
             #expect(metrics.contains(#"backplane_push_tokens_dropped_total{provider="apns"} 2"#), "\(metrics)")
-            #expect(metrics.contains(#"backplane_push_tokens_dropped_total{provider="fcm"} 2"#))
+            #expect(metrics.contains(#"backplane_push_tokens_dropped_total{provider="fcm"} 3"#))
             #expect(rig.apns.pushes.isEmpty && rig.google.messages.isEmpty)
+            // A token of another Firebase project is that device's problem: the credentials stand.
+            let configuration = try await client.admin(.get, "/v1/admin/push").decode(PushConfigurationResponse.self)
+            #expect(configuration.fcm?.broken == nil && configuration.apns?.broken == nil)
         }
     }
 
@@ -180,7 +184,8 @@ import TestSupport
             // Other devices are not tried against credentials known to be refused.
             try await client.wipe(try await client.registerForPush(token: "apns-2", provider: .apns))
             try await Task.sleep(for: .milliseconds(600))
-            #expect(rig.apns.refusals.count == 1)
+            // The first device was tried twice (a new provider token, once); the second not at all.
+            #expect(rig.apns.refusals.count == 2)
             let metrics = try await client.raw(.get, "/metrics").text
             #expect(metrics.contains(#"backplane_push_credentials_broken_total{provider="apns"} 1"#), "\(metrics)")
             #expect(metrics.contains(#"backplane_pushes_total{provider="apns",outcome="credentials_broken"} 2"#))
@@ -195,18 +200,24 @@ import TestSupport
         }
     }
 
-    @Test func oneApplicationsPushesShareOneHTTP2Connection() async throws {
+    @Test func aBurstSharesOneConnectionOneProviderTokenAndOneAccessToken() async throws {
         let rig = try await PushRig.start()
         defer { Task { await rig.stop() } }
         let fixture = try await Fixture.make(push: rig.options)
         try await fixture.test(.live) { client in
             try await rig.configure(client)
-            var devices: [DeviceIdentity] = []
-            for index in 0..<20 { devices.append(try await client.registerForPush(token: "apns-\(index)", provider: .apns)) }
-            for device in devices { try await client.wipe(device) }
-            #expect(await PushRig.eventually(within: Self.patience) { rig.apns.pushes.count == 20 })
-            #expect(Set(rig.apns.pushes.map(\.connection)).count == 1)
-            #expect(rig.apns.server.connectionsAccepted == 1)
+            for index in 0..<20 {
+                try await client.registerForPush(user: "household", token: "apns-\(index)", provider: .apns)
+                try await client.registerForPush(user: "household", token: "fcm-\(index)", provider: .fcm, platform: "android")
+            }
+            // One command for every device of the user: forty pushes at once.
+            let wipe = try await client.admin(.post, "/v1/admin/commands", json: EnqueueCommandRequest(type: .wipe, userId: "household"))
+            #expect(wipe.status == .created, "\(wipe.text)")
+            #expect(await PushRig.eventually(within: Self.patience) { rig.apns.pushes.count == 20 && rig.google.messages.count == 20 })
+            #expect(rig.apns.server.connectionsAccepted == 1 && Set(rig.apns.pushes.map(\.connection)).count == 1)
+            #expect(Set(rig.apns.pushes.map(\.issuedAt)).count == 1, "one provider token signed for the burst")
+            #expect(rig.google.grantsIssued == 1, "one access token asked for the burst")
+            #expect(rig.apns.refusals.isEmpty)
         }
     }
 

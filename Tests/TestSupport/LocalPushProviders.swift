@@ -19,6 +19,8 @@ public final class LocalAPNs: Sendable {
         public var issuedAt: Date
         public var connection: Int
         public var receivedAt: ContinuousClock.Instant
+        /// The wall clock's time of it, for a process that compares with another's (benchmarks/push).
+        public var receivedDate: Date
     }
 
     public struct Behaviour: Sendable {
@@ -97,6 +99,8 @@ public final class LocalAPNs: Sendable {
             return refuse(403, "InvalidProviderToken")
         }
         guard claims.iss.value == teamId else { return refuse(403, "InvalidProviderToken") }
+        // Apple documents `iat` as whole seconds since 1970.
+        guard case .int? = Self.jwtClaims(jwt)?["iat"] else { return refuse(403, "InvalidProviderToken") }
         let age = now().timeIntervalSince(claims.iat.value)
         guard age < 3600 else { return refuse(403, "ExpiredProviderToken") }
         guard age > -60 else { return refuse(403, "InvalidProviderToken") }
@@ -119,7 +123,7 @@ public final class LocalAPNs: Sendable {
         state.withLock {
             $0.pushes.append(Push(
                 token: token, topic: topic, collapseId: request.header("apns-collapse-id"), expiration: request.header("apns-expiration"),
-                payload: payload, issuedAt: claims.iat.value, connection: request.connection, receivedAt: .now))
+                payload: payload, issuedAt: claims.iat.value, connection: request.connection, receivedAt: .now, receivedDate: Date()))
         }
         return .init(status: 200, headers: [("apns-id", UUID().uuidString)])
     }
@@ -127,6 +131,13 @@ public final class LocalAPNs: Sendable {
     static func jwtHeader(_ jwt: String) -> [String: String]? {
         guard let first = jwt.split(separator: ".").first, let data = Base64URL.decode(String(first)) else { return nil }
         return try? JSONDecoder().decode([String: String].self, from: data)
+    }
+
+    /// The claims as sent, to check how they are written (numbers as integers).
+    static func jwtClaims(_ jwt: String) -> [String: JSONValue]? {
+        let parts = jwt.split(separator: ".")
+        guard parts.count == 3, let data = Base64URL.decode(String(parts[1])) else { return nil }
+        return try? JSONDecoder().decode([String: JSONValue].self, from: data)
     }
 
     struct ProviderClaims: JWTPayload {
@@ -148,11 +159,14 @@ public final class LocalGoogle: Sendable {
         public var androidPriority: String?
         public var connection: Int
         public var receivedAt: ContinuousClock.Instant
+        public var receivedDate: Date
     }
 
     public struct Behaviour: Sendable {
         public var unregistered: Set<String> = []
         public var invalidTokens: Set<String> = []
+        /// Tokens of another Firebase project: 403 SENDER_ID_MISMATCH.
+        public var otherProjectTokens: Set<String> = []
         public var quotaExceeded = 0
         /// Every grant refused with `invalid_grant` (a deleted service account key).
         public var refuseGrants = false
@@ -226,6 +240,9 @@ public final class LocalGoogle: Sendable {
             return oauthError("invalid_grant", "Invalid JWT Signature.")
         }
         guard claims.iss.value == clientEmail else { return oauthError("invalid_grant", "Invalid issuer.") }
+        guard let raw = LocalAPNs.jwtClaims(assertion), case .int? = raw["iat"], case .int? = raw["exp"] else {
+            return oauthError("invalid_grant", "Invalid JWT: iat and exp must be integers.")
+        }
         guard claims.aud.value.contains(tokenURL.absoluteString) else { return oauthError("invalid_grant", "Invalid JWT audience.") }
         guard claims.scope.split(separator: " ").contains("https://www.googleapis.com/auth/firebase.messaging") else {
             return oauthError("invalid_scope", "Invalid OAuth scope.")
@@ -257,7 +274,9 @@ public final class LocalGoogle: Sendable {
         else {
             return fcmError(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
         }
-        guard parts[2] == projectId else { return fcmError(403, "PERMISSION_DENIED", "Permission denied on the project.", errorCode: "SENDER_ID_MISMATCH") }
+        guard parts[2] == projectId else {
+            return fcmError(403, "PERMISSION_DENIED", "Permission 'cloudmessaging.messages.create' denied on resource.")
+        }
         struct Body: Decodable {
             struct Message: Decodable {
                 struct Android: Decodable { var priority: String? }
@@ -280,13 +299,16 @@ public final class LocalGoogle: Sendable {
             return fcmError(429, "RESOURCE_EXHAUSTED", "Quota exceeded.", errorCode: "QUOTA_EXCEEDED")
         }
         if behaviour.unregistered.contains(token) { return fcmError(404, "NOT_FOUND", "Requested entity was not found.", errorCode: "UNREGISTERED") }
+        if behaviour.otherProjectTokens.contains(token) {
+            return fcmError(403, "PERMISSION_DENIED", "SenderId mismatch", errorCode: "SENDER_ID_MISMATCH")
+        }
         if behaviour.invalidTokens.contains(token) {
             return fcmError(400, "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token", errorCode: "INVALID_ARGUMENT", field: "message.token")
         }
         state.withLock {
             $0.messages.append(Message(
                 project: String(parts[2]), token: token, data: body.message.data ?? [:], androidPriority: body.message.android?.priority,
-                connection: request.connection, receivedAt: .now))
+                connection: request.connection, receivedAt: .now, receivedDate: Date()))
         }
         return .json(200, #"{"name":"projects/\#(projectId)/messages/\#(UInt32.random(in: 1...UInt32.max))"}"#)
     }

@@ -22,13 +22,12 @@ final class APNsSender: Sendable {
     private struct ApplicationState {
         var client: HTTPClient
         var baseURL: URL
-        /// The provider token and when it was made, for the credentials set at `setAt`.
-        var token: (value: String, issuedAt: Date, setAt: Date)?
     }
 
     private let options: PushOptions
     private let now: @Sendable () -> Date
     private let applications = Mutex<[String: ApplicationState]>([:])
+    private let tokens = KeptTokens()
 
     init(options: PushOptions, now: @escaping @Sendable () -> Date) {
         self.options = options
@@ -46,14 +45,14 @@ final class APNsSender: Sendable {
         } catch {
             return .credentialsRefused(reason: "the stored APNs credentials do not read")
         }
-        var renewed = false
+        var refused: KeptTokens.Token?
         while true {
-            let client: HTTPClient, baseURL: URL, token: String
+            let client: HTTPClient, baseURL: URL, token: KeptTokens.Token
             do {
                 (client, baseURL) = try self.client(target.applicationId, environment: credentials.environment)
-                token = try await providerToken(target, credentials, renew: renewed)
-            } catch let refused as CredentialsRefused {
-                return .credentialsRefused(reason: refused.reason)
+                token = try await providerToken(target, credentials, refused: refused?.id)
+            } catch let failure as KeptTokens.Failure {
+                return failure.result
             } catch {
                 return .retry(reason: "no HTTP client: \(error)", after: nil)
             }
@@ -61,7 +60,7 @@ final class APNsSender: Sendable {
             let path = target.token.addingPercentEncoding(withAllowedCharacters: Self.unreserved) ?? ""
             var request = HTTPClientRequest(url: baseURL.absoluteString.trimmingSuffix("/") + "/3/device/" + path)
             request.method = .POST
-            request.headers.add(name: "authorization", value: "bearer \(token)")
+            request.headers.add(name: "authorization", value: "bearer \(token.value)")
             request.headers.add(name: "apns-push-type", value: "background")
             request.headers.add(name: "apns-priority", value: "5")
             request.headers.add(name: "apns-topic", value: credentials.topic)
@@ -81,9 +80,10 @@ final class APNsSender: Sendable {
             switch (answer.status, reason) {
             case (200, _):
                 return .delivered
-            case (403, "ExpiredProviderToken") where !renewed:
-                // Apple's clock says the token is old: make a new one and try once more.
-                renewed = true
+            case (403, _) where refused == nil:
+                // Expired in Apple's clock, or refused once: a new token, and one more try, before
+                // calling the credentials broken.
+                refused = token
                 continue
             case (403, _):
                 return .credentialsRefused(reason: PushHTTP.short(reason))
@@ -111,36 +111,32 @@ final class APNsSender: Sendable {
         defer { if let replaced { Task { try? await replaced.shutdown() } } }
         return try applications.withLock { applications in
             if let state = applications[applicationId], state.baseURL == baseURL { return (state.client, baseURL) }
-            replaced = applications[applicationId]?.client
             let client = try PushHTTP.client(trusting: options.trustedCertificateAuthorities)
+            // Only once the new one exists: a failure leaves the old one in place, and open.
+            replaced = applications[applicationId]?.client
             applications[applicationId] = ApplicationState(client: client, baseURL: baseURL)
             return (client, baseURL)
         }
     }
 
-    private struct CredentialsRefused: Error {
-        var reason: String
-    }
-
-    private func providerToken(_ target: PushTarget, _ credentials: APNsCredentials, renew: Bool) async throws -> String {
+    /// The application's provider token: kept for 50 minutes, signed once for all the pushes
+    /// that need it at the same time (`KeptTokens`).
+    private func providerToken(_ target: PushTarget, _ credentials: APNsCredentials, refused: UInt64?) async throws -> KeptTokens.Token {
         let now = now()
-        let setAt = target.credentials.setAt
-        if !renew, let token = applications.withLock({ $0[target.applicationId]?.token }), token.setAt == setAt,
-            now.timeIntervalSince(token.issuedAt) < Self.tokenRenewalAge, now >= token.issuedAt
-        {
-            return token.value
+        return try await tokens.token(for: target.applicationId, setAt: target.credentials.setAt, now: now, refused: refused) {
+            let keys = JWTKeyCollection()
+            do {
+                await keys.add(
+                    ecdsa: try ES256PrivateKey(pem: credentials.privateKey), kid: JWKIdentifier(string: credentials.keyId),
+                    serializer: DefaultJWTSerializer(jsonEncoder: PushJWT.encoder))
+            } catch {
+                throw KeptTokens.Failure(result: .credentialsRefused(reason: "the APNs key does not read"))
+            }
+            let value = try await keys.sign(
+                APNsProviderClaims(iss: IssuerClaim(value: credentials.teamId), iat: IssuedAtClaim(value: now)),
+                kid: JWKIdentifier(string: credentials.keyId))
+            return (value, now.addingTimeInterval(Self.tokenRenewalAge))
         }
-        let keys = JWTKeyCollection()
-        do {
-            await keys.add(ecdsa: try ES256PrivateKey(pem: credentials.privateKey), kid: JWKIdentifier(string: credentials.keyId))
-        } catch {
-            throw CredentialsRefused(reason: "the APNs key does not read")
-        }
-        let value = try await keys.sign(
-            APNsProviderClaims(iss: IssuerClaim(value: credentials.teamId), iat: IssuedAtClaim(value: now)),
-            kid: JWKIdentifier(string: credentials.keyId))
-        applications.withLock { $0[target.applicationId]?.token = (value, now, setAt) }
-        return value
     }
 }
 

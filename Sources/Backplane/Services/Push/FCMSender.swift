@@ -18,17 +18,11 @@ final class FCMSender: Sendable {
     /// FCM keeps an undelivered message this long, then drops it.
     static let timeToLive = "86400s"
 
-    private struct AccessToken {
-        var value: String
-        var expiresAt: Date
-        var setAt: Date
-    }
-
     private let options: PushOptions
     private let now: @Sendable () -> Date
     /// One client for every application: Google's hosts serve any project on one connection.
     private let client: Mutex<HTTPClient?> = Mutex(nil)
-    private let tokens = Mutex<[String: AccessToken]>([:])
+    private let tokens = KeptTokens()
 
     init(options: PushOptions, now: @escaping @Sendable () -> Date) {
         self.options = options
@@ -42,23 +36,22 @@ final class FCMSender: Sendable {
         } catch {
             return .credentialsRefused(reason: "the stored service account does not read")
         }
-        var refreshed = false
+        var refused: KeptTokens.Token?
         while true {
             let client: HTTPClient
-            let accessToken: String
+            let accessToken: KeptTokens.Token
             do {
                 client = try httpClient()
-                switch try await self.accessToken(target, account, client: client, refresh: refreshed) {
-                case .token(let token): accessToken = token
-                case .instead(let result): return result
-                }
+                accessToken = try await self.accessToken(target, account, client: client, refused: refused?.id)
+            } catch let failure as KeptTokens.Failure {
+                return failure.result
             } catch {
                 return .retry(reason: "Google's token endpoint could not be reached: \(PushHTTP.short("\(error)"))", after: nil)
             }
             let base = options.fcmURL.absoluteString.trimmingSuffix("/")
             var request = HTTPClientRequest(url: "\(base)/v1/projects/\(account.projectId)/messages:send")
             request.method = .POST
-            request.headers.add(name: "authorization", value: "Bearer \(accessToken)")
+            request.headers.add(name: "authorization", value: "Bearer \(accessToken.value)")
             request.headers.add(name: "content-type", value: "application/json")
             let message = FCMMessageRequest(message: .init(
                 token: target.token, data: [PushWakeUpPayload.key: PushWakeUpPayload.value],
@@ -78,17 +71,15 @@ final class FCMSender: Sendable {
             let code = error?.errorCode ?? error?.status ?? "HTTP \(answer.status)"
             let reason = PushHTTP.short(error.map { "\(code): \($0.message ?? "")" } ?? code)
             switch answer.status {
-            case 401 where !refreshed:
+            case 401 where refused == nil:
                 // The access token was revoked or expired early: fetch another, once.
-                refreshed = true
-                tokens.withLock { _ = $0.removeValue(forKey: target.applicationId) }
+                refused = accessToken
                 continue
-            case 401, 403:
-                return .credentialsRefused(reason: reason)
-            case 404 where code == "UNREGISTERED":
+            case 403 where code == "SENDER_ID_MISMATCH", 404 where code == "UNREGISTERED":
+                // The token belongs to another Firebase project, or its app is gone: the
+                // token's fault, not the credentials' (one device must not stop every push).
                 return .tokenRejected(reason: reason)
-            case 404:
-                // No such project: the credentials name one FCM does not know.
+            case 401, 403:
                 return .credentialsRefused(reason: reason)
             case 400 where code == "INVALID_ARGUMENT" && error?.isAboutToken == true:
                 return .tokenRejected(reason: reason)
@@ -115,58 +106,50 @@ final class FCMSender: Sendable {
         }
     }
 
-    /// A kept access token, or a new one from the token endpoint. Refused grants are the
-    /// credentials' fault; anything else is worth a retry.
+    /// A kept access token, or a new one from the token endpoint, asked for once for all the
+    /// pushes that need it at the same time (`KeptTokens`). Refused grants are the credentials'
+    /// fault; anything else is worth a retry.
     private func accessToken(
-        _ target: PushTarget, _ account: FCMServiceAccount, client: HTTPClient, refresh: Bool
-    ) async throws -> AccessAnswer {
+        _ target: PushTarget, _ account: FCMServiceAccount, client: HTTPClient, refused: UInt64?
+    ) async throws -> KeptTokens.Token {
         let now = now()
-        let setAt = target.credentials.setAt
-        if !refresh, let token = tokens.withLock({ $0[target.applicationId] }), token.setAt == setAt,
-            now.addingTimeInterval(Self.renewalMargin) < token.expiresAt
-        {
-            return .token(token.value)
-        }
         let tokenURL = options.googleTokenURL.absoluteString
-        let keys = JWTKeyCollection()
-        do {
-            await keys.add(
-                rsa: try Insecure.RSA.PrivateKey(pem: account.privateKey), digestAlgorithm: .sha256,
-                kid: account.privateKeyId.map(JWKIdentifier.init(string:)))
-        } catch {
-            return .instead(.credentialsRefused(reason: "the service account's private key does not read"))
+        return try await tokens.token(for: target.applicationId, setAt: target.credentials.setAt, now: now, refused: refused) {
+            let keys = JWTKeyCollection()
+            do {
+                await keys.add(
+                    rsa: try Insecure.RSA.PrivateKey(pem: account.privateKey), digestAlgorithm: .sha256,
+                    kid: account.privateKeyId.map(JWKIdentifier.init(string:)), serializer: DefaultJWTSerializer(jsonEncoder: PushJWT.encoder))
+            } catch {
+                throw KeptTokens.Failure(result: .credentialsRefused(reason: "the service account's private key does not read"))
+            }
+            let assertion = try await keys.sign(GoogleAssertionClaims(
+                iss: IssuerClaim(value: account.clientEmail), scope: Self.scope, aud: AudienceClaim(value: tokenURL),
+                iat: IssuedAtClaim(value: now), exp: ExpirationClaim(value: now.addingTimeInterval(3600))))
+            var request = HTTPClientRequest(url: tokenURL)
+            request.method = .POST
+            request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
+            let form = "grant_type=\(Self.formEncoded("urn:ietf:params:oauth:grant-type:jwt-bearer"))&assertion=\(Self.formEncoded(assertion))"
+            request.body = .bytes(ByteBuffer(string: form))
+            let answer = try await PushHTTP.send(request, with: client)
+            guard answer.status == 200 else {
+                let body = try? JSONDecoder().decode(OAuthErrorBody.self, from: answer.body)
+                let reason = PushHTTP.short(body.map { "\($0.error): \($0.error_description ?? "")" } ?? "token endpoint HTTP \(answer.status)")
+                throw KeptTokens.Failure(result:
+                    (400...403).contains(answer.status)
+                        ? .credentialsRefused(reason: reason) : PushHTTP.byStatus(answer.status, reason: reason, retryAfter: answer.retryAfter))
+            }
+            // It goes into a header: printable ASCII without spaces, and bounded.
+            guard let granted = try? JSONDecoder().decode(OAuthTokenBody.self, from: answer.body), !granted.access_token.isEmpty,
+                granted.access_token.utf8.count <= 4096, granted.access_token.utf8.allSatisfy({ (0x21...0x7E).contains($0) })
+            else {
+                throw KeptTokens.Failure(result: .retry(reason: "the token endpoint's answer does not read", after: nil))
+            }
+            // Range-checked: the lifetime is the endpoint's to write. Google's is 3600 s. Kept
+            // until five minutes before it ends (half of it, for a short one).
+            let lifetime = TimeInterval(min(max(granted.expires_in ?? 3600, 60), 24 * 3600))
+            return (granted.access_token, now.addingTimeInterval(max(lifetime - Self.renewalMargin, lifetime / 2)))
         }
-        let assertion = try await keys.sign(GoogleAssertionClaims(
-            iss: IssuerClaim(value: account.clientEmail), scope: Self.scope, aud: AudienceClaim(value: tokenURL),
-            iat: IssuedAtClaim(value: now), exp: ExpirationClaim(value: now.addingTimeInterval(3600))))
-        var request = HTTPClientRequest(url: tokenURL)
-        request.method = .POST
-        request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
-        let form = "grant_type=\(Self.formEncoded("urn:ietf:params:oauth:grant-type:jwt-bearer"))&assertion=\(Self.formEncoded(assertion))"
-        request.body = .bytes(ByteBuffer(string: form))
-        let answer = try await PushHTTP.send(request, with: client)
-        guard answer.status == 200 else {
-            let body = try? JSONDecoder().decode(OAuthErrorBody.self, from: answer.body)
-            let reason = PushHTTP.short(body.map { "\($0.error): \($0.error_description ?? "")" } ?? "token endpoint HTTP \(answer.status)")
-            return .instead(
-                (400...403).contains(answer.status)
-                    ? .credentialsRefused(reason: reason) : PushHTTP.byStatus(answer.status, reason: reason, retryAfter: answer.retryAfter))
-        }
-        guard let granted = try? JSONDecoder().decode(OAuthTokenBody.self, from: answer.body), !granted.access_token.isEmpty,
-            granted.access_token.utf8.count <= 4096
-        else {
-            return .instead(.retry(reason: "the token endpoint's answer does not read", after: nil))
-        }
-        // Range-checked: the lifetime is the endpoint's to write. Google's is 3600 s.
-        let lifetime = TimeInterval(min(max(granted.expires_in ?? 3600, 60), 24 * 3600))
-        tokens.withLock { $0[target.applicationId] = AccessToken(value: granted.access_token, expiresAt: now.addingTimeInterval(lifetime), setAt: setAt) }
-        return .token(granted.access_token)
-    }
-
-    /// An access token, or what becomes of the push without one.
-    private enum AccessAnswer {
-        case token(String)
-        case instead(PushResult)
     }
 
     /// `application/x-www-form-urlencoded`: everything but unreserved characters escaped.

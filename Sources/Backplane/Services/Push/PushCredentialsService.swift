@@ -94,6 +94,10 @@ public struct PushCredentialsService: Sendable {
 
     static func check(_ account: FCMServiceAccount) throws {
         try checkName(account.projectId, field: "serviceAccount.project_id", allowed: "a-z, A-Z, 0-9, '-', '.', '_', ':'", extra: "-._:")
+        // It is a segment of the send URL's path: never "." or "..", nor one that starts so.
+        guard account.projectId.first?.isLetter == true || account.projectId.first?.isNumber == true, !account.projectId.contains("..") else {
+            throw ServiceError.validation("'serviceAccount.project_id' must start with a letter or a digit.", field: "serviceAccount.project_id")
+        }
         try Validate.text(account.clientEmail, field: "serviceAccount.client_email", maxLength: 320)
         if let keyId = account.privateKeyId { try Validate.optionalText(keyId, field: "serviceAccount.private_key_id", maxLength: 128) }
         if let type = account.type, type != "service_account" {

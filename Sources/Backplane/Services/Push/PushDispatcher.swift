@@ -37,6 +37,12 @@ public final class PushDispatcher: CommandPushes, Service {
     private let submit: AsyncStream<Job>.Continuation
     /// Devices whose look again at the end of the spacing is scheduled: one each.
     private let deferred = Mutex<Set<DeviceKey>>([])
+    /// Credentials a provider refused, known here at once: the pushes already under way for
+    /// them stop before sending, without waiting for the store's mark to be read again.
+    private let refused = Mutex<Set<RefusedKey>>([])
+    private let slots: PushSlots
+    /// Pushes worked on at once by a node.
+    static let concurrentPushes = 128
     /// Each application's credentials as last read, for a moment (every job reads them).
     private let credentials = Mutex<[String: (readAt: ContinuousClock.Instant, records: [PushCredentialsRecord])]>([:])
     static let credentialsMemory: Duration = .seconds(2)
@@ -55,6 +61,16 @@ public final class PushDispatcher: CommandPushes, Service {
         var deviceId: String
     }
 
+    private struct RefusedKey: Hashable {
+        var applicationId: String
+        var provider: PushProvider
+        var setAt: Date
+
+        init(_ record: PushCredentialsRecord) {
+            (applicationId, provider, setAt) = (record.applicationId, record.provider, record.setAt)
+        }
+    }
+
     public init(
         store: any BackplaneStore, presence: any ChannelPresence, wakeUps: any WakeUpPublisher, options: PushOptions = PushOptions(),
         metrics: BackplaneMetrics = .none, logger: Logger = Logger(label: "backplane.push"), now: @escaping @Sendable () -> Date = { Date() }
@@ -69,6 +85,7 @@ public final class PushDispatcher: CommandPushes, Service {
         self.apns = APNsSender(options: options, now: now)
         self.fcm = FCMSender(options: options, now: now)
         (jobs, submit) = AsyncStream.makeStream(of: Job.self)
+        slots = PushSlots(Self.concurrentPushes)
     }
 
     public func commandsEnqueued(applicationId: String, deviceIds: [String]) {
@@ -125,6 +142,8 @@ public final class PushDispatcher: CommandPushes, Service {
     private func push(_ deviceId: String, of job: Job, records: [PushCredentialsRecord]) async {
         let applicationId = job.applicationId
         guard !presence.channelOpen(applicationId: applicationId, deviceId: deviceId, since: job.wokenAt) else { return }
+        guard await slots.acquire() else { return }
+        defer { slots.release() }
         do {
             guard let (device, open) = try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: deviceId),
                 device.isRegistered, let token = device.pushToken,
@@ -132,7 +151,7 @@ public final class PushDispatcher: CommandPushes, Service {
                 let record = records.first(where: { $0.provider == provider }),
                 open.contains(where: { $0.state == .pending })
             else { return }
-            guard record.brokenAt == nil else {
+            guard record.brokenAt == nil, !isRefused(record) else {
                 metrics.count(.credentialsBroken, provider: provider)
                 return
             }
@@ -173,6 +192,9 @@ public final class PushDispatcher: CommandPushes, Service {
             switch result {
             case .delivered:
                 metrics.count(.delivered, provider: provider)
+                return
+            case .retry where isRefused(target.credentials):
+                metrics.count(.credentialsBroken, provider: provider)
                 return
             case .retry(let reason, let after) where attempt < options.maxAttempts:
                 metrics.pushRetried(provider)
@@ -220,7 +242,12 @@ public final class PushDispatcher: CommandPushes, Service {
         }
     }
 
+    private func isRefused(_ record: PushCredentialsRecord) -> Bool {
+        refused.withLock { $0.contains(RefusedKey(record)) }
+    }
+
     private func markBroken(_ record: PushCredentialsRecord, reason: String) async {
+        refused.withLock { _ = $0.insert(RefusedKey(record)) }
         do {
             let marked = try await store.markPushCredentialsBroken(
                 applicationId: record.applicationId, provider: record.provider, setAt: record.setAt,

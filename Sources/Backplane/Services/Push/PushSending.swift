@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import JWTKit
 import NIOCore
 import NIOSSL
 import BackplaneWire
@@ -66,5 +67,15 @@ enum PushHTTP {
     /// A provider's free text, shortened for a log line or a stored reason.
     static func short(_ text: String) -> String {
         String(text.unicodeScalars.filter { !CharacterSet.controlCharacters.contains($0) }.prefix(200).map(Character.init))
+    }
+}
+
+/// How the push tokens' claims are written: times as whole seconds, as Apple and Google
+/// document them (jwt-kit's default writes fractions).
+enum PushJWT {
+    static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .integerSecondsSince1970
+        return encoder
     }
 }

@@ -377,7 +377,8 @@ enum PushTables {
             """,
             """
             CREATE TABLE device_pushes (
-                application_id \(text) NOT NULL, device_id \(text) NOT NULL, pushed_at \(integer) NOT NULL,
+                application_id \(text) NOT NULL REFERENCES applications ON DELETE CASCADE, device_id \(text) NOT NULL,
+                pushed_at \(integer) NOT NULL,
                 PRIMARY KEY (application_id, device_id))\(withoutRowId)
             """,
         ]
