@@ -39,7 +39,8 @@ public final class LocalAPNs: Sendable {
     public let topic: String
     private let keys: JWTKeyCollection
     private let now: @Sendable () -> Date
-    private let state = Mutex<(pushes: [Push], refusals: [(status: Int, reason: String)], behaviour: Behaviour)>(([], [], Behaviour()))
+    private let state = Mutex<(pushes: [Push], refusals: [(status: Int, reason: String)], behaviour: Behaviour, verified: [String: ProviderClaims])>(
+        ([], [], Behaviour(), [:]))
 
     public var pushes: [Push] { state.withLock { $0.pushes } }
     public var refusals: [(status: Int, reason: String)] { state.withLock { $0.refusals } }
@@ -92,11 +93,18 @@ public final class LocalAPNs: Sendable {
         guard let header = Self.jwtHeader(jwt), header["alg"] == "ES256", header["kid"] == keyId else {
             return refuse(403, "InvalidProviderToken")
         }
+        // A token's signature is checked once, as APNs keeps a connection's token: the same
+        // token again is only checked for its age.
         let claims: ProviderClaims
-        do {
-            claims = try await keys.verify(jwt, as: ProviderClaims.self)
-        } catch {
-            return refuse(403, "InvalidProviderToken")
+        if let verified = state.withLock({ $0.verified[jwt] }) {
+            claims = verified
+        } else {
+            do {
+                claims = try await keys.verify(jwt, as: ProviderClaims.self)
+            } catch {
+                return refuse(403, "InvalidProviderToken")
+            }
+            state.withLock { $0.verified[jwt] = claims }
         }
         guard claims.iss.value == teamId else { return refuse(403, "InvalidProviderToken") }
         // Apple documents `iat` as whole seconds since 1970.

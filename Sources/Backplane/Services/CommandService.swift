@@ -50,7 +50,7 @@ public struct CommandService: Sendable {
         metrics.count(.enqueued, stored.count)
         let deviceIds = devices.map(\.deviceId)
         wakeUps.publish(.devices(applicationId: applicationId, deviceIds: deviceIds))
-        pushes?.commandsEnqueued(applicationId: applicationId, deviceIds: deviceIds)
+        pushes?.commandsEnqueued(applicationId: applicationId, devices: devices)
         return CommandList(commands: stored.map(\.wire))
     }
 

@@ -5,7 +5,8 @@
 //   PushBenchEndpoints CONFIG_OUT RESULTS_OUT EXPECTED TIMEOUT_SECONDS
 //
 // writes CONFIG_OUT (the URLs, the CA file and the credentials the endpoints trust) once they
-// listen, then waits until EXPECTED pushes arrived (or the timeout), and writes RESULTS_OUT: each
+// listen, then waits until EXPECTED pushes arrived (or the timeout), writing how many have in
+// RESULTS_OUT.progress as they come, and writes RESULTS_OUT: each
 // push's token with the wall-clock time it arrived, the connections each endpoint accepted and
 // the requests they refused.
 import BackplaneWire
@@ -29,7 +30,9 @@ let config: JSONValue = .object([
 try JSONEncoder().encode(config).write(to: URL(fileURLWithPath: arguments[1]))
 
 let deadline = Date().addingTimeInterval(timeout)
+let progress = URL(fileURLWithPath: arguments[2] + ".progress")
 while rig.apns.pushes.count + rig.google.messages.count < expected, Date() < deadline {
+    try Data("\(rig.apns.pushes.count + rig.google.messages.count)".utf8).write(to: progress, options: .atomic)
     try await Task.sleep(for: .milliseconds(50))
 }
 func milliseconds(_ date: Date) -> JSONValue { .int(Int64((date.timeIntervalSince1970 * 1000).rounded())) }

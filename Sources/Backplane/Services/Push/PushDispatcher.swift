@@ -6,8 +6,9 @@ import BackplaneWire
 
 /// Where the command queue says that devices have new commands (`CommandService.enqueue`).
 public protocol CommandPushes: Sendable {
-    /// Returns at once: whatever is pushed is pushed in the background.
-    func commandsEnqueued(applicationId: String, deviceIds: [String])
+    /// Returns at once: whatever is pushed is pushed in the background. `devices` are the
+    /// targets as the enqueue read them, their commands just inserted, pending.
+    func commandsEnqueued(applicationId: String, devices: [DeviceRecord])
 }
 
 /// Wakes, through APNs or FCM, devices that have a command waiting and no channel open on any
@@ -54,6 +55,9 @@ public final class PushDispatcher: CommandPushes, Service {
         var wokenAt: ContinuousClock.Instant
         /// A look again at the end of the spacing: wake the device first, at this time.
         var lookAgainAt: ContinuousClock.Instant? = nil
+        /// The devices as the enqueue read them, a moment ago, with a command pending: a fresh
+        /// job's pushes need no read of their own. Nil for a look again, which reads each.
+        var known: [String: DeviceRecord]? = nil
     }
 
     private struct DeviceKey: Hashable {
@@ -88,8 +92,10 @@ public final class PushDispatcher: CommandPushes, Service {
         slots = PushSlots(Self.concurrentPushes)
     }
 
-    public func commandsEnqueued(applicationId: String, deviceIds: [String]) {
-        submit.yield(Job(applicationId: applicationId, deviceIds: deviceIds, wokenAt: .now))
+    public func commandsEnqueued(applicationId: String, devices: [DeviceRecord]) {
+        submit.yield(Job(
+            applicationId: applicationId, deviceIds: devices.map(\.deviceId), wokenAt: .now,
+            known: Dictionary(devices.map { ($0.deviceId, $0) }, uniquingKeysWith: { first, _ in first })))
     }
 
     /// Forgets this node's copy of the application's credentials (they changed here).
@@ -145,11 +151,19 @@ public final class PushDispatcher: CommandPushes, Service {
         guard await slots.acquire() else { return }
         defer { slots.release() }
         do {
-            guard let (device, open) = try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: deviceId),
-                device.isRegistered, let token = device.pushToken,
+            let device: DeviceRecord
+            if let known = job.known?[deviceId] {
+                device = known
+            } else {
+                // A look again: is a command still waiting, and which token does the device hold now?
+                guard let (read, open) = try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: deviceId),
+                    open.contains(where: { $0.state == .pending })
+                else { return }
+                device = read
+            }
+            guard device.isRegistered, let token = device.pushToken,
                 let provider = device.pushProvider ?? PushProvider.assumed(forPlatform: device.platform),
-                let record = records.first(where: { $0.provider == provider }),
-                open.contains(where: { $0.state == .pending })
+                let record = records.first(where: { $0.provider == provider })
             else { return }
             guard record.brokenAt == nil, !isRefused(record) else {
                 metrics.count(.credentialsBroken, provider: provider)
