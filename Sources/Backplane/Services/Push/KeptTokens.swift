@@ -65,9 +65,4 @@ final class KeptTokens: Sendable {
             return try result.get()
         }
     }
-
-    /// Forgets the application's kept token (a provider said it is no longer good).
-    func forget(_ applicationId: String) {
-        state.withLock { _ = $0.kept.removeValue(forKey: applicationId) }
-    }
 }
