@@ -20,10 +20,10 @@ extension AppCommand {
 
             func run() async throws {
                 let response = try await data.withStore { store in
-                    try await UserIdentityCommand.existing(app, in: store)
+                    try await AppCommand.existing(app, in: store)
                     return try await PushCredentialsService(store: store).configuration(applicationId: app)
                 }
-                try PushCommand.print(response)
+                try AppCommand.printJSON(response)
             }
         }
 
@@ -52,10 +52,10 @@ extension AppCommand {
                 }
                 let update = APNsCredentialsUpdate(teamId: teamId, keyId: keyId, privateKey: key, topic: topic, environment: environment)
                 let response = try await data.withStore { store in
-                    try await UserIdentityCommand.existing(app, in: store)
+                    try await AppCommand.existing(app, in: store)
                     return try await PushCredentialsService(store: store).setAPNs(applicationId: app, update)
                 }
-                try PushCommand.print(response)
+                try AppCommand.printJSON(response)
             }
         }
 
@@ -76,10 +76,10 @@ extension AppCommand {
                     throw ValidationError("\(serviceAccountFile) is not a JSON file: \(error.localizedDescription)")
                 }
                 let response = try await data.withStore { store in
-                    try await UserIdentityCommand.existing(app, in: store)
+                    try await AppCommand.existing(app, in: store)
                     return try await PushCredentialsService(store: store).setFCM(applicationId: app, FCMCredentialsUpdate(serviceAccount: account))
                 }
-                try PushCommand.print(response)
+                try AppCommand.printJSON(response)
             }
         }
 
@@ -92,17 +92,11 @@ extension AppCommand {
             func run() async throws {
                 guard let provider = PushProvider(rawValue: provider) else { throw ValidationError("--provider must be apns or fcm.") }
                 try await data.withStore { store in
-                    try await UserIdentityCommand.existing(app, in: store)
+                    try await AppCommand.existing(app, in: store)
                     try await PushCredentialsService(store: store).delete(applicationId: app, provider: provider)
                 }
                 Swift.print("The \(provider.rawValue) credentials of \(app) are removed.")
             }
-        }
-
-        static func print(_ response: PushConfigurationResponse) throws {
-            let encoder = WireJSON.encoder()
-            encoder.outputFormatting.insert(.prettyPrinted)
-            Swift.print(String(decoding: try encoder.encode(response), as: UTF8.self))
         }
     }
 }

@@ -19,10 +19,10 @@ extension AppCommand {
 
             func run() async throws {
                 let response = try await data.withStore { store in
-                    try await UserIdentityCommand.existing(app, in: store)
+                    try await AppCommand.existing(app, in: store)
                     return try await UserIdentityService(store: store).configuration(applicationId: app)
                 }
-                try UserIdentityCommand.print(response)
+                try AppCommand.printJSON(response)
             }
         }
 
@@ -67,11 +67,11 @@ extension AppCommand {
                 let update = UserIdentityUpdate(
                     required: required, issuer: issuer, audience: audience, jwks: jwks, jwksUrl: jwksUrl, hs256Secret: secret)
                 let configuration = try await data.withStore { store in
-                    try await UserIdentityCommand.existing(app, in: store)
+                    try await AppCommand.existing(app, in: store)
                     // The operator may name a URL: the server fetches it only if it runs with --allow-jwks-url.
                     return try await UserIdentityService(store: store).set(applicationId: app, update, byOperator: true)
                 }
-                try UserIdentityCommand.print(UserIdentityResponse(applicationId: app, configuration: configuration))
+                try AppCommand.printJSON(UserIdentityResponse(applicationId: app, configuration: configuration))
                 if jwksUrl != nil {
                     FileHandle.standardError.write(Data("note: the server fetches --jwks-url only when it runs with --allow-jwks-url.\n".utf8))
                 }
@@ -85,23 +85,28 @@ extension AppCommand {
 
             func run() async throws {
                 try await data.withStore { store in
-                    try await UserIdentityCommand.existing(app, in: store)
+                    try await AppCommand.existing(app, in: store)
                     try await UserIdentityService(store: store).delete(applicationId: app)
                 }
                 Swift.print("The user identity configuration of \(app) is removed.")
             }
         }
 
-        static func existing(_ app: String, in store: any BackplaneStore) async throws {
-            guard try await ApplicationService(store: store).exists(applicationId: app) else {
-                throw ValidationError("No application with id '\(app)'.")
-            }
-        }
+    }
+}
 
-        static func print(_ response: UserIdentityResponse) throws {
-            let encoder = WireJSON.encoder()
-            encoder.outputFormatting.insert(.prettyPrinted)
-            Swift.print(String(decoding: try encoder.encode(response), as: UTF8.self))
+extension AppCommand {
+    /// Stops a per-application command with one line when the application does not exist.
+    static func existing(_ app: String, in store: any BackplaneStore) async throws {
+        guard try await ApplicationService(store: store).exists(applicationId: app) else {
+            throw ValidationError("No application with id '\(app)'.")
         }
+    }
+
+    /// An admin answer as the API gives it, indented for a terminal.
+    static func printJSON(_ value: some Encodable) throws {
+        let encoder = WireJSON.encoder()
+        encoder.outputFormatting.insert(.prettyPrinted)
+        Swift.print(String(decoding: try encoder.encode(value), as: UTF8.self))
     }
 }

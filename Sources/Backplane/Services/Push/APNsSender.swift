@@ -28,6 +28,7 @@ final class APNsSender: Sendable {
     private let now: @Sendable () -> Date
     private let applications = Mutex<[String: ApplicationState]>([:])
     private let tokens = KeptTokens()
+    private let decoded = DecodedCredentials<APNsCredentials>()
 
     init(options: PushOptions, now: @escaping @Sendable () -> Date) {
         self.options = options
@@ -41,7 +42,7 @@ final class APNsSender: Sendable {
     func send(_ target: PushTarget, measure: (Duration) -> Void) async -> PushResult {
         let credentials: APNsCredentials
         do {
-            credentials = try APNsCredentials(target.credentials)
+            credentials = try decoded.value(of: target.credentials)
         } catch {
             return .credentialsRefused(reason: "the stored APNs credentials do not read")
         }

@@ -23,6 +23,7 @@ final class FCMSender: Sendable {
     /// One client for every application: Google's hosts serve any project on one connection.
     private let client: Mutex<HTTPClient?> = Mutex(nil)
     private let tokens = KeptTokens()
+    private let decoded = DecodedCredentials<FCMServiceAccount>()
 
     init(options: PushOptions, now: @escaping @Sendable () -> Date) {
         self.options = options
@@ -32,7 +33,7 @@ final class FCMSender: Sendable {
     func send(_ target: PushTarget, measure: (Duration) -> Void) async -> PushResult {
         let account: FCMServiceAccount
         do {
-            account = try FCMServiceAccount(target.credentials)
+            account = try decoded.value(of: target.credentials)
         } catch {
             return .credentialsRefused(reason: "the stored service account does not read")
         }

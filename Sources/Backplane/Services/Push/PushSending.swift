@@ -3,6 +3,7 @@ import Foundation
 import JWTKit
 import NIOCore
 import NIOSSL
+import Synchronization
 import BackplaneWire
 
 /// What a provider made of one push (`APNsSender`, `FCMSender`); `PushDispatcher` acts on it.
@@ -77,5 +78,18 @@ enum PushJWT {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .integerSecondsSince1970
         return encoder
+    }
+}
+
+/// An application's stored credentials, decoded once for each time they were set rather than
+/// once per push (a service account's JSON holds a 1.7 KB key).
+final class DecodedCredentials<Value: Decodable & Sendable>: Sendable {
+    private let decoded = Mutex<[String: (setAt: Date, value: Value)]>([:])
+
+    func value(of record: PushCredentialsRecord) throws -> Value {
+        if let kept = decoded.withLock({ $0[record.applicationId] }), kept.setAt == record.setAt { return kept.value }
+        let value = try JSONDecoder().decode(Value.self, from: Data(record.secret.utf8))
+        decoded.withLock { $0[record.applicationId] = (record.setAt, value) }
+        return value
     }
 }
