@@ -16,11 +16,12 @@ struct Download: AsyncParsableCommand {
         abstract: "Queue an asset for download; with --wait, run the engine until it completes (exit 0), fails (exit 9) or the backplane denies it (exit 11).")
     @OptionGroup var connection: ConnectionOptions
     @Option(name: .customLong("asset-id"), help: "The asset id.") var assetId: String
-    @Option(help: "The http(s) URL of the file or the HLS playlist.") var url: String
+    @Option(help: "The http(s) URL of the file, the HLS playlist or the DASH MPD.") var url: String
     @Flag(help: "The URL is an HLS playlist.") var hls = false
-    @Option(name: .customLong("max-bitrate"), help: "HLS: the highest variant bit rate (0: the lowest variant).") var maxBitrate: Int?
-    @Option(help: "HLS: audio languages, comma-separated (\"\" for none; default all).") var audio: String?
-    @Option(help: "HLS: subtitle languages, comma-separated (\"\" for none; default all).") var subtitles: String?
+    @Flag(help: "The URL is a DASH MPD.") var dash = false
+    @Option(name: .customLong("max-bitrate"), help: "HLS and DASH: the highest video bit rate (0: the lowest stream).") var maxBitrate: Int?
+    @Option(help: "HLS and DASH: audio languages, comma-separated (\"\" for none; default all).") var audio: String?
+    @Option(help: "HLS and DASH: subtitle languages, comma-separated (\"\" for none; default all).") var subtitles: String?
     @Option(name: .customLong("mime"), help: "Allowed media Content-Type (repeatable; default any).") var mimeTypes: [String] = []
     @Option(name: .customLong("parallel"), help: "Files fetched at once.") var parallelFiles = 4
     @Flag(inversion: .prefixedNo, help: "Flush each file to disk before it counts as downloaded (the SDK's default: no).") var flushFiles = false
@@ -28,8 +29,9 @@ struct Download: AsyncParsableCommand {
 
     func run() async throws {
         guard let remote = URL(string: url) else { Output.fail(BackplaneClientError(kind: .invalidInput, message: "Not a URL: \(url)")) }
+        guard !(hls && dash) else { Output.fail(BackplaneClientError(kind: .invalidInput, message: "--hls and --dash cannot both be given.")) }
         let request = DownloadRequest(
-            assetId: assetId, url: remote, kind: hls ? .hls : .file, allowedMIMETypes: mimeTypes.isEmpty ? nil : Set(mimeTypes),
+            assetId: assetId, url: remote, kind: hls ? .hls : dash ? .dash : .file, allowedMIMETypes: mimeTypes.isEmpty ? nil : Set(mimeTypes),
             maxVideoBitrate: maxBitrate, audioLanguages: audio.map(Self.languages), subtitleLanguages: subtitles.map(Self.languages))
         var configuration = try connection.configuration()
         configuration.downloads.parallelFiles = parallelFiles

@@ -43,6 +43,8 @@ public enum MediaType: String, Codable, Sendable, CaseIterable {
     case file
     /// An HLS manifest and its segments.
     case hls
+    /// A static DASH MPD and its segments.
+    case dash
 }
 
 /// An episode as the CMS announces it: either with full metadata, or with only `assetId` (the

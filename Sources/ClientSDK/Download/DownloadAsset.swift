@@ -8,6 +8,8 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
         case file
         /// An HLS VOD asset: the URL is a master or a media playlist.
         case hls
+        /// A DASH VOD asset: the URL is a static MPD.
+        case dash
     }
 
     /// The app's id of the asset (the CMS's): 1 to `WireLimits.maxIdentifierLength` bytes.
@@ -19,17 +21,21 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
     /// of another type fails the asset at once and stores nothing, so a captive portal's HTML
     /// page is never kept as video. Nil accepts any type. Playlists are always checked as such.
     public var allowedMIMETypes: Set<String>?
-    /// HLS: the variant's bit-rate limit (`BANDWIDTH`): the highest variant not above it, the
-    /// lowest when none is; 0 picks the lowest, nil the highest.
+    /// HLS and DASH: the video stream's bit-rate limit (a variant's `BANDWIDTH`, a
+    /// Representation's `@bandwidth`): the highest not above it, the lowest when none is; 0 picks
+    /// the lowest, nil the highest.
     public var maxVideoBitrate: Int?
-    /// HLS: audio renditions to download, by language (nil: all; empty: none).
+    /// HLS audio renditions and DASH audio AdaptationSets to download, by language (nil: all;
+    /// empty: none). A language matches in any form manifests write it: `fr` finds `fr`,
+    /// `fr-FR`, `fra` and `fre`.
     public var audioLanguages: [String]?
-    /// HLS: subtitle renditions to download, by language (nil: all; empty: none).
+    /// HLS subtitle renditions and DASH text AdaptationSets to download, by language (nil: all;
+    /// empty: none), matched as `audioLanguages` are.
     public var subtitleLanguages: [String]?
     /// The app's own data, kept with the asset.
     public var metadata: [String: String]
     /// The size the catalogue declares (an episode's `sizeBytes`), when it does. A download that
-    /// completes at another size (a flat file by any byte, HLS by more than 10 %) completes with
+    /// completes at another size (a flat file by any byte, HLS and DASH by more than 10 %) completes with
     /// a `downloadWarning`: the catalogue or the origin is out of step.
     public var declaredSize: Int64?
     /// When the asset may be played, over the application's settings (an episode's values for

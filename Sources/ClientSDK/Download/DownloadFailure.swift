@@ -19,7 +19,7 @@ public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomString
         /// The origin's answer cannot be used, however often it is asked: a length beyond what
         /// the storage rules could ever hold, a number out of any sensible range.
         case origin
-        /// An HLS playlist that cannot be downloaded (see the message).
+        /// An HLS playlist or a DASH manifest that cannot be downloaded (see the message).
         case playlist
         /// The device's storage refused the write (full, read-only, …).
         case storage

@@ -63,9 +63,22 @@ extension DownloadRunner {
         if entitlement == nil, let grantId = queued.grantId {
             entitlement = await permission.freshEntitlement(assetId: queued.assetId, grantId: grantId)
         }
+        // A DASH license is made from the manifest's PSSH: an asset queued offline has its plan
+        // made now, before the provider is asked.
+        let directory = content.directory(for: queued.assetId)
+        var plan = DownloadPlan.kept(in: directory)
+        if plan == nil, queued.request.kind == .dash {
+            do {
+                plan = try await downloader.downloaders.downloader(for: .dash).prepare(
+                    queued.request, in: directory, room: requirements.storageRoom(assetBytes: 0), ceiling: requirements.storageCeiling())
+            } catch {
+                failed(queued.assetId, error)
+                return false
+            }
+        }
         let request = LicenseRequest(
             assetId: queued.assetId, url: queued.request.url, kind: queued.request.kind, entitlement: entitlement,
-            window: grant?.window ?? queued.window)
+            window: grant?.window ?? queued.window, contentProtection: plan?.contentProtection ?? [])
         do {
             let license = try await licenses.acquireLicense(for: request)
             try local.recordLicense(license, assetId: queued.assetId)

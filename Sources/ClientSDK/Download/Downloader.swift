@@ -4,7 +4,7 @@ import Foundation
 /// request into a plan (`prepare`, when the asset is queued: fetching and checking whatever must
 /// be known first, such as an HLS asset's playlists), and gives the plan back when the download
 /// starts (`preparedPlan`). `AssetDownloader` carries a plan out, whatever its format. A new
-/// format (DASH) is a new `Downloader` and a case of `DownloaderFactory`.
+/// format is a new `Downloader` and a case of `DownloaderFactory`.
 protocol Downloader: Sendable {
     /// Makes the plan of `request`, keeping what it fetched, and the plan when it took fetching
     /// to make, in `directory` (`AssetLayout`). `room`: what the storage rules leave now, which
@@ -27,6 +27,7 @@ struct DownloaderFactory: Sendable {
         switch kind {
         case .file: ProgressiveDownloader()
         case .hls: HLSDownloader(fetcher: fetcher, limits: playlistLimits)
+        case .dash: DASHDownloader(fetcher: fetcher, limits: playlistLimits)
         }
     }
 }
@@ -42,6 +43,8 @@ struct DownloadPlan: Sendable, Codable, Equatable {
     var mainPath: String
     /// Bandwidth × duration of the chosen streams, when the playlists say their bandwidth.
     var estimatedBytes: Int64?
+    /// DASH: the chosen streams' `ContentProtection`, for the license provider.
+    var contentProtection: [ContentProtection]? = nil
 
     struct WrittenFile: Sendable, Codable, Equatable {
         var path: String

@@ -29,6 +29,9 @@ public struct LicenseRequest: Sendable, Equatable {
     public var entitlement: String?
     /// The window the asset is played in, when the backplane granted it.
     public var window: DownloadWindow?
+    /// DASH: the chosen streams' `ContentProtection` (system ids, PSSH boxes, the default key
+    /// id), what a Widevine or PlayReady license request is built from. Empty for other kinds.
+    public var contentProtection: [ContentProtection] = []
 }
 
 extension LicenseRequest {

@@ -199,7 +199,7 @@ extension EpisodeInput {
         var metadata: [String: String] = [:]
         if let title { metadata["title"] = String(title.prefix(200)) }
         return DownloadRequest(
-            assetId: assetId, url: url, kind: mediaType == .hls ? .hls : .file,
+            assetId: assetId, url: url, kind: DownloadRequest.Kind(mediaType),
             allowedMIMETypes: permittedMimeTypes.map { Set($0.map { $0.lowercased() }) }, maxVideoBitrate: maxBitrate,
             metadata: metadata, declaredSize: sizeBytes, availability: downloadAvailability)
     }
@@ -215,7 +215,7 @@ extension DownloadRequest {
     /// the other way round).
     var episode: EpisodeInput {
         EpisodeInput(
-            assetId: assetId, title: metadata["title"], downloadURL: url.absoluteString, mediaType: kind == .hls ? .hls : .file,
+            assetId: assetId, title: metadata["title"], downloadURL: url.absoluteString, mediaType: MediaType(kind),
             permittedMimeTypes: allowedMIMETypes?.sorted(), maxBitrate: maxVideoBitrate, publishDate: availability?.publishDate,
             expiryDate: availability?.expiryDate, expiryAfterDownloadSeconds: availability?.expiryAfterDownloadSeconds,
             expiryAfterPlaySeconds: availability?.expiryAfterPlaySeconds, sizeBytes: declaredSize)
@@ -242,6 +242,27 @@ struct CursorTrail {
         }
         guard seen.count <= Self.maxPages else {
             throw BackplaneClientError(kind: .invalidResponse, message: "The backplane sent more than \(Self.maxPages) pages of \(route); paging stopped.")
+        }
+    }
+}
+
+extension DownloadRequest.Kind {
+    /// The kind of download an episode's media type is.
+    init(_ mediaType: MediaType?) {
+        self = switch mediaType {
+        case .hls: .hls
+        case .dash: .dash
+        case .file, nil: .file
+        }
+    }
+}
+
+extension MediaType {
+    init(_ kind: DownloadRequest.Kind) {
+        self = switch kind {
+        case .file: .file
+        case .hls: .hls
+        case .dash: .dash
         }
     }
 }

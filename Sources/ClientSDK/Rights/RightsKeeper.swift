@@ -291,7 +291,8 @@ final class RightsKeeper: Sendable {
             entitlement = await LicenseRequest.freshEntitlement(assetId: stored.assetId, grantId: grantId, ask: askBackplane)
         }
         let asking = LicenseRequest(
-            assetId: stored.assetId, url: request.url, kind: request.kind, entitlement: entitlement, window: window(of: stored))
+            assetId: stored.assetId, url: request.url, kind: request.kind, entitlement: entitlement, window: window(of: stored),
+            contentProtection: DownloadPlan.kept(in: content.directory(for: stored.assetId))?.contentProtection ?? [])
         // Never sooner than a sweep interval from now: a license shorter than the lead, or a
         // provider that hands back the same end, must not be renewed in a loop.
         let earliest = now.addingTimeInterval(options.sweepInterval.seconds)

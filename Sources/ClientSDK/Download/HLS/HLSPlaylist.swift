@@ -130,27 +130,22 @@ struct HLSMasterPlaylist: Equatable, Sendable {
         self.renditions = renditions
     }
 
-    /// The variant to download under a bit-rate limit: the highest `BANDWIDTH` not above
-    /// `maxBitrate`, or the lowest when none is (so 0 picks the lowest); nil means no limit.
+    /// The variant to download under a bit-rate limit, by `BANDWIDTH` (`BitrateChoice`).
     func variant(maxBitrate: Int?) -> Variant {
-        let byBandwidth = variants.sorted { $0.bandwidth < $1.bandwidth }
-        guard let maxBitrate else { return byBandwidth.last! }
-        return byBandwidth.last { $0.bandwidth <= maxBitrate } ?? byBandwidth.first!
+        // The parser refuses a master playlist without variants.
+        BitrateChoice.choose(variants, maxBitrate: maxBitrate, bandwidth: \.bandwidth)!
     }
 
     /// The renditions of `kind` in `group` with one of `languages` (nil: every language; empty:
-    /// none), in playlist order. Languages match case-insensitively, on the primary tag as well
-    /// (`en` takes `en-US`).
+    /// none), in playlist order. Languages match as `LanguageCodes.matches` says (`fr` takes
+    /// `fr-FR`, `fra` and `fre`).
     func renditions(_ kind: Rendition.Kind, group: String?, languages: [String]?) -> [Rendition] {
         guard let group else { return [] }
         return renditions.filter { rendition in
             guard rendition.kind == kind, rendition.groupId == group else { return false }
             guard let languages else { return true }
-            guard let language = rendition.language?.lowercased() else { return false }
-            return languages.contains { wanted in
-                let wanted = wanted.lowercased()
-                return language == wanted || language.hasPrefix(wanted + "-")
-            }
+            guard let language = rendition.language else { return false }
+            return LanguageCodes.matches(language, anyOf: languages)
         }
     }
 }

@@ -1,0 +1,77 @@
+import Foundation
+
+/// Fetches what a downloader reads to make an asset's plan (HLS playlists, a DASH MPD and its
+/// `sidx` boxes) into the asset's `original/` directory, each flushed whatever
+/// `DownloadOptions.flushesFiles` says (they are fetched once, and the plan is made from them).
+/// Together they are held to the asset's budget (`PlaylistLimits.bytes`) and to what the storage
+/// rules leave, each to its format's own largest size.
+struct ManifestFetcher {
+    private let fetcher: FileFetcher
+    /// `PlaylistLimits.bytes`, for the message.
+    private let limit: Int64
+    /// Left of it.
+    private var bytes: Int64
+    /// Left of what the storage rules allow.
+    private var room: Int64
+    /// The most the storage rules could ever allow.
+    private let ceiling: Int64
+
+    init(fetcher: FileFetcher, limits: PlaylistLimits, room: Int64, ceiling: Int64) {
+        var flushing = fetcher
+        flushing.flushes = true
+        self.fetcher = flushing
+        self.limit = limits.bytes
+        self.bytes = limits.bytes
+        self.room = room
+        self.ceiling = ceiling
+    }
+
+    /// Fetches `url` (only `byteRange` of it, when given) to `file` and returns its bytes. Past the
+    /// budget or `maxBytes` the asset fails as `.playlist` (`tooLarge` says why); past the
+    /// storage rules' room it waits for room (`.noSpace`), as any file does.
+    mutating func fetch(
+        _ url: URL, byteRange: HLSMediaPlaylist.ByteRange? = nil, to file: URL, maxBytes: Int, tooLarge: String
+    ) async throws(DownloadFailure) -> Data {
+        let allowance = min(bytes, Int64(maxBytes))
+        let size: Int64
+        do {
+            size = try await fetcher.fetch(.init(url: url, byteRange: byteRange), to: file, budget: StorageBudget(min(allowance, room), ceiling: ceiling))
+        } catch where error.kind == .noSpace {
+            guard allowance <= room else { throw DownloadFailure(.noSpace, error.message) }
+            let why = allowance < Int64(maxBytes) ? "the asset's manifests are larger than \(limit) bytes in all" : tooLarge
+            throw DownloadFailure(.playlist, "\(url.absoluteString): \(why)")
+        }
+        bytes -= size
+        room -= size
+        do {
+            return try Data(contentsOf: file)
+        } catch {
+            throw DownloadFailure(.storage, "Could not read back \(file.lastPathComponent): \(error).")
+        }
+    }
+}
+
+extension DownloadPlan {
+    /// The plan kept in `directory`, or nil (none yet, or one this version cannot read).
+    static func kept(in directory: URL) -> DownloadPlan? {
+        guard let data = try? Data(contentsOf: directory.appendingPathComponent(AssetLayout.plan, isDirectory: false)) else { return nil }
+        return try? JSONDecoder().decode(DownloadPlan.self, from: data)
+    }
+
+    /// Keeps the plan in `directory`. The download is carried out from it whenever it runs, also
+    /// after a system crash: the plan and the manifests (each flushed before its rename) are
+    /// flushed, then their names, up to the data directory.
+    func keep(in directory: URL, assetId: String) async throws(DownloadFailure) {
+        let planFile = directory.appendingPathComponent(AssetLayout.plan, isDirectory: false)
+        do {
+            try JSONEncoder().encode(self).write(to: planFile, options: .atomic)
+            try await LocalFiles.waitingForTheDisk {
+                try LocalFiles.flush(path: planFile, fully: false)
+                try LocalFiles.flush(path: directory.appendingPathComponent(AssetLayout.originalDirectory), isDirectory: true, fully: false)
+                try LocalFiles.flushAssetDirectory(directory)
+            }
+        } catch {
+            throw DownloadFailure(.storage, "Could not keep the plan of \(assetId): \(error).")
+        }
+    }
+}
