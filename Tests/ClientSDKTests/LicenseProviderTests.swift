@@ -132,4 +132,50 @@ import TestSupport
         #expect(bench.origin.requests("/locked.mp4") == 0)
         await bench.stop()
     }
+
+    /// A Widevine-protected DASH asset: the provider receives the manifest's PSSH box and default
+    /// key id before any segment is fetched, also when the asset was queued while its origin
+    /// could not be reached (its manifest is read then, before the provider is asked); the local
+    /// MPD keeps both for the player.
+    @Test func aDASHAssetsProviderReceivesThePSSHAndTheDefaultKeyId() async throws {
+        let pssh = Data([0, 0, 0, 40] + Array("pssh".utf8) + [UInt8](repeating: 9, count: 32))
+        let manifest = """
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" xmlns:cenc="urn:mpeg:cenc:2013" type="static" mediaPresentationDuration="PT4S">
+              <Period>
+                <AdaptationSet contentType="video" mimeType="video/mp4">
+                  <ContentProtection schemeIdUri="urn:mpeg:dash:mp4protection:2011" value="cenc" cenc:default_KID="9eb4050d-e44b-4802-932e-27d75083e266"/>
+                  <ContentProtection schemeIdUri="urn:uuid:edef8ba9-79d6-4ace-a3c8-27dcd51d21ed"><cenc:pssh>\(pssh.base64EncodedString())</cenc:pssh></ContentProtection>
+                  <SegmentTemplate timescale="1" duration="2" media="v$Number$.m4s" initialization="init.mp4"/>
+                  <Representation id="v" bandwidth="100000"/>
+                </AdaptationSet>
+              </Period>
+            </MPD>
+            """
+        let origin = try await TestOrigin.start()
+        for file in ["init.mp4", "v1.m4s", "v2.m4s"] { origin.serve("/drm/\(file)", TestOrigin.content(2_000)) }
+        let provider = RecordingProvider { [origin] _ in
+            #expect(origin.requests(under: "/drm/v").isEmpty, "a segment came before the license")
+        }
+        let bench = try await DownloadBench.start(origin: origin, rights: { $0.licenseProvider = provider })
+        // Queued while the manifest cannot be fetched (a 503): its plan is made at download start.
+        origin.serve("/drm/manifest.mpd", Data(manifest.utf8), contentType: "application/dash+xml")
+        origin.inject(.failFirst(1_000, status: 503), at: "/drm/manifest.mpd")
+        try await bench.engine.downloads.setEnabled(false)
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "drm", url: origin.url("/drm/manifest.mpd"), kind: .dash))
+        #expect(origin.requests("/drm/manifest.mpd") == 1)
+        origin.inject(nil, at: "/drm/manifest.mpd")
+        try await bench.engine.downloads.setEnabled(true)
+        let asset = try await bench.waitForOutcome("drm")
+        #expect(asset.state == .completed, "\(String(describing: asset.lastFailure))")
+        let request = try #require(provider.acquired.first)
+        #expect(request.kind == .dash)
+        #expect(request.contentProtection == [
+            ContentProtection(schemeIdUri: "urn:mpeg:dash:mp4protection:2011", value: "cenc", defaultKID: "9eb4050d-e44b-4802-932e-27d75083e266"),
+            ContentProtection(schemeIdUri: "urn:uuid:edef8ba9-79d6-4ace-a3c8-27dcd51d21ed", pssh: pssh),
+        ])
+        #expect(request.contentProtection.last?.systemId == "edef8ba9-79d6-4ace-a3c8-27dcd51d21ed")
+        let local = try String(contentsOf: try #require(asset.localURL), encoding: .utf8)
+        #expect(local.contains("<cenc:pssh>\(pssh.base64EncodedString())</cenc:pssh>") && local.contains("cenc:default_KID="))
+        await bench.stop()
+    }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The SDK's download engine against curl, from the same local origin (nginx from Debian):
-# an HLS asset of SEGMENTS segments of SEGMENT_KIB KiB (default 1,000 × 512 KiB = 512 MiB) and
-# a flat file of FLAT_MIB MiB (default 1,024), each fetched by the release harness
+# an HLS asset of SEGMENTS segments of SEGMENT_KIB KiB (default 1,000 × 512 KiB = 512 MiB), a
+# DASH asset of the same segments (a `$Number$` template; its files are hard links to the HLS
+# ones) and a flat file of FLAT_MIB MiB (default 1,024), each fetched by the release harness
 # (`download --wait`, PARALLEL files at once) and by curl with the same parallelism. Prints
 # both throughputs, their ratio and the harness's peak resident memory. The harness runs twice a
 # round: with its default, files left to the kernel as curl leaves them, and with --flush-files,
@@ -28,7 +29,7 @@ harness=.build/release/backplane-harness
 
 # The content: random bytes, so nothing compresses.
 origin="$work/origin"
-mkdir -p "$origin/hls/v"
+mkdir -p "$origin/hls/v" "$origin/dash/v"
 python3 - "$origin" "$SEGMENTS" "$SEGMENT_KIB" "$FLAT_MIB" <<'PY'
 import os, sys
 root, segments, kib, flat_mib = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -41,6 +42,20 @@ for i in range(segments):
     lines += ["#EXTINF:6.0,", f"{i}.ts"]
 with open(f"{root}/hls/v/media.m3u8", "w") as f:
     f.write("\n".join(lines + ["#EXT-X-ENDLIST", ""]))
+# The same media as DASH: segment i + 1 of the template is HLS segment i.
+for i in range(segments):
+    os.link(f"{root}/hls/v/{i}.ts", f"{root}/dash/v/{i + 1}.m4s")
+with open(f"{root}/dash/manifest.mpd", "w") as f:
+    f.write(f"""<?xml version="1.0" encoding="UTF-8"?>
+<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT{segments * 6}S" minBufferTime="PT2S">
+  <Period>
+    <AdaptationSet contentType="video" mimeType="video/mp4">
+      <SegmentTemplate timescale="1" duration="6" startNumber="1" media="v/$Number$.m4s"/>
+      <Representation id="v" bandwidth="4000000"/>
+    </AdaptationSet>
+  </Period>
+</MPD>
+""")
 with open(f"{root}/flat.mp4", "wb") as f:
     for _ in range(flat_mib):
         f.write(os.urandom(1024 * 1024))
@@ -84,6 +99,17 @@ curl_hls() {
     curl -sf -o "$dir/master.m3u8" "$base/hls/master.m3u8"
     curl -sf -o "$dir/media.m3u8" "$base/hls/v/media.m3u8"
     for i in $(seq 0 $((SEGMENTS - 1))); do printf 'url = "%s"\noutput = "%s"\n' "$base/hls/v/$i.ts" "$dir/$i.ts"; done >"$work/curl.cfg"
+    curl -sSf --no-progress-meter --parallel --parallel-max "$PARALLEL" --config "$work/curl.cfg"
+    end=$(now)
+    sync -f "$dir"
+    echo "$(echo "$end - $start" | bc) $(bytes_of "$dir") $(echo "$(now) - $start" | bc)"
+}
+curl_dash() {
+    local dir=$1 start end
+    mkdir -p "$dir"
+    start=$(now)
+    curl -sf -o "$dir/manifest.mpd" "$base/dash/manifest.mpd"
+    for i in $(seq 1 "$SEGMENTS"); do printf 'url = "%s"\noutput = "%s"\n' "$base/dash/v/$i.m4s" "$dir/$i.m4s"; done >"$work/curl.cfg"
     curl -sSf --no-progress-meter --parallel --parallel-max "$PARALLEL" --config "$work/curl.cfg"
     end=$(now)
     sync -f "$dir"
@@ -139,17 +165,21 @@ settle() { rm -rf "$@"; sync; }
 
 # Warm the page cache for both (the origin's files were just written, but make it even).
 cat "$origin"/hls/v/*.ts "$origin/flat.mp4" >/dev/null
-hls_curl=() hls_sdk=() hls_sdk_unflushed=() flat_curl=() flat_sdk=() flat_sdk_unflushed=()
+hls_curl=() hls_sdk=() hls_sdk_unflushed=() dash_curl=() dash_sdk=() dash_sdk_unflushed=() flat_curl=() flat_sdk=() flat_sdk_unflushed=()
 for round in $(seq "$ROUNDS"); do
     # The SDK's default runs right after curl: the two the goal compares.
     settle "$work/sdk-flat"; hls_curl+=("$(curl_hls "$work/curl-hls/$round")")
     settle; hls_sdk_unflushed+=("$(sdk hls "$work/sdk-hls/unflushed-$round" --url "$base/hls/master.m3u8" --hls)")
     settle; hls_sdk+=("$(sdk hls "$work/sdk-hls/$round" --url "$base/hls/master.m3u8" --hls --flush-files)")
+    settle; dash_curl+=("$(curl_dash "$work/curl-dash/$round")")
+    settle; dash_sdk_unflushed+=("$(sdk dash "$work/sdk-dash/unflushed-$round" --url "$base/dash/manifest.mpd" --dash)")
+    settle; dash_sdk+=("$(sdk dash "$work/sdk-dash/$round" --url "$base/dash/manifest.mpd" --dash --flush-files)")
     settle; flat_curl+=("$(curl_flat "$work/curl-flat")")
     settle "$work/curl-flat"; flat_sdk_unflushed+=("$(sdk flat "$work/sdk-flat/unflushed-$round" --url "$base/flat.mp4")")
     settle "$work/sdk-flat"; flat_sdk+=("$(sdk flat "$work/sdk-flat/$round" --url "$base/flat.mp4" --flush-files)")
 done
-settle "$work/sdk-flat" "$work/curl-hls" "$work/sdk-hls"
+settle "$work/sdk-flat" "$work/curl-hls" "$work/sdk-hls" "$work/curl-dash" "$work/sdk-dash"
 echo "download benchmark: $SEGMENTS segments x $SEGMENT_KIB KiB, flat $FLAT_MIB MiB, $PARALLEL files at once, $(nproc) cores, best of $ROUNDS"
 report "HLS ($SEGMENTS segments)" "$(printf '%s\n' "${hls_sdk[@]}")" "$(printf '%s\n' "${hls_sdk_unflushed[@]}")" "$(printf '%s\n' "${hls_curl[@]}")"
+report "DASH ($SEGMENTS segments)" "$(printf '%s\n' "${dash_sdk[@]}")" "$(printf '%s\n' "${dash_sdk_unflushed[@]}")" "$(printf '%s\n' "${dash_curl[@]}")"
 report "flat file" "$(printf '%s\n' "${flat_sdk[@]}")" "$(printf '%s\n' "${flat_sdk_unflushed[@]}")" "$(printf '%s\n' "${flat_curl[@]}")"

@@ -1,0 +1,33 @@
+import ClientSDK
+import Foundation
+import Testing
+import TestSupport
+
+extension HarnessEndToEndTests {
+    /// `backplane-harness download --dash` downloads an ffmpeg-made DASH asset through the built
+    /// server and harness, with the lowest video and the French audio; `--hls --dash` is refused.
+    @Test func theHarnessDownloadsADASHAsset() async throws {
+        guard PlaybackPlayersTests.playersAreInstalled() else { return }
+        let root = temporaryDirectory("harness-dash")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let backplane = try await ServedBackplane(root: root)
+        defer { backplane.process.terminate() }
+        let origin = try await TestOrigin.start()
+        try await DASHDownloadTests.makeAsset(.template, in: root.appendingPathComponent("media"), origin: origin)
+        let harness = try backplane.harness(user: "viewer")
+        let url = origin.url("/template/manifest.mpd").absoluteString
+
+        let both = try await harness.run(["download", "--asset-id", "show", "--url", url, "--hls", "--dash"], device: "phone")
+        #expect(both.status != 0, "\(both.json)")
+
+        let downloaded = try await harness.run(
+            ["download", "--asset-id", "show", "--url", url, "--dash", "--max-bitrate", "0", "--audio", "fr", "--subtitles", "", "--wait"], device: "phone")
+        #expect(downloaded.status == 0, "\(downloaded.json)")
+        #expect(downloaded.json["state"] == .string("completed"))
+        // The lower video (stream 0) and the French audio (stream 3) only.
+        let fetched = origin.requests(under: "/template/chunk-")
+        #expect(Set(fetched.keys.map { $0.components(separatedBy: "-")[1] }) == ["stream0", "stream3"], "\(fetched.keys.sorted())")
+        await origin.stop()
+    }
+}
