@@ -24,6 +24,8 @@ final class HostileOrigin: Sendable {
         var scripts: [String: Script] = [:]
         var requests: [String: Int] = [:]
         var heads: [String: [HTTPRequestHead]] = [:]
+        /// Paths whose script answers `HEAD` too.
+        var headScripts: Set<String> = []
     }
 
     private let state = LockedBox(State())
@@ -52,9 +54,13 @@ final class HostileOrigin: Sendable {
 
     func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
-    /// Answers requests for `path` with `script` from now on (any other path: 404).
-    func route(_ path: String, _ script: @escaping Script) {
-        state.withLock { $0.scripts[path] = script }
+    /// Answers requests for `path` with `script` from now on (any other path: 404); `HEAD` only
+    /// with `answeringHead` (else 405).
+    func route(_ path: String, answeringHead: Bool = false, _ script: @escaping Script) {
+        state.withLock { state in
+            state.scripts[path] = script
+            if answeringHead { state.headScripts.insert(path) } else { state.headScripts.remove(path) }
+        }
     }
 
     /// Answers `path` with a well-formed 200 and `body`.
@@ -99,6 +105,12 @@ final class HostileOrigin: Sendable {
                 case .end:
                     guard let head else { return }
                     let path = String(head.uri.prefix { $0 != "?" })
+                    // `HEAD` (the engine's size estimate) is refused unless a test scripts it, so
+                    // that each script's attempts are the downloads' `GET`s.
+                    if head.method == .HEAD, !(state.withLock { $0.headScripts.contains(path) }) {
+                        try await outbound.write(ByteBuffer(bytes: Self.answer(status: "405 Method Not Allowed", headers: ["Content-Length": "0"])))
+                        continue
+                    }
                     let (script, attempt) = state.withLock { state -> (Script?, Int) in
                         state.requests[path, default: 0] += 1
                         state.heads[path, default: []].append(head)

@@ -301,6 +301,35 @@ import TestSupport
         await bench.stop()
     }
 
+    /// The size estimate's `HEAD` answers are the origin's too: a length no storage could hold
+    /// fails the asset before one byte of it is asked for; lengths that are not digits, and
+    /// answers that are not 200, give no estimate, and the download goes on as without one.
+    @Test func aHeadAnswerWithAnImpossibleLengthFailsTheAssetBeforeItsDownload() async throws {
+        let bench = try await DownloadBench.start()
+        let origin = try await HostileOrigin.start()
+        origin.route("/vast.mp4", answeringHead: true) { head, _ in
+            [.bytes(HostileOrigin.answer(headers: ["Content-Type": "video/mp4", "Content-Length": "4611686018427387904"]))]
+        }
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "vast", url: origin.url("/vast.mp4")))
+        let vast = try await bench.waitForOutcome("vast", timeout: .seconds(20))
+        #expect(vast.lastFailure?.kind == .origin && vast.errorCount == 1, "\(String(describing: vast.lastFailure))")
+        #expect(origin.heads("/vast.mp4").allSatisfy { $0.method == .HEAD }, "a GET for the asset")
+
+        let body = TestOrigin.content(20_000, seed: 3)
+        for (index, length) in ["-1", "2.5e5", "99999999999999999999", "+20000", "0x4e20"].enumerated() {
+            origin.route("/odd\(index).mp4", answeringHead: true) { head, _ in
+                head.method == .HEAD
+                    ? [.bytes(HostileOrigin.answer(headers: ["Content-Type": "video/mp4", "Content-Length": length]))]
+                    : [.bytes(HostileOrigin.answer(headers: ["Content-Type": "video/mp4", "Content-Length": "\(body.count)"], body: body))]
+            }
+            let queued = try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "odd\(index)", url: origin.url("/odd\(index).mp4")))
+            #expect(queued.estimatedBytes == nil, "\(length)")
+            #expect(try await bench.waitForOutcome("odd\(index)", timeout: .seconds(20)).state == .completed, "\(length)")
+        }
+        await origin.stop()
+        await bench.stop()
+    }
+
     static func bytes(under directory: URL) -> Int {
         guard let walk = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.fileSizeKey]) else { return 0 }
         var total = 0

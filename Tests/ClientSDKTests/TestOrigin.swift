@@ -32,6 +32,8 @@ final class TestOrigin: Sendable {
         var faults: [String: Fault] = [:]
         var requests: [String: Int] = [:]
         var bytesServed: [String: Int] = [:]
+        /// `HEAD` requests, counted apart: they send no bytes.
+        var heads: [String: Int] = [:]
     }
 
     private let state = LockedBox(State())
@@ -44,6 +46,7 @@ final class TestOrigin: Sendable {
         let origin = TestOrigin()
         let router = Router()
         router.get("**") { request, _ in await origin.answer(request) }
+        router.head("**") { request, _ in origin.answerHead(request) }
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = Application(
             router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
@@ -89,10 +92,24 @@ final class TestOrigin: Sendable {
         state.withLock { $0.bytesServed.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) }
     }
     func bytesServed(_ path: String) -> Int { state.withLock { $0.bytesServed[path] ?? 0 } }
+    func heads(under prefix: String) -> Int { state.withLock { $0.heads.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) } }
 
     /// Deterministic bytes that differ at every offset a test may resume from.
     static func content(_ count: Int, seed: UInt8 = 1) -> Data {
         Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &+ $0 >> 8) })
+    }
+
+    /// A file's headers without its body (faults are for the downloads' `GET`s).
+    private func answerHead(_ request: Request) -> Response {
+        let path = request.uri.path
+        let file = state.withLock { state -> File? in
+            state.heads[path, default: 0] += 1
+            return state.files[path]
+        }
+        guard let file else { return Response(status: .notFound) }
+        return Response(status: .ok, headers: [
+            .contentType: file.contentType, .eTag: file.etag, .acceptRanges: "bytes", .contentLength: String(file.bytes.count),
+        ])
     }
 
     private func answer(_ request: Request) async -> Response {

@@ -173,6 +173,13 @@ public struct DownloadAsset: Sendable, Equatable {
     /// Completed: what to play, under the data directory (the flat file or the local master
     /// playlist, which refers only to local files).
     public var localURL: URL?
+    /// What it will take on the device, worked out when it was queued (or when its download
+    /// started, if it was queued offline) from its manifests and the origin's answers for its
+    /// first files; nil while unknown. An asset that cannot fit is never started.
+    public var estimatedBytes: Int64? = nil
+    /// Queued and `blocked(.storage)`: the bytes `maxStorage` and `headroom` lack for its
+    /// estimate, after the assets queued ahead of it.
+    public var storageShortfall: Int64? = nil
 
     /// 0...1; nil while the size is unknown.
     public var fraction: Double? {

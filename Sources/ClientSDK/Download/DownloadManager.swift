@@ -22,6 +22,15 @@ public struct DownloadManager: Sendable {
         try await engine.downloadRunner().enqueue(request, at: index)
     }
 
+    /// What `request` would take on the device, and whether it would fit at the end of the queue
+    /// (`DownloadEstimate.shortfall`), without queueing it: its manifests are fetched, and the
+    /// origin is asked the size of its first files. Throws `.invalidInput` for a request the SDK
+    /// cannot download and `.download` when its manifests cannot be used or the origin does not
+    /// answer.
+    public func estimate(_ request: DownloadRequest) async throws -> DownloadEstimate {
+        try await engine.downloadRunner().estimate(request)
+    }
+
     public func move(assetId: String, to index: Int) async throws {
         try await engine.downloadRunner().move(assetId, to: index)
     }

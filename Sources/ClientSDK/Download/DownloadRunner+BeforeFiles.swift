@@ -2,7 +2,7 @@ import Foundation
 import BackplaneWire
 
 // The steps before an asset's files come: an asset already past its expiry date leaves the
-// queue, the backplane is asked for permission (`DownloadPermission`, its outcome applied to the
+// queue, its plan and size are known (one that cannot fit waits), the backplane is asked for permission (`DownloadPermission`, its outcome applied to the
 // pass here), the app's provider for a license.
 extension DownloadRunner {
     /// Takes the asset out of the queue as expired when its expiry date (its own or the granted
@@ -15,6 +15,63 @@ extension DownloadRunner {
         _ = try? eventLogger.log(.assetExpired(assetId: queued.assetId))
         broadcaster.emit(.assetExpired(assetId: queued.assetId, reason: .expiryDate))
         return true
+    }
+
+    /// The asset's plan: its request's for a flat file, else the one kept, made now when there is
+    /// none (the asset was queued while its origin could not be reached). A failure to make it is
+    /// this pass's failure, recorded; no room for its manifests blocks the queue on storage.
+    func plan(for queued: QueuedDownload) async -> DownloadPlan? {
+        let downloader = downloader.downloaders.downloader(for: queued.request.kind)
+        let directory = content.directory(for: queued.assetId)
+        if let plan = downloader.preparedPlan(queued.request, in: directory) { return plan }
+        do {
+            return try await downloader.prepare(
+                queued.request, in: directory, room: requirements.storageRoom(assetBytes: 0), ceiling: requirements.storageCeiling())
+        } catch where error.kind == .noSpace {
+            blockOnStorage()
+        } catch {
+            failed(queued.assetId, error)
+        }
+        return nil
+    }
+
+    /// The asset with its size estimated (`SizeEstimator`) and stored, its plan made if it was
+    /// not; nil when the plan could not be made (recorded) or the asset left the queue meanwhile.
+    /// An origin that does not say enough leaves the estimate unknown, and the download goes on.
+    func planAndEstimate(_ queued: QueuedDownload) async -> QueuedDownload? {
+        guard let plan = await plan(for: queued) else { return nil }
+        guard let estimate = await estimator.estimate(plan) else { return queued }
+        return stillWanted(queued.assetId).flatMap { _ in
+            try? local.updateDownload(assetId: queued.assetId) { download in
+                download.estimatedBytes = estimate.bytes
+                download.estimateIsExact = estimate.isExact
+            }
+        }
+    }
+
+    /// The asset with its plan made and its size estimated, when it fits under the storage rules
+    /// now; nil when it waits for room (the queue blocks on storage until there is more), failed
+    /// (its plan could not be made, or it is known to be larger than the rules could ever
+    /// allow), or left the queue meanwhile.
+    func sizedToFit(_ queued: QueuedDownload) async -> QueuedDownload? {
+        var queued = queued
+        if queued.estimatedBytes == nil {
+            guard let planned = await planAndEstimate(queued) else { return nil }
+            queued = planned
+        }
+        let ceiling = requirements.storageCeiling()
+        guard let estimate = queued.estimateToFit(ceiling: ceiling) else { return queued }
+        if estimate > ceiling {
+            // As a file declared that large is: the asset's error, not a wait for room.
+            failed(queued.assetId, DownloadFailure(.origin, "\(queued.assetId) takes \(estimate) bytes, more than the storage rules could ever hold (\(ceiling))."))
+            return nil
+        }
+        if estimate.subtractingClamped(queued.bytesDownloaded) > requirements.storageRoom(assetBytes: queued.bytesDownloaded) {
+            blockOnStorage()
+            _ = await signal.wait(upTo: options.storageRecheck)
+            return nil
+        }
+        return queued
     }
 
     /// Asks the backplane (`DownloadPermission`) and applies its answer to the pass: the grant
@@ -63,22 +120,11 @@ extension DownloadRunner {
         if entitlement == nil, let grantId = queued.grantId {
             entitlement = await permission.freshEntitlement(assetId: queued.assetId, grantId: grantId)
         }
-        // A DASH license is made from the manifest's PSSH: an asset queued offline has its plan
-        // made now, before the provider is asked.
-        let directory = content.directory(for: queued.assetId)
-        var plan = DownloadPlan.kept(in: directory)
-        if plan == nil, queued.request.kind == .dash {
-            do {
-                plan = try await downloader.downloaders.downloader(for: .dash).prepare(
-                    queued.request, in: directory, room: requirements.storageRoom(assetBytes: 0), ceiling: requirements.storageCeiling())
-            } catch {
-                failed(queued.assetId, error)
-                return false
-            }
-        }
+        // A DASH license is made from the manifest's PSSH, which the plan keeps.
+        guard let plan = await plan(for: queued) else { return false }
         let request = LicenseRequest(
             assetId: queued.assetId, url: queued.request.url, kind: queued.request.kind, entitlement: entitlement,
-            window: grant?.window ?? queued.window, contentProtection: plan?.contentProtection ?? [])
+            window: grant?.window ?? queued.window, contentProtection: plan.contentProtection ?? [])
         do {
             let license = try await licenses.acquireLicense(for: request)
             try local.recordLicense(license, assetId: queued.assetId)

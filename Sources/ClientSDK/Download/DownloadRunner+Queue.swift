@@ -18,8 +18,12 @@ extension DownloadRunner {
             throw BackplaneClientError(kind: .invalidInput, message: "Asset \(request.assetId) is being queued already.")
         }
         defer { preparing.remove(request.assetId) }
+        var estimate: (bytes: Int64, isExact: Bool)?
         do {
             try await prepareWithinDeadline(request)
+            // What it will take, shown on the asset and checked before its download starts.
+            let plan = downloader.downloaders.downloader(for: request.kind).preparedPlan(request, in: content.directory(for: request.assetId))
+            if let plan { estimate = await estimator.estimate(plan) }
         } catch where error.isPassing {
             // Queued all the same; what was fetched is fetched again when the download starts.
             try? content.removeFiles(of: request.assetId)
@@ -34,7 +38,7 @@ extension DownloadRunner {
             try? content.removeFiles(of: request.assetId)
             throw error
         }
-        let added = try local.access { try $0.enqueueDownload(request, at: index) }
+        let added = try local.access { try $0.enqueueDownload(request, at: index, estimate: estimate) }
         // With no await between, the loop cannot take the asset before its grant is recorded.
         if let grant { try local.adoptGrant(grant.grantId, window: grant.window, assetId: request.assetId) }
         // Not added: queued meanwhile by another path, returned as it is.
@@ -148,25 +152,76 @@ extension DownloadRunner {
     /// The queue in order (completed assets are not in it).
     func queue() throws -> [DownloadAsset] {
         let block = currentBlock()
-        return try local.access { try $0.queuedDownloads() }.map { DownloadAsset(queued: withLiveProgress($0), state: state(of: $0, block: block)) }
+        let queue = try local.access { try $0.queuedDownloads() }.map(withLiveProgress)
+        let shortfalls = storageShortfalls(of: queue)
+        return queue.map { queued in
+            let shortfall = shortfalls[queued.assetId]
+            return DownloadAsset(queued: queued, state: state(of: queued, block: block, shortfall: shortfall), shortfall: shortfall)
+        }
     }
 
     /// A queued or completed asset.
     func asset(_ assetId: String) throws -> DownloadAsset? {
-        if let queued = try local.access({ try $0.queuedDownload(assetId: assetId) }) {
-            return DownloadAsset(queued: withLiveProgress(queued), state: state(of: queued, block: currentBlock()))
+        if try local.access({ try $0.queuedDownload(assetId: assetId) }) != nil {
+            return try queue().first { $0.assetId == assetId }
         }
         return try local.access { try $0.asset(assetId: assetId) }.map { DownloadAsset(completed: $0, root: content.root) }
     }
 
-    /// `block`: the rule that stops the queue now, if any.
-    private func state(of queued: QueuedDownload, block: DownloadBlock?) -> DownloadState {
+    /// `block`: the rule that stops the queue now, if any; `shortfall`: the bytes the asset
+    /// lacks under the storage rules, after the queue ahead of it.
+    private func state(of queued: QueuedDownload, block: DownloadBlock?, shortfall: Int64?) -> DownloadState {
         if queued.failed { return .failed(queued.lastFailure ?? DownloadFailure(.network, "Failed.")) }
         if queued.paused { return .paused }
         if case .downloading(queued.assetId) = status { return .downloading }
         if let block { return .blocked(block) }
+        if shortfall != nil { return .blocked(.storage) }
         if queued.denial != nil { return .blocked(.permissionDenied) }
         return .pending
+    }
+
+    /// What each of the queue's assets that may download lacks under the storage rules once the
+    /// assets ahead of it have their estimates (`estimatedBytes`; an asset without one counts
+    /// nothing), the bytes they already hold left out of both.
+    private func storageShortfalls(of queue: [QueuedDownload]) -> [String: Int64] {
+        let runnable = queue.filter { !$0.paused && !$0.failed }
+        guard runnable.contains(where: { $0.estimatedBytes != nil }) else { return [:] }
+        let held = runnable.reduce(Int64(0)) { $0.addingClamped(max($1.bytesDownloaded, 0)) }
+        let room = requirements.storageRoom(assetBytes: held)
+        let ceiling = requirements.storageCeiling()
+        var needed: Int64 = 0
+        var shortfalls: [String: Int64] = [:]
+        for queued in runnable {
+            guard let estimate = queued.estimateToFit(ceiling: ceiling) else { continue }
+            needed = needed.addingClamped(max(estimate.subtractingClamped(queued.bytesDownloaded), 0))
+            if needed > room { shortfalls[queued.assetId] = needed - room }
+        }
+        return shortfalls
+    }
+
+    /// The size `request` would take and the room it would have at the end of the queue, worked
+    /// out from its manifests (fetched into a scratch directory, then deleted) and the origin's
+    /// answers, without queueing it.
+    func estimate(_ request: DownloadRequest) async throws -> DownloadEstimate {
+        if let problem = request.problem { throw BackplaneClientError(kind: .invalidInput, message: problem) }
+        let scratch = content.root.deletingLastPathComponent().appendingPathComponent("estimates", isDirectory: true)
+            .appendingPathComponent(UUID().uuidString, isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let plan: DownloadPlan
+        do {
+            plan = try await downloader.downloaders.downloader(for: request.kind).prepare(
+                request, in: scratch, room: requirements.storageRoom(assetBytes: 0), ceiling: requirements.storageCeiling())
+        } catch {
+            throw BackplaneClientError(kind: .download, message: "The size of \(request.assetId) cannot be estimated: \(error)", underlying: error)
+        }
+        guard let size = await estimator.estimate(plan) else {
+            throw BackplaneClientError(kind: .download, message: "The size of \(request.assetId) cannot be estimated: the origin did not answer for its files.")
+        }
+        let queue = try local.access { try $0.queuedDownloads() }.map(withLiveProgress).filter { !$0.paused && !$0.failed && $0.assetId != request.assetId }
+        let held = queue.reduce(Int64(0)) { $0.addingClamped(max($1.bytesDownloaded, 0)) }
+        let ceiling = requirements.storageCeiling()
+        let ahead = queue.reduce(Int64(0)) { $0.addingClamped(max(($1.estimateToFit(ceiling: ceiling) ?? 0).subtractingClamped($1.bytesDownloaded), 0)) }
+        return DownloadEstimate(bytes: size.bytes, isExact: size.isExact, room: max(requirements.storageRoom(assetBytes: held).subtractingClamped(ahead), 0))
     }
 
     private func update(_ assetIds: [String]?, _ change: (inout QueuedDownload) -> Void) throws {
@@ -185,12 +240,13 @@ extension DownloadRunner {
 }
 
 extension DownloadAsset {
-    init(queued: QueuedDownload, state: DownloadState) {
+    init(queued: QueuedDownload, state: DownloadState, shortfall: Int64? = nil) {
         self.init(
             request: queued.request, state: state, bytesDownloaded: queued.bytesDownloaded, expectedBytes: queued.expectedBytes,
             expectedBytesIsEstimate: queued.expectedIsEstimate, errorCount: queued.errorCount, lastFailure: queued.lastFailure,
             position: queued.position, addedAt: queued.addedAt, completedAt: nil,
-            permission: queued.grantId.map { .granted(grantId: $0) } ?? queued.denial.map { .denied($0) } ?? .notAsked, localURL: nil)
+            permission: queued.grantId.map { .granted(grantId: $0) } ?? queued.denial.map { .denied($0) } ?? .notAsked, localURL: nil,
+            estimatedBytes: queued.estimatedBytes, storageShortfall: shortfall)
     }
 
     init(completed asset: LocalAsset, root: URL) {

@@ -20,6 +20,8 @@ actor DownloadRunner {
     let broadcaster: EventBroadcaster
     let eventLogger: EventLogger
     let downloader: AssetDownloader
+    /// Works out what an asset will take before its download starts.
+    let estimator = SizeEstimator(client: DownloadRunner.client)
     /// What must hold for the queue to run.
     nonisolated let requirements: DownloadRequirements
     /// Wakes the loop: queue changes, the switch, the backplane's answers, the network, freed space.
@@ -218,6 +220,9 @@ actor DownloadRunner {
         let request = queued.request
         var queued = queued
         if await leftExpired(queued) { return }
+        // Its plan and size before anything else: an asset that cannot fit is never started.
+        guard let sized = await sizedToFit(queued) else { return }
+        queued = sized
         var grant: DownloadGrant?
         if queued.grantId == nil, permission.isNeeded() {
             guard let granted = await permission(for: queued) else { return }
@@ -283,9 +288,7 @@ actor DownloadRunner {
         case .failure(let blocked as Blocked):
             setBlock(blocked.reason)
         case .failure(let failure as DownloadFailure) where failure.kind == .noSpace:
-            roomWhenStorageRanOut = requirements.storageRoom(assetBytes: 0)
-            setBlock(.storage)
-            setStatus(.blocked(.storage))
+            blockOnStorage()
             outOfRoom = true
         case .failure(let failure as DownloadFailure):
             failed(assetId, failure)
@@ -296,6 +299,15 @@ actor DownloadRunner {
         // Recorded first: the flush awaits, and the app's calls run meanwhile.
         await flushStopped(assetId)
         if outOfRoom { _ = await signal.wait(upTo: options.storageRecheck) }
+    }
+
+    /// The queue waits for more room than the storage rules leave now (the head of the queue ran
+    /// out of it, or its estimate does not fit): until an asset is deleted, space is freed or
+    /// `storageRecheck` passes.
+    func blockOnStorage() {
+        roomWhenStorageRanOut = requirements.storageRoom(assetBytes: 0)
+        setBlock(.storage)
+        setStatus(.blocked(.storage))
     }
 
     /// Whether `assetId` is the asset being downloaded now.

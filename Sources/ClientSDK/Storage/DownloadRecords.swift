@@ -47,8 +47,20 @@ struct QueuedDownload: Sendable, Equatable {
     var denial: DownloadDenial?
     /// Its first play through the playback server while it downloaded (trusted time).
     var firstPlayedAt: Date?
+    /// What it will take on the device, worked out before its download starts (`SizeEstimator`).
+    var estimatedBytes: Int64?
+    /// Every file's size was known for the estimate, none extrapolated.
+    var estimateIsExact = false
 
     var assetId: String { request.assetId }
+
+    /// The estimate the storage rules are held to: an extrapolated one (from bandwidths a
+    /// manifest may misstate) that no storage could hold is not believed, and the download's own
+    /// checks judge the asset as its bytes arrive.
+    func estimateToFit(ceiling: Int64) -> Int64? {
+        guard let estimatedBytes, estimateIsExact || estimatedBytes <= ceiling else { return nil }
+        return estimatedBytes
+    }
 }
 
 /// The download queue and the completed assets in the SDK database. Every change is one
@@ -119,20 +131,20 @@ extension SDKDatabase {
 
     /// Adds `request` at `index` (nil: at the end), unless the asset is queued or completed
     /// already; returns whether it was added.
-    func enqueueDownload(_ request: DownloadRequest, at index: Int?) throws -> Bool {
+    func enqueueDownload(_ request: DownloadRequest, at index: Int?, estimate: (bytes: Int64, isExact: Bool)? = nil) throws -> Bool {
         let data = try Self.encoder.encode(request)
         return try write { db in
             let known = try Bool.fetchOne(
                 db, sql: "SELECT EXISTS (SELECT 1 FROM downloads WHERE asset_id = ?) OR EXISTS (SELECT 1 FROM assets WHERE asset_id = ?)",
                 arguments: [request.assetId, request.assetId]) ?? false
             guard !known else { return false }
-            try Self.insertDownload(request.assetId, request: data, at: index, db)
+            try Self.insertDownload(request.assetId, request: data, at: index, estimate: estimate, db)
             return true
         }
     }
 
     /// A new row of the queue at `index` (nil: at the end).
-    static func insertDownload(_ assetId: String, request: Data, at index: Int?, _ db: Database) throws {
+    static func insertDownload(_ assetId: String, request: Data, at index: Int?, estimate: (bytes: Int64, isExact: Bool)? = nil, _ db: Database) throws {
         // Positions may have gaps (removals leave them); only the rows after the new one move.
         let position: Int
         if let index, let taken = try Int.fetchOne(
@@ -143,8 +155,8 @@ extension SDKDatabase {
             position = (try Int.fetchOne(db, sql: "SELECT MAX(position) FROM downloads") ?? -1).addingClamped(1)
         }
         try db.execute(
-            sql: "INSERT INTO downloads (asset_id, position, request, added_at) VALUES (?, ?, ?, ?)",
-            arguments: [assetId, position, request, Date()])
+            sql: "INSERT INTO downloads (asset_id, position, request, added_at, estimated_bytes, estimate_is_exact) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [assetId, position, request, Date(), estimate?.bytes, estimate?.isExact ?? false])
     }
 
     /// Moves a queued asset to `index`; returns whether it is queued.
@@ -218,12 +230,12 @@ extension SDKDatabase {
         try db.execute(
             sql: """
                 UPDATE downloads SET paused = ?, failed = ?, error_count = ?, last_failure = ?, bytes_downloaded = ?,
-                  expected_bytes = ?, expected_is_estimate = ?, grant_id = ?, denial = ? WHERE asset_id = ?
+                  expected_bytes = ?, expected_is_estimate = ?, grant_id = ?, denial = ?, estimated_bytes = ?, estimate_is_exact = ? WHERE asset_id = ?
                 """,
             arguments: [
                 download.paused, download.failed, download.errorCount, try download.lastFailure.map { try encoder.encode($0) },
                 download.bytesDownloaded, download.expectedBytes, download.expectedIsEstimate, download.grantId,
-                try download.denial.map { try encoder.encode($0) }, download.assetId,
+                try download.denial.map { try encoder.encode($0) }, download.estimatedBytes, download.estimateIsExact, download.assetId,
             ])
     }
 
@@ -344,7 +356,10 @@ extension SDKDatabase {
                 window: try (try row.decode(Data?.self, forColumn: "window")).map { try decoder.decode(DownloadWindow.self, from: $0) },
                 license: try (try row.decode(Data?.self, forColumn: "license")).map { try decoder.decode(LicenseState.self, from: $0) },
                 denial: try (try row.decode(Data?.self, forColumn: "denial")).map { try decoder.decode(DownloadDenial.self, from: $0) },
-                firstPlayedAt: row.decode(forColumn: "first_played_at"))
+                firstPlayedAt: row.decode(forColumn: "first_played_at"),
+                // Read back from the database, which is untrusted as any input: never below 0.
+                estimatedBytes: (row.decode(Int64?.self, forColumn: "estimated_bytes")).map { max($0, 0) },
+                estimateIsExact: row.decode(forColumn: "estimate_is_exact"))
         }
     }
 }

@@ -103,6 +103,13 @@ extension SDKDatabase {
             // after play then; the instant moves to its asset record when it completes.
             try db.alter(table: "downloads") { t in t.add(column: "first_played_at", .datetime) }
         }
+        migrator.registerMigration("v9: size estimates") { db in
+            // What the asset will take, known before its download starts (`SizeEstimator`).
+            try db.alter(table: "downloads") { t in
+                t.add(column: "estimated_bytes", .integer)
+                t.add(column: "estimate_is_exact", .boolean).notNull().defaults(to: false)
+            }
+        }
         return migrator
     }
 }

@@ -1,0 +1,127 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// What an asset will take on the device, known before its download starts
+/// (`DownloadManager.estimate(_:)`), and whether the storage rules leave it that much.
+public struct DownloadEstimate: Sendable, Equatable {
+    /// Bytes its files will take (`DownloadAsset.estimatedBytes` once queued).
+    public var bytes: Int64
+    /// Every file's size is known (from the manifest's byte ranges or the origin's answers);
+    /// otherwise some are extrapolated from the first segments of their stream.
+    public var isExact: Bool
+    /// Bytes `maxStorage` and `headroom` leave it now, after the assets queued ahead of it (for
+    /// a request not queued yet: after the whole queue).
+    public var room: Int64
+
+    /// How many bytes it lacks; nil when it fits.
+    public var shortfall: Int64? { bytes > room ? bytes - room : nil }
+
+    public init(bytes: Int64, isExact: Bool, room: Int64) {
+        self.bytes = bytes
+        self.isExact = isExact
+        self.room = room
+    }
+}
+
+/// Works out an asset's size from its plan before its download starts. A file whose byte range
+/// the manifest states is that long; a flat file is asked of the origin (`HEAD`); a segmented
+/// stream (the files of one directory of the plan) has its first `samplesPerStream` segments
+/// asked, and the rest scaled from them: their bandwidth × duration estimates by the ratio of
+/// the sizes asked to their own estimates, or, without bandwidth, the average of the sizes asked.
+/// Manifests state peak bandwidths, so the bandwidth alone often overshoots by a quarter; the
+/// first segments bring it within a few per cent for an encoder's steady output.
+struct SizeEstimator: Sendable {
+    let client: HTTPClient
+    /// Segments of each stream whose size is asked of the origin.
+    static let samplesPerStream = 3
+    /// Size requests under way at once.
+    static let parallelRequests = 8
+    /// How long one size request may take.
+    static let timeout = TimeAmount.seconds(10)
+
+    /// The plan's size, or nil when neither the origin nor the manifest says enough.
+    func estimate(_ plan: DownloadPlan) async -> (bytes: Int64, isExact: Bool)? {
+        var streams: [Substring: [DownloadFile]] = [:]
+        var order: [Substring] = []
+        for file in plan.files {
+            let stream = file.relativePath.lastIndex(of: "/").map { file.relativePath[..<$0] } ?? ""
+            if streams[stream] == nil { order.append(stream) }
+            streams[stream, default: []].append(file)
+        }
+        // What to ask: in each stream the first files of each sort (those with a bandwidth
+        // estimate, the segments; those without, init sections and keys), unless their range is known.
+        var asked: [URL] = []
+        for stream in order {
+            let unranged = streams[stream]!.filter { $0.byteRange == nil }
+            asked += unranged.filter { $0.estimatedBytes != nil }.prefix(Self.samplesPerStream).map(\.url)
+            asked += unranged.filter { $0.estimatedBytes == nil }.prefix(Self.samplesPerStream).map(\.url)
+        }
+        let sizes = await self.sizes(of: Array(Set(asked)))
+        var total = plan.written.reduce(Int64(0)) { $0.addingClamped(Int64($1.text.utf8.count)) }
+        var isExact = true
+        for stream in order {
+            let files = streams[stream]!
+            for file in files { if let range = file.byteRange { total = total.addingClamped(Int64(range.length)) } }
+            let unranged = files.filter { $0.byteRange == nil }
+            for estimated in [true, false] {
+                let group = unranged.filter { ($0.estimatedBytes != nil) == estimated }
+                guard let bytes = Self.extrapolate(group, sizes: sizes) else { return nil }
+                total = total.addingClamped(bytes.bytes)
+                isExact = isExact && bytes.isExact
+            }
+        }
+        return (total, isExact)
+    }
+
+    /// The bytes of `group` (files of one sort in one stream) from the sizes the origin gave.
+    private static func extrapolate(_ group: [DownloadFile], sizes: [URL: Int64]) -> (bytes: Int64, isExact: Bool)? {
+        guard !group.isEmpty else { return (0, true) }
+        let known = group.compactMap { sizes[$0.url] }
+        let knownSum = known.reduce(Int64(0)) { $0.addingClamped($1) }
+        let unknown = group.filter { sizes[$0.url] == nil }
+        if unknown.isEmpty { return (knownSum, true) }
+        let guesses = unknown.compactMap(\.estimatedBytes)
+        if guesses.count == unknown.count {
+            // Scaled by how the files answered compare with their own estimates.
+            let answered = group.filter { sizes[$0.url] != nil }
+            let answeredGuess = answered.compactMap(\.estimatedBytes).reduce(Int64(0)) { $0.addingClamped($1) }
+            let ratio = answeredGuess > 0 && answered.count == answered.compactMap(\.estimatedBytes).count ? Double(knownSum) / Double(answeredGuess) : 1
+            let rest = Int64(nonNegative: Double(guesses.reduce(Int64(0)) { $0.addingClamped($1) }) * ratio) ?? .max
+            return (knownSum.addingClamped(rest), false)
+        }
+        guard !known.isEmpty else { return nil }
+        return (knownSum.addingClamped((knownSum / Int64(known.count)).multipliedClamped(by: Int64(unknown.count))), false)
+    }
+
+    /// The sizes the origin states for `urls`, `parallelRequests` at a time; a URL it does not
+    /// answer for is left out.
+    func sizes(of urls: [URL]) async -> [URL: Int64] {
+        await withTaskGroup(of: (URL, Int64?).self) { group in
+            var next = urls.startIndex
+            var sizes: [URL: Int64] = [:]
+            func add() {
+                guard next < urls.endIndex else { return }
+                let url = urls[next]
+                next += 1
+                group.addTask { (url, await size(of: url)) }
+            }
+            for _ in 0..<Self.parallelRequests { add() }
+            while let (url, size) = await group.next() {
+                if let size { sizes[url] = size }
+                add()
+            }
+            return sizes
+        }
+    }
+
+    /// The size of the file at `url`: `HEAD`'s `Content-Length`, digits only; nil when the origin
+    /// does not answer `HEAD` (some signed URLs allow only `GET`).
+    func size(of url: URL) async -> Int64? {
+        var head = HTTPClientRequest(url: url.absoluteString)
+        head.method = .HEAD
+        guard let response = try? await client.execute(head, timeout: Self.timeout), response.status == .ok else { return nil }
+        return response.headers.first(name: "content-length").flatMap { Int64(httpDecimal: $0) }
+    }
+}
