@@ -26,6 +26,8 @@ struct Download: AsyncParsableCommand {
     @Option(name: .customLong("parallel"), help: "Files fetched at once.") var parallelFiles = 4
     @Flag(inversion: .prefixedNo, help: "Flush each file to disk before it counts as downloaded (the SDK's default: no).") var flushFiles = false
     @Flag(help: "Run the engine until the asset completes or fails, showing progress.") var wait = false
+    @Flag(help: "Print what the asset would take and whether it fits (bytes, isExact, room, shortfall) without queueing it.") var estimate = false
+    @Option(name: .customLong("max-storage"), help: "Bytes the SDK's downloads may occupy in all (default: no limit).") var maxStorage: Int64?
 
     func run() async throws {
         guard let remote = URL(string: url) else { Output.fail(BackplaneClientError(kind: .invalidInput, message: "Not a URL: \(url)")) }
@@ -36,7 +38,16 @@ struct Download: AsyncParsableCommand {
         var configuration = try connection.configuration()
         configuration.downloads.parallelFiles = parallelFiles
         configuration.downloads.flushesFiles = flushFiles
+        configuration.downloads.maxStorage = maxStorage
         let engine = BackplaneEngine(configuration: configuration)
+        if estimate {
+            do {
+                Output.print(EstimateOutput(try await engine.downloads.estimate(request)))
+            } catch let error as BackplaneClientError {
+                Output.fail(error)
+            }
+            return
+        }
         guard wait else {
             do {
                 Output.print(DownloadOutput(try await engine.downloads.enqueue(request)))
@@ -199,6 +210,10 @@ struct DownloadOutput: Encodable {
     var kind: String
     var bytesDownloaded: Int64
     var expectedBytes: Int64?
+    /// What it will take, known before its download started.
+    var estimatedBytes: Int64?
+    /// blocked by storage: the bytes it lacks, after the queue ahead of it.
+    var storageShortfall: Int64?
     var fraction: Double?
     var errorCount: Int
     var failure: DownloadFailure?
@@ -218,6 +233,8 @@ struct DownloadOutput: Encodable {
         kind = asset.request.kind.rawValue
         bytesDownloaded = asset.bytesDownloaded
         expectedBytes = asset.expectedBytes
+        estimatedBytes = asset.estimatedBytes
+        storageShortfall = asset.storageShortfall
         fraction = asset.fraction
         errorCount = asset.errorCount
         position = asset.position
@@ -233,5 +250,19 @@ struct DownloadOutput: Encodable {
         case .blocked(let reason): blockedBy = reason.rawValue
         default: failure = asset.lastFailure
         }
+    }
+}
+
+struct EstimateOutput: Encodable {
+    var bytes: Int64
+    var isExact: Bool
+    var room: Int64
+    var shortfall: Int64?
+
+    init(_ estimate: DownloadEstimate) {
+        bytes = estimate.bytes
+        isExact = estimate.isExact
+        room = estimate.room
+        shortfall = estimate.shortfall
     }
 }

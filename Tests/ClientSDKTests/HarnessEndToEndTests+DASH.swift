@@ -5,7 +5,8 @@ import TestSupport
 
 extension HarnessEndToEndTests {
     /// `backplane-harness download --dash` downloads an ffmpeg-made DASH asset through the built
-    /// server and harness, with the lowest video and the French audio; `--hls --dash` is refused.
+    /// server and harness, with the lowest video and the French audio, after `--estimate` gave its
+    /// size without queueing it; `--hls --dash` is refused.
     @Test func theHarnessDownloadsADASHAsset() async throws {
         guard PlaybackPlayersTests.playersAreInstalled() else { return }
         let root = temporaryDirectory("harness-dash")
@@ -20,6 +21,16 @@ extension HarnessEndToEndTests {
 
         let both = try await harness.run(["download", "--asset-id", "show", "--url", url, "--hls", "--dash"], device: "phone")
         #expect(both.status != 0, "\(both.json)")
+
+        // Its size, without queueing it; under a 1,000-byte limit, what it lacks.
+        let estimate = try await harness.run(["download", "--asset-id", "show", "--url", url, "--dash", "--max-bitrate", "0", "--estimate"], device: "phone")
+        #expect(estimate.status == 0, "\(estimate.json)")
+        let bytes = try #require(estimate.json["bytes"]?.intValue, "\(estimate.json)")
+        #expect(bytes > 50_000 && estimate.json["shortfall"] == nil)
+        let tight = try await harness.run(
+            ["download", "--asset-id", "show", "--url", url, "--dash", "--max-bitrate", "0", "--estimate", "--max-storage", "1000"], device: "phone")
+        #expect(tight.json["shortfall"]?.intValue == bytes - 1_000, "\(tight.json)")
+        #expect(origin.requests(under: "/template/chunk-").isEmpty, "the estimate fetched segments")
 
         let downloaded = try await harness.run(
             ["download", "--asset-id", "show", "--url", url, "--dash", "--max-bitrate", "0", "--audio", "fr", "--subtitles", "", "--wait"], device: "phone")

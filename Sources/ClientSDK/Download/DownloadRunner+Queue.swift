@@ -209,8 +209,8 @@ extension DownloadRunner {
         defer { try? FileManager.default.removeItem(at: scratch) }
         let plan: DownloadPlan
         do {
-            plan = try await downloader.downloaders.downloader(for: request.kind).prepare(
-                request, in: scratch, room: requirements.storageRoom(assetBytes: 0), ceiling: requirements.storageCeiling())
+            // The manifests are deleted again: held to their own budget only, not the storage rules.
+            plan = try await downloader.downloaders.downloader(for: request.kind).prepare(request, in: scratch, room: .max, ceiling: .max)
         } catch {
             throw BackplaneClientError(kind: .download, message: "The size of \(request.assetId) cannot be estimated: \(error)", underlying: error)
         }
