@@ -184,6 +184,19 @@ struct Remove: AsyncParsableCommand {
     func run() async throws { try await runQueueChange(connection) { try await $0.remove(assetId: assetId) } }
 }
 
+struct UpdateURL: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "update-url",
+        abstract: "Swap the URL of a queued asset, keeping what is on disk (HLS and DASH: refused unless the new manifests describe the same media).")
+    @OptionGroup var connection: ConnectionOptions
+    @Option(name: .customLong("asset-id"), help: "The asset.") var assetId: String
+    @Option(help: "The new http(s) URL.") var url: String
+    func run() async throws {
+        guard let remote = URL(string: url) else { Output.fail(BackplaneClientError(kind: .invalidInput, message: "Not a URL: \(url)")) }
+        try await runQueueChange(connection) { try await $0.updateURL(assetId: assetId, url: remote) }
+    }
+}
+
 struct ClearRetries: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "clear-retries", abstract: "Clear the error count of one asset, or all, so failed assets are tried again.")

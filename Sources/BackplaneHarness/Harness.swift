@@ -17,7 +17,7 @@ struct Harness: AsyncParsableCommand {
             """,
         subcommands: [
             Register.self, Sync.self, Status.self, Devices.self, EnableDownload.self, Unregister.self, Watch.self, Simulate.self,
-            AddFile.self, Assets.self, Download.self, Queue.self, Pause.self, Resume.self, Remove.self, ClearRetries.self,
+            AddFile.self, Assets.self, Download.self, Queue.self, Pause.self, Resume.self, Remove.self, UpdateURL.self, ClearRetries.self,
             SetDownloads.self, Rights.self, Play.self, Subscribe.self, Unsubscribe.self, Feeds.self, CMSPublish.self, Log.self,
         ])
 }

@@ -59,6 +59,13 @@ struct ContentStore: Sendable {
     }
 
     /// Where an asset's files go, whether it is downloading or complete.
+    /// A new directory's path for manifests fetched and dropped again (an estimate, a new URL
+    /// checked before it is taken): beside `content/`, never mistaken for an asset's.
+    func scratchDirectory() -> URL {
+        root.deletingLastPathComponent().appendingPathComponent("scratch", isDirectory: true)
+            .appendingPathComponent(UUID().uuidString, isDirectory: true)
+    }
+
     func directory(for assetId: String) -> URL {
         root.appendingPathComponent(Self.directoryName(for: assetId), isDirectory: true)
     }

@@ -36,6 +36,18 @@ extension HarnessEndToEndTests {
             ["download", "--asset-id", "show", "--url", url, "--dash", "--max-bitrate", "0", "--audio", "fr", "--subtitles", "", "--wait"], device: "phone")
         #expect(downloaded.status == 0, "\(downloaded.json)")
         #expect(downloaded.json["state"] == .string("completed"))
+        // update-url: a queued asset's URL swapped for one of the same media (another query string).
+        try #require(try await harness.run(["set-downloads", "off"], device: "phone").status == 0)
+        let queued = try await harness.run(["download", "--asset-id", "again", "--url", url + "?token=1", "--dash"], device: "phone")
+        #expect(queued.status == 0, "\(queued.json)")
+        let updated = try await harness.run(["update-url", "--asset-id", "again", "--url", url + "?token=2"], device: "phone")
+        #expect(updated.status == 0, "\(updated.json)")
+        guard case .array(let queue)? = updated.json["queue"], case .object(let again)? = queue.first else {
+            Issue.record("no queue in \(updated.json)")
+            return
+        }
+        #expect(again["url"] == .string(url + "?token=2"), "\(updated.json)")
+
         // The lower video (stream 0) and the French audio (stream 3) only.
         let fetched = origin.requests(under: "/template/chunk-")
         #expect(Set(fetched.keys.map { $0.components(separatedBy: "-")[1] }) == ["stream0", "stream3"], "\(fetched.keys.sorted())")

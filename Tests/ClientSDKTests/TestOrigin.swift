@@ -34,6 +34,8 @@ final class TestOrigin: Sendable {
         var bytesServed: [String: Int] = [:]
         /// `HEAD` requests, counted apart: they send no bytes.
         var heads: [String: Int] = [:]
+        /// Asked before every `GET` with its path and query: a status to answer instead.
+        var gate: (@Sendable (_ path: String, _ query: String?) -> Int?)?
     }
 
     private let state = LockedBox(State())
@@ -92,6 +94,11 @@ final class TestOrigin: Sendable {
         state.withLock { $0.bytesServed.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) }
     }
     func bytesServed(_ path: String) -> Int { state.withLock { $0.bytesServed[path] ?? 0 } }
+    /// Answers `GET`s the status `gate` gives (nil: as usual), e.g. a CDN refusing expired tokens.
+    func setGate(_ gate: (@Sendable (_ path: String, _ query: String?) -> Int?)?) {
+        state.withLock { $0.gate = gate }
+    }
+
     func heads(under prefix: String) -> Int { state.withLock { $0.heads.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) } }
 
     /// Deterministic bytes that differ at every offset a test may resume from.
@@ -121,10 +128,11 @@ final class TestOrigin: Sendable {
 
     private func respond(_ request: Request) -> Response {
         let path = request.uri.path
-        let (file, fault, attempt) = state.withLock { state -> (File?, Fault?, Int) in
+        let (file, fault, attempt, gate) = state.withLock { state in
             state.requests[path, default: 0] += 1
-            return (state.files[path], state.faults[path], state.requests[path]!)
+            return (state.files[path], state.faults[path], state.requests[path]!, state.gate)
         }
+        if let status = gate?(path, request.uri.query) { return Response(status: .init(code: status)) }
         guard let file else { return Response(status: .notFound) }
         if case .failFirst(let times, let status) = fault, attempt <= times {
             return Response(status: .init(code: status))

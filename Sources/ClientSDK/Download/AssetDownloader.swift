@@ -14,6 +14,9 @@ struct AssetDownloader: Sendable {
     let fetcher: FileFetcher
     let parallelFiles: Int
     let downloaders: DownloaderFactory
+    /// The app refreshes expired URLs (`DownloadOptions.urlRefresher`): a `401`, `403` or `410`
+    /// ends the download at once, for a fresh URL, instead of being tried again as it is.
+    var refreshesURLs = false
 
     /// A file is tried this many times in a row before the asset's pass counts as failed;
     /// bytes gained by a try start the count again.
@@ -158,7 +161,7 @@ struct AssetDownloader: Sendable {
                 return fetched
             } catch {
                 try Task.checkCancellation()
-                if error.isFatal || error.kind == .noSpace { throw error }
+                if error.isFatal || error.kind == .noSpace || (refreshesURLs && error.isExpiredURL) { throw error }
                 failures = tracker.bytes(of: index) > before ? 1 : failures + 1
                 if failures >= Self.triesPerFile { throw error }
             }

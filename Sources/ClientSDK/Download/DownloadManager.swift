@@ -31,6 +31,16 @@ public struct DownloadManager: Sendable {
         try await engine.downloadRunner().estimate(request)
     }
 
+    /// Swaps the URL of a queued or partly downloaded asset (a signed URL that expired, a CDN
+    /// switch), keeping what is on disk; the download under way goes on from the new URL. For
+    /// HLS and DASH the new manifests must describe the same media: the same files for the chosen
+    /// streams, whose URLs may differ only in host, port, scheme and query string. Otherwise, or
+    /// when the new manifests cannot be fetched, the update is refused (`.download`, with the
+    /// reason) and the old URL stays. Throws `.invalidInput` for an asset that is not queued.
+    public func updateURL(assetId: String, url: URL) async throws {
+        try await engine.downloadRunner().updateURL(assetId: assetId, url: url)
+    }
+
     public func move(assetId: String, to index: Int) async throws {
         try await engine.downloadRunner().move(assetId, to: index)
     }

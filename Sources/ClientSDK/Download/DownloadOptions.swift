@@ -63,6 +63,10 @@ public struct DownloadOptions: Sendable {
     /// When the engine asks for the permission, if it asks.
     public var permissionTiming: PermissionTiming
 
+    /// The app's source of fresh URLs for assets whose signed URLs expire: asked when an origin
+    /// answers `401`, `403` or `410` during a download, before the failure counts (nil: none).
+    public var urlRefresher: (any URLRefresher)? = nil
+
     /// When in an asset's life the permission is asked.
     public enum PermissionTiming: Sendable, Equatable {
         /// When its download is about to start: a queue filled offline is asked for as it runs.

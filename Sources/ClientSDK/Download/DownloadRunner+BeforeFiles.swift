@@ -30,6 +30,8 @@ extension DownloadRunner {
         } catch where error.kind == .noSpace {
             blockOnStorage()
         } catch {
+            // An expired URL is refreshed first; the download is then tried again at once.
+            if await refreshURL(of: queued.assetId, after: error) { return nil }
             failed(queued.assetId, error)
         }
         return nil

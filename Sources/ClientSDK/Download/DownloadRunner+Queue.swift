@@ -204,8 +204,7 @@ extension DownloadRunner {
     /// answers, without queueing it.
     func estimate(_ request: DownloadRequest) async throws -> DownloadEstimate {
         if let problem = request.problem { throw BackplaneClientError(kind: .invalidInput, message: problem) }
-        let scratch = content.root.deletingLastPathComponent().appendingPathComponent("estimates", isDirectory: true)
-            .appendingPathComponent(UUID().uuidString, isDirectory: true)
+        let scratch = content.scratchDirectory()
         defer { try? FileManager.default.removeItem(at: scratch) }
         let plan: DownloadPlan
         do {

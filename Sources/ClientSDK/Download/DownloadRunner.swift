@@ -57,6 +57,8 @@ actor DownloadRunner {
     var syncsSeen = 0
     /// Assets being checked for the queue (their playlists fetched).
     var preparing: Set<String> = []
+    /// Fresh URLs asked for each asset since its last completed file run (`refreshURL`).
+    var refreshesInARow: [String: Int] = [:]
     /// The room the storage rules left when a download ran out of it; the queue stays blocked
     /// until there is more (an asset deleted, space freed) or the queue changes.
     var roomWhenStorageRanOut: Int64?
@@ -103,7 +105,7 @@ actor DownloadRunner {
         let fetcher = FileFetcher(client: Self.client, flushes: boot == nil, minimumRate: options.minimumTransferRate)
         self.downloader = AssetDownloader(
             fetcher: fetcher, parallelFiles: options.parallelFiles,
-            downloaders: DownloaderFactory(fetcher: fetcher, playlistLimits: options.playlistLimits))
+            downloaders: DownloaderFactory(fetcher: fetcher, playlistLimits: options.playlistLimits), refreshesURLs: options.urlRefresher != nil)
         self.signal = signal
     }
 
@@ -283,6 +285,7 @@ actor DownloadRunner {
         var outOfRoom = false
         switch result {
         case .success(let asset):
+            refreshesInARow[assetId] = nil
             completed(asset, after: ContinuousClock.now - started)
             return
         case .failure(let blocked as Blocked):
@@ -290,6 +293,9 @@ actor DownloadRunner {
         case .failure(let failure as DownloadFailure) where failure.kind == .noSpace:
             blockOnStorage()
             outOfRoom = true
+        case .failure(let failure as DownloadFailure) where failure.isExpiredURL:
+            // A signed URL that expired: a fresh one first, and the download goes on from it.
+            if !(await refreshURL(of: assetId, after: failure)) { failed(assetId, failure) }
         case .failure(let failure as DownloadFailure):
             failed(assetId, failure)
         case .failure:
@@ -340,6 +346,7 @@ actor DownloadRunner {
     }
 
     func failed(_ assetId: String, _ failure: DownloadFailure, forGood: Bool = false) {
+        refreshesInARow[assetId] = nil
         let updated = try? local.recordFailure(assetId: assetId) { download in
             download.errorCount = download.errorCount.addingClamped(1)
             download.lastFailure = failure

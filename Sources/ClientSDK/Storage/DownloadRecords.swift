@@ -171,6 +171,16 @@ extension SDKDatabase {
         }
     }
 
+    /// Replaces a queued asset's request (a new URL); false when the asset is not queued.
+    @discardableResult
+    func replaceDownloadRequest(_ request: DownloadRequest) throws -> Bool {
+        let data = try Self.encoder.encode(request)
+        return try write { db in
+            try db.execute(sql: "UPDATE downloads SET request = ? WHERE asset_id = ?", arguments: [data, request.assetId])
+            return db.changesCount > 0
+        }
+    }
+
     /// Removes these assets from the queue (all when nil); returns the ones that were queued.
     func removeDownloads(_ assetIds: [String]?) throws -> [String] {
         try write { db in
