@@ -23,6 +23,7 @@ struct Download: AsyncParsableCommand {
     @Option(help: "HLS and DASH: audio languages, comma-separated (\"\" for none; default all).") var audio: String?
     @Option(help: "HLS and DASH: subtitle languages, comma-separated (\"\" for none; default all).") var subtitles: String?
     @Option(name: .customLong("mime"), help: "Allowed media Content-Type (repeatable; default any).") var mimeTypes: [String] = []
+    @Option(name: .customLong("ancillary"), help: "A file that travels with the title, as tag=URL (repeatable).") var ancillaries: [String] = []
     @Option(name: .customLong("parallel"), help: "Files fetched at once.") var parallelFiles = 4
     @Flag(inversion: .prefixedNo, help: "Flush each file to disk before it counts as downloaded (the SDK's default: no).") var flushFiles = false
     @Flag(help: "Run the engine until the asset completes or fails, showing progress.") var wait = false
@@ -32,9 +33,18 @@ struct Download: AsyncParsableCommand {
     func run() async throws {
         guard let remote = URL(string: url) else { Output.fail(BackplaneClientError(kind: .invalidInput, message: "Not a URL: \(url)")) }
         guard !(hls && dash) else { Output.fail(BackplaneClientError(kind: .invalidInput, message: "--hls and --dash cannot both be given.")) }
+        var files: [AncillaryFile] = []
+        for value in ancillaries {
+            let parts = value.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, let url = URL(string: String(parts[1])) else {
+                Output.fail(BackplaneClientError(kind: .invalidInput, message: "--ancillary takes tag=URL, not \(value)"))
+            }
+            files.append(AncillaryFile(tag: String(parts[0]), url: url))
+        }
         let request = DownloadRequest(
             assetId: assetId, url: remote, kind: hls ? .hls : dash ? .dash : .file, allowedMIMETypes: mimeTypes.isEmpty ? nil : Set(mimeTypes),
-            maxVideoBitrate: maxBitrate, audioLanguages: audio.map(Self.languages), subtitleLanguages: subtitles.map(Self.languages))
+            maxVideoBitrate: maxBitrate, audioLanguages: audio.map(Self.languages), subtitleLanguages: subtitles.map(Self.languages),
+            ancillaries: files)
         var configuration = try connection.configuration()
         configuration.downloads.parallelFiles = parallelFiles
         configuration.downloads.flushesFiles = flushFiles
@@ -238,6 +248,8 @@ struct DownloadOutput: Encodable {
     var denial: DownloadDenial?
     var position: Int?
     var path: String?
+    /// Completed: each ancillary file on the device, by tag.
+    var ancillaries: [String: String]?
 
     init(_ asset: DownloadAsset) {
         assetId = asset.assetId
@@ -252,6 +264,7 @@ struct DownloadOutput: Encodable {
         errorCount = asset.errorCount
         position = asset.position
         path = asset.localURL?.path
+        if !asset.ancillaries.isEmpty { ancillaries = Dictionary(asset.ancillaries.map { ($0.tag, $0.localURL.path) }, uniquingKeysWith: { first, _ in first }) }
         permission = asset.permission.name
         switch asset.permission {
         case .granted(let grantId): self.grantId = grantId

@@ -58,7 +58,6 @@ struct ContentStore: Sendable {
         Task { for assetId in assetIds { await licenses.releaseLicense(assetId: assetId) } }
     }
 
-    /// Where an asset's files go, whether it is downloading or complete.
     /// A new directory's path for manifests fetched and dropped again (an estimate, a new URL
     /// checked before it is taken): beside `content/`, never mistaken for an asset's.
     func scratchDirectory() -> URL {
@@ -66,6 +65,7 @@ struct ContentStore: Sendable {
             .appendingPathComponent(UUID().uuidString, isDirectory: true)
     }
 
+    /// Where an asset's files go, whether it is downloading or complete.
     func directory(for assetId: String) -> URL {
         root.appendingPathComponent(Self.directoryName(for: assetId), isDirectory: true)
     }

@@ -35,7 +35,8 @@ struct AssetDownloader: Sendable {
     /// ran out), or `CancellationError` when the task was cancelled.
     func download(
         _ request: DownloadRequest, in directory: URL, relativeTo contentRoot: URL, budget: StorageBudget,
-        beforeFile: @escaping @Sendable (_ assetBytes: Int64) throws -> Void, progress: @escaping @Sendable (AssetProgress) -> Void
+        beforeFile: @escaping @Sendable (_ assetBytes: Int64) throws -> Void, progress: @escaping @Sendable (AssetProgress) -> Void,
+        ancillaryFailed: @escaping @Sendable (AncillaryFile, DownloadFailure) -> Void = { _, _ in }
     ) async throws -> LocalAsset {
         // Not planned yet (the asset was queued while its origin could not be reached): planned
         // now, under the same limits, and counted as this pass's try.
@@ -54,6 +55,8 @@ struct AssetDownloader: Sendable {
         enum Step: Sendable {
             case fetched(FileFetcher.Fetched)
             case flushed
+            /// An ancillary file that could not be fetched: reported, and the title goes on.
+            case skipped
         }
         try await withThrowingTaskGroup(of: Step.self) { group in
             var next = files.startIndex
@@ -65,8 +68,13 @@ struct AssetDownloader: Sendable {
                     next += 1
                     fetching += 1
                     group.addTask {
-                        .fetched(try await fetch(files[index], index: index, request: request, directory: directory, budget: budget,
-                                                 tracker: tracker, beforeFile: beforeFile))
+                        do {
+                            return .fetched(try await fetch(files[index], index: index, request: request, directory: directory, budget: budget,
+                                                            tracker: tracker, beforeFile: beforeFile))
+                        } catch let failure as DownloadFailure where files[index].isAncillary && failure.kind != .noSpace {
+                            skip(files[index], index: index, failure, request: request, directory: directory, tracker: tracker, report: ancillaryFailed)
+                            return .skipped
+                        }
                     }
                 }
             }
@@ -83,6 +91,8 @@ struct AssetDownloader: Sendable {
                         }
                     case .flushed:
                         flushing -= 1
+                    case .skipped:
+                        fetching -= 1
                     }
                     fill()
                 }
@@ -133,6 +143,18 @@ struct AssetDownloader: Sendable {
         } catch {
             throw DownloadFailure(.storage, "Could not flush the asset's files to disk: \(error).")
         }
+    }
+
+    /// An ancillary file given up on: its partial bytes go (they are not the asset's), and the app hears why.
+    private func skip(
+        _ file: DownloadFile, index: Int, _ failure: DownloadFailure, request: DownloadRequest, directory: URL, tracker: ProgressTracker,
+        report: @Sendable (AncillaryFile, DownloadFailure) -> Void
+    ) {
+        let destination = directory.appendingPathComponent(file.relativePath, isDirectory: false)
+        try? LocalFiles.removeIfPresent(destination.appendingPathExtension("partial"))
+        try? LocalFiles.removeIfPresent(destination.appendingPathExtension("partial-info"))
+        tracker.update(index, FileFetcher.Progress(bytes: 0, total: 0))
+        if let ancillary = request.ancillaries.first(where: { $0.relativePath == file.relativePath }) { report(ancillary, failure) }
     }
 
     /// One file, tried until all its bytes are written (not yet flushed), up to `triesPerFile`

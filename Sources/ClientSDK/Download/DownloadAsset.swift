@@ -32,6 +32,9 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
     /// HLS subtitle renditions and DASH text AdaptationSets to download, by language (nil: all;
     /// empty: none), matched as `audioLanguages` are.
     public var subtitleLanguages: [String]?
+    /// Files that travel with the title (artwork, thumbnails, a sidecar), each with a tag
+    /// (`AncillaryFile`); at most `AncillaryFile.maxPerAsset`.
+    public var ancillaries: [AncillaryFile] = []
     /// The app's own data, kept with the asset.
     public var metadata: [String: String]
     /// The size the catalogue declares (an episode's `sizeBytes`), when it does. A download that
@@ -49,8 +52,10 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
     public init(
         assetId: String, url: URL, kind: Kind = .file, allowedMIMETypes: Set<String>? = nil, maxVideoBitrate: Int? = nil,
         audioLanguages: [String]? = nil, subtitleLanguages: [String]? = nil, metadata: [String: String] = [:],
-        declaredSize: Int64? = nil, availability: AssetAvailability? = nil, maxLifetimeDownloads: Int? = nil
+        declaredSize: Int64? = nil, availability: AssetAvailability? = nil, maxLifetimeDownloads: Int? = nil,
+        ancillaries: [AncillaryFile] = []
     ) {
+        self.ancillaries = ancillaries
         self.maxLifetimeDownloads = maxLifetimeDownloads
         self.availability = availability
         self.assetId = assetId
@@ -62,6 +67,28 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
         self.subtitleLanguages = subtitleLanguages
         self.metadata = metadata
         self.declaredSize = declaredSize
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case assetId, url, kind, allowedMIMETypes, maxVideoBitrate, audioLanguages, subtitleLanguages, ancillaries, metadata, declaredSize,
+             availability, maxLifetimeDownloads
+    }
+
+    /// Requests kept by earlier versions (in the SDK database) have no ancillary files.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        assetId = try container.decode(String.self, forKey: .assetId)
+        url = try container.decode(URL.self, forKey: .url)
+        kind = try container.decode(Kind.self, forKey: .kind)
+        allowedMIMETypes = try container.decodeIfPresent(Set<String>.self, forKey: .allowedMIMETypes)
+        maxVideoBitrate = try container.decodeIfPresent(Int.self, forKey: .maxVideoBitrate)
+        audioLanguages = try container.decodeIfPresent([String].self, forKey: .audioLanguages)
+        subtitleLanguages = try container.decodeIfPresent([String].self, forKey: .subtitleLanguages)
+        ancillaries = try container.decodeIfPresent([AncillaryFile].self, forKey: .ancillaries) ?? []
+        metadata = try container.decode([String: String].self, forKey: .metadata)
+        declaredSize = try container.decodeIfPresent(Int64.self, forKey: .declaredSize)
+        availability = try container.decodeIfPresent(AssetAvailability.self, forKey: .availability)
+        maxLifetimeDownloads = try container.decodeIfPresent(Int.self, forKey: .maxLifetimeDownloads)
     }
 
     /// Largest `metadata` accepted, in bytes of its keys and values.
@@ -91,6 +118,7 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
         if let maxLifetimeDownloads, !(0...limit).contains(maxLifetimeDownloads) {
             return "maxLifetimeDownloads must be 0 to \(limit)."
         }
+        if let problem = AncillaryFile.problem(ancillaries) { return problem }
         if metadata.reduce(0, { $0 + $1.key.utf8.count + $1.value.utf8.count }) > Self.maxMetadataBytes {
             return "The asset's metadata is larger than \(Self.maxMetadataBytes) bytes."
         }
@@ -180,6 +208,9 @@ public struct DownloadAsset: Sendable, Equatable {
     /// Queued and `blocked(.storage)`: the bytes `maxStorage` and `headroom` lack for its
     /// estimate, after the assets queued ahead of it.
     public var storageShortfall: Int64? = nil
+    /// Completed: the ancillary files on the device, in the request's order (one that failed to
+    /// download is not among them).
+    public var ancillaries: [DownloadedAncillary] = []
 
     /// 0...1; nil while the size is unknown.
     public var fraction: Double? {

@@ -254,7 +254,13 @@ extension DownloadAsset {
             request: request, state: .completed, bytesDownloaded: asset.size, expectedBytes: asset.size,
             expectedBytesIsEstimate: false, errorCount: 0, lastFailure: nil, position: nil, addedAt: asset.addedAt,
             completedAt: asset.addedAt, permission: asset.grantId.map { .granted(grantId: $0) } ?? .notAsked,
-            localURL: root.appendingPathComponent(asset.relativePath))
+            localURL: root.appendingPathComponent(asset.relativePath),
+            ancillaries: request.ancillaries.compactMap { file in
+                // Those on the device: one that failed to download was left out.
+                let url = root.appendingPathComponent(ContentStore.directoryName(for: asset.assetId), isDirectory: true)
+                    .appendingPathComponent(file.relativePath, isDirectory: false)
+                return LocalFiles.size(of: url) != nil ? DownloadedAncillary(tag: file.tag, localURL: url) : nil
+            })
     }
 }
 

@@ -272,7 +272,13 @@ actor DownloadRunner {
                         to: requirements.storageRoom(assetBytes: assetBytes, completedBytes: completedBytes),
                         ceiling: max(ceiling.subtractingClamped(assetBytes), 0))
                 },
-                progress: { progress.report($0) })
+                progress: { progress.report($0) },
+                ancillaryFailed: { [eventLogger, broadcaster] file, failure in
+                    let message = "The ancillary file \(file.tag) could not be downloaded: \(failure)"
+                    _ = try? eventLogger.log(.downloadWarning(
+                        assetId: assetId, code: "ancillaryFailed", message: String(message.prefix(utf8Bytes: WireLimits.maxEventMessageBytes))))
+                    broadcaster.emit(.downloadWarning(assetId: assetId, message: message))
+                })
         }
         tasks.withLock { $0.current = (assetId, task) }
         let result = await task.result

@@ -24,11 +24,12 @@ struct DownloaderFactory: Sendable {
     let playlistLimits: PlaylistLimits
 
     func downloader(for kind: DownloadRequest.Kind) -> any Downloader {
-        switch kind {
+        let format: any Downloader = switch kind {
         case .file: ProgressiveDownloader()
         case .hls: HLSDownloader(fetcher: fetcher, limits: playlistLimits)
         case .dash: DASHDownloader(fetcher: fetcher, limits: playlistLimits)
         }
+        return AncillaryAdding(format: format)
     }
 }
 
@@ -62,6 +63,28 @@ struct DownloadFile: Sendable, Equatable, Codable {
     var isMedia: Bool
     /// Bytes expected before the answer says (bandwidth × duration); nil when unknown.
     var estimatedBytes: Int64?
+    /// One of the request's ancillary files: a failure is reported, not the asset's.
+    var isAncillary: Bool = false
+
+    init(url: URL, byteRange: HLSMediaPlaylist.ByteRange?, relativePath: String, isMedia: Bool, estimatedBytes: Int64? = nil, isAncillary: Bool = false) {
+        self.url = url
+        self.byteRange = byteRange
+        self.relativePath = relativePath
+        self.isMedia = isMedia
+        self.estimatedBytes = estimatedBytes
+        self.isAncillary = isAncillary
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        url = try container.decode(URL.self, forKey: .url)
+        byteRange = try container.decodeIfPresent(HLSMediaPlaylist.ByteRange.self, forKey: .byteRange)
+        relativePath = try container.decode(String.self, forKey: .relativePath)
+        isMedia = try container.decode(Bool.self, forKey: .isMedia)
+        estimatedBytes = try container.decodeIfPresent(Int64.self, forKey: .estimatedBytes)
+        // Plans kept before ancillary files existed have none.
+        isAncillary = try container.decodeIfPresent(Bool.self, forKey: .isAncillary) ?? false
+    }
 }
 
 /// The layout of an asset's directory that every format shares: what a downloader fetched to
@@ -71,5 +94,7 @@ enum AssetLayout {
     static let originalDirectory = "original"
     static let plan = "original/plan.json"
     /// Names a downloaded file may not take at the top of the directory.
-    static let reservedNames: Set<String> = [originalDirectory]
+    static let reservedNames: Set<String> = [originalDirectory, ancillaryDirectory]
+    /// Where a request's ancillary files go (`AncillaryFile`).
+    static let ancillaryDirectory = "ancillary"
 }

@@ -134,6 +134,10 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
         case "aac": return "audio/aac"
         case "mp3": return "audio/mpeg"
         case "vtt", "webvtt": return "text/vtt"
+        case "jpg", "jpeg": return "image/jpeg"
+        case "png": return "image/png"
+        case "webp": return "image/webp"
+        case "json": return "application/json"
         default: return "application/octet-stream"
         }
     }

@@ -37,6 +37,18 @@ public struct PlaybackManager: Sendable {
         return server.url(assetId: assetId, relativePath: plan.mainPath)
     }
 
+    /// The URL of a completed asset's ancillary file (`AncillaryFile.tag`), for an image view or
+    /// a web view: served without the rights check, as artwork is not the title. Throws
+    /// `invalidInput` when the asset is not downloaded or has no such file on the device.
+    public func url(for assetId: String, ancillary tag: String) async throws -> URL {
+        guard let asset = try await engine.downloads.asset(assetId), asset.state == .completed,
+              let file = asset.request.ancillaries.first(where: { $0.tag == tag }), asset.ancillaries.contains(where: { $0.tag == tag })
+        else {
+            throw BackplaneClientError(kind: .invalidInput, message: "Asset '\(assetId)' has no ancillary file '\(tag)' on the device.")
+        }
+        return try await engine.playbackServer().url(assetId: assetId, relativePath: file.relativePath)
+    }
+
     /// The rights the server keeps at its door for the asset now: a completed asset's (as
     /// `engine.rights.rights(for:)` says), or, for the asset the engine is downloading, the
     /// rights it would have if it completed now. `noRights` for any other asset.
