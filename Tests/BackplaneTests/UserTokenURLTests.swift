@@ -21,8 +21,7 @@ import TestSupport
             print("warning: \(message)")
             return
         }
-        let root = temporaryDirectory("backplane-jwks")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let root = try createdTemporaryDirectory("backplane-jwks")
         defer { try? FileManager.default.removeItem(at: root) }
         let certificates = try await TestCertificates.make(in: root, openssl: openssl)
         let issuer = TokenIssuer()

@@ -114,8 +114,7 @@ import TestSupport
 
     @Test func ffmpegAssetsDownloadAndDecodeInFullOfflineFromTheLocalManifest() async throws {
         guard PlaybackPlayersTests.playersAreInstalled() else { return }
-        let root = temporaryDirectory("backplane-dash")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let root = try createdTemporaryDirectory("backplane-dash")
         defer { try? FileManager.default.removeItem(at: root) }
         let bench = try await DownloadBench.start()
         for packaging in Packaging.allCases {

@@ -9,8 +9,7 @@ extension HarnessEndToEndTests {
     /// size without queueing it; `--hls --dash` is refused.
     @Test func theHarnessDownloadsADASHAsset() async throws {
         guard PlaybackPlayersTests.playersAreInstalled() else { return }
-        let root = temporaryDirectory("harness-dash")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let root = try createdTemporaryDirectory("harness-dash")
         defer { try? FileManager.default.removeItem(at: root) }
         let backplane = try await ServedBackplane(root: root)
         defer { backplane.process.terminate() }

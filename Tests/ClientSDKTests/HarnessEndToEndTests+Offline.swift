@@ -19,8 +19,7 @@ extension HarnessEndToEndTests {
             print("warning: \(message)")
             return
         }
-        let root = temporaryDirectory("backplane-offline-play")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let root = try createdTemporaryDirectory("backplane-offline-play")
         defer { try? FileManager.default.removeItem(at: root) }
         let backplane = try await ServedBackplane(root: root)
         defer { backplane.process.terminate() }

@@ -117,8 +117,7 @@ import TestSupport
 
     @Test func ffprobeAndGStreamerPlayDownloadsThroughTheServer() async throws {
         guard Self.playersAreInstalled() else { return }
-        let root = temporaryDirectory("backplane-players")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let root = try createdTemporaryDirectory("backplane-players")
         defer { try? FileManager.default.removeItem(at: root) }
         let bench = try await DownloadBench.start()
         for packaging in Packaging.allCases {
@@ -155,8 +154,7 @@ import TestSupport
     /// yet from the origin.
     @Test func ffprobeAndGStreamerPlayAnAssetWhileItDownloadsFromASlowOrigin() async throws {
         guard Self.playersAreInstalled() else { return }
-        let root = temporaryDirectory("backplane-players-slow")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let root = try createdTemporaryDirectory("backplane-players-slow")
         defer { try? FileManager.default.removeItem(at: root) }
         let bench = try await DownloadBench.start(options: { $0.parallelFiles = 1 })
         try await Self.makeAsset(.tsAES128, in: root, origin: bench.origin)

@@ -22,8 +22,7 @@ import FoundationNetworking
             return
         }
         let harness = try #require(BuiltProduct.url(named: "backplane-harness"))
-        let root = temporaryDirectory("backplane-proxy")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let root = try createdTemporaryDirectory("backplane-proxy")
         defer { try? FileManager.default.removeItem(at: root) }
 
         let ca = try await TestCertificates.make(in: root, openssl: openssl).authority

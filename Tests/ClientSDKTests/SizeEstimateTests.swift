@@ -12,8 +12,7 @@ import TestSupport
     /// flat file (exact, from `HEAD`).
     @Test func estimatesAreWithinTenPerCentOfTheSizeDownloaded() async throws {
         guard PlaybackPlayersTests.playersAreInstalled() else { return }
-        let root = temporaryDirectory("backplane-estimates")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let root = try createdTemporaryDirectory("backplane-estimates")
         defer { try? FileManager.default.removeItem(at: root) }
         let bench = try await DownloadBench.start()
         try await DASHDownloadTests.makeAsset(.template, in: root, origin: bench.origin)

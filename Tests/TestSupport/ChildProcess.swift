@@ -48,6 +48,13 @@ public func temporaryDirectory(_ prefix: String) -> URL {
     testRoot.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
 }
 
+/// `temporaryDirectory(prefix)`, created (for files a test writes itself: media, certificates).
+public func createdTemporaryDirectory(_ prefix: String) throws -> URL {
+    let directory = temporaryDirectory(prefix)
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    return directory
+}
+
 /// Where test directories go: `/dev/shm` where it can be written, else the temporary directory.
 public let temporaryBaseDirectory: URL = {
     let memory = URL(fileURLWithPath: "/dev/shm")
