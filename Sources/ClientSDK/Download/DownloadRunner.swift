@@ -327,44 +327,6 @@ actor DownloadRunner {
         tasks.withLock { $0.current?.assetId == assetId }
     }
 
-    private func completed(_ asset: LocalAsset, after elapsed: Duration) {
-        do {
-            guard try local.completeDownload(asset, downloadedAt: clock.now().date ?? clock.latestTrusted ?? Date()) else {
-                // Removed while it finished: whoever removed it has said so; the files go too.
-                try? content.removeFiles(of: asset.assetId)
-                return
-            }
-        } catch {
-            failed(asset.assetId, DownloadFailure(.storage, "Could not record the completed download: \(error)."))
-            return
-        }
-        erroredThisPass.remove(asset.assetId)
-        let seconds = elapsed.seconds
-        _ = try? eventLogger.log(.downloadComplete(
-            assetId: asset.assetId, bitrate: seconds > 0 ? Int64(nonNegative: Double(asset.size) * 8 / seconds) : nil, durationSeconds: seconds))
-        if let mismatch = asset.request?.sizeMismatch(completedSize: asset.size) {
-            _ = try? eventLogger.log(.downloadWarning(assetId: asset.assetId, code: "sizeMismatch", message: mismatch))
-            broadcaster.emit(.downloadWarning(assetId: asset.assetId, message: mismatch))
-        }
-        // As recorded, with the grant it came with.
-        let recorded = (try? local.asset(assetId: asset.assetId)) ?? asset
-        broadcaster.emit(.downloadCompleted(DownloadAsset(completed: recorded, root: content.root)))
-    }
-
-    func failed(_ assetId: String, _ failure: DownloadFailure, forGood: Bool = false) {
-        refreshesInARow[assetId] = nil
-        let updated = try? local.recordFailure(assetId: assetId) { download in
-            download.errorCount = download.errorCount.addingClamped(1)
-            download.lastFailure = failure
-            download.failed = forGood || failure.isFatal || download.errorCount >= Self.maxErrorPasses
-        }
-        erroredThisPass.insert(assetId)
-        let willRetry = updated.map { !$0.failed } ?? false
-        _ = try? eventLogger.log(.downloadError(
-            assetId: assetId, code: failure.kind.rawValue, message: String(failure.message.prefix(utf8Bytes: WireLimits.maxEventMessageBytes))))
-        broadcaster.emit(.downloadError(assetId: assetId, failure: failure, willRetry: willRetry))
-    }
-
     /// Records the status and tells the app, except between `stopped` and `idle`: an engine
     /// with nothing to download starting or stopping is no news.
     private func setStatus(_ next: DownloadEngineStatus) {
