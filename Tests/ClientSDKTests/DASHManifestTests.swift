@@ -195,6 +195,11 @@ import Testing
             (Self.timeline("<S d=\"1000\"/>").replacingOccurrences(of: "$Time$", with: "$Time"), "not closed"),
             (Self.timeline("<S d=\"1000\"/>").replacingOccurrences(of: "v/$Time$.m4s", with: "file:///etc/passwd"), "not an http(s) URL"),
             ("<MPD type=\"static\">" + String(repeating: "<a>", count: 40) + String(repeating: "</a>", count: 40) + "</MPD>", "nest deeper"),
+            // An index range at the end of what 64 bits address: its sidx's offsets would overflow.
+            ("""
+             <MPD type="static" mediaPresentationDuration="PT4S"><Period><AdaptationSet contentType="video"><Representation id="v" bandwidth="1">
+             <BaseURL>v.mp4</BaseURL><SegmentBase indexRange="9223372036854775000-9223372036854775099"/></Representation></AdaptationSet></Period></MPD>
+             """, "below 2^62"),
         ]
         for (xml, reason) in cases {
             let error = try #require(Self.error(xml), "accepted: \(xml.prefix(120))")
@@ -234,6 +239,9 @@ import Testing
         hierarchical[8 + 24] |= 0x80
         #expect(throws: MPDError.self) { try SegmentIndex.parse(Data(hierarchical), at: 0, maxReferences: 100) }
         #expect(throws: MPDError.self) { try SegmentIndex.parse(Data(sidx), at: 0, maxReferences: 1) }
+        // Offsets past 2^63 from where the index lies: refused, not trapped.
+        #expect(throws: MPDError.self) { try SegmentIndex.parse(Data(sidx), at: Int64.max - 60, maxReferences: 100) }
+        #expect(throws: MPDError.self) { try SegmentIndex.parse(Data(sidx), at: Int64.max - 6000, maxReferences: 100) }
         #expect(throws: MPDError.self) { try SegmentIndex.parse(Data(box("free", [1, 2, 3])), at: 0, maxReferences: 100) }
     }
 

@@ -10,7 +10,10 @@ private let base = URL(string: "https://cdn.example.com/vod/show/manifest.mpd")!
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzMPD(_ start: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let data = Data(bytes: start, count: count)
-    _ = try? SegmentIndex.parse(data, at: Int64(count), maxReferences: 10_000)
+    // The bytes as an index range anywhere in a file, to its last addressable offsets.
+    for offset in [0, Int64(count), Int64(1) << 62, Int64.max - Int64(count)] {
+        _ = try? SegmentIndex.parse(data, at: offset, maxReferences: 10_000)
+    }
     guard let root = try? MPDDocument.parse(data), let manifest = try? DASHManifest(root: root, url: base) else { return 0 }
     for period in manifest.periods {
         for set in period.adaptationSets {

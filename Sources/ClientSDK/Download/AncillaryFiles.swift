@@ -21,7 +21,7 @@ public struct AncillaryFile: Sendable, Equatable, Codable {
     public static let maxPerAsset = 32
 
     /// Where it lives in the asset's directory: `ancillary/<tag>.<extension of its URL>`.
-    var relativePath: String { "ancillary/\(tag).\(DASHPlan.fileExtension(url, default: "bin"))" }
+    var relativePath: String { "ancillary/\(tag).\(DownloadFile.fileExtension(url, default: "bin"))" }
 
     /// Why a request's ancillary files cannot be downloaded, or nil.
     static func problem(_ files: [AncillaryFile]) -> String? {

@@ -3,7 +3,7 @@ import Foundation
 /// A DASH manifest's `ContentProtection` element, as the license provider receives it
 /// (`LicenseRequest.contentProtection`): what a Widevine or PlayReady license request is built
 /// from. The local MPD keeps the elements as they were, for the player.
-public struct ContentProtection: Sendable, Equatable, Codable {
+public struct ContentProtection: Sendable, Hashable, Codable {
     /// `schemeIdUri`: `urn:mpeg:dash:mp4protection:2011` for the common encryption scheme, or
     /// `urn:uuid:<system id>` for one DRM system (Widevine's is edef8ba9-79d6-4ace-a3c8-27dcd51d21ed).
     public var schemeIdUri: String

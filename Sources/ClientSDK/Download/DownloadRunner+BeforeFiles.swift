@@ -25,8 +25,14 @@ extension DownloadRunner {
         let directory = content.directory(for: queued.assetId)
         if let plan = downloader.preparedPlan(queued.request, in: directory) { return plan }
         do {
-            return try await downloader.prepare(
+            let plan = try await downloader.prepare(
                 queued.request, in: directory, room: requirements.storageRoom(assetBytes: 0), ceiling: requirements.storageCeiling())
+            // Removed while its manifests came: they go too.
+            guard (try? local.queuedDownload(assetId: queued.assetId)) != nil else {
+                try? content.removeFiles(of: queued.assetId)
+                return nil
+            }
+            return plan
         } catch where error.kind == .noSpace {
             blockOnStorage()
         } catch {
@@ -42,11 +48,14 @@ extension DownloadRunner {
     /// An origin that does not say enough leaves the estimate unknown, and the download goes on.
     func planAndEstimate(_ queued: QueuedDownload) async -> QueuedDownload? {
         guard let plan = await plan(for: queued) else { return nil }
-        guard let estimate = await estimator.estimate(plan) else { return queued }
+        guard let estimate = await estimator.estimate(plan) else {
+            estimateTried.insert(queued.assetId)
+            return stillWanted(queued.assetId)
+        }
         return stillWanted(queued.assetId).flatMap { _ in
             try? local.updateDownload(assetId: queued.assetId) { download in
                 download.estimatedBytes = estimate.bytes
-                download.estimateIsExact = estimate.isExact
+                download.estimateBasis = estimate.basis
             }
         }
     }
@@ -57,7 +66,7 @@ extension DownloadRunner {
     /// allow), or left the queue meanwhile.
     func sizedToFit(_ queued: QueuedDownload) async -> QueuedDownload? {
         var queued = queued
-        if queued.estimatedBytes == nil {
+        if queued.estimatedBytes == nil, !estimateTried.contains(queued.assetId) {
             guard let planned = await planAndEstimate(queued) else { return nil }
             queued = planned
         }
@@ -143,7 +152,7 @@ extension DownloadRunner {
     /// during an await, so the asset may have been removed, paused or failed, the engine
     /// stopped, or a rule may now block the queue.
     func stillWanted(_ assetId: String) -> QueuedDownload? {
-        guard lifecycle.isRunning, !Task.isCancelled, currentBlock() == nil,
+        guard lifecycle.isRunning, !Task.isCancelled, currentBlock() == nil, !updatingURL.contains(assetId),
               let current = try? local.queuedDownload(assetId: assetId), !current.paused, !current.failed
         else { return nil }
         return current

@@ -18,7 +18,7 @@ extension DownloadRunner {
             throw BackplaneClientError(kind: .invalidInput, message: "Asset \(request.assetId) is being queued already.")
         }
         defer { preparing.remove(request.assetId) }
-        var estimate: (bytes: Int64, isExact: Bool)?
+        var estimate: (bytes: Int64, basis: EstimateBasis)?
         do {
             try await prepareWithinDeadline(request)
             // What it will take, shown on the asset and checked before its download starts.
@@ -220,7 +220,7 @@ extension DownloadRunner {
         let held = queue.reduce(Int64(0)) { $0.addingClamped(max($1.bytesDownloaded, 0)) }
         let ceiling = requirements.storageCeiling()
         let ahead = queue.reduce(Int64(0)) { $0.addingClamped(max(($1.estimateToFit(ceiling: ceiling) ?? 0).subtractingClamped($1.bytesDownloaded), 0)) }
-        return DownloadEstimate(bytes: size.bytes, isExact: size.isExact, room: max(requirements.storageRoom(assetBytes: held).subtractingClamped(ahead), 0))
+        return DownloadEstimate(bytes: size.bytes, isExact: size.basis == .exact, room: max(requirements.storageRoom(assetBytes: held).subtractingClamped(ahead), 0))
     }
 
     private func update(_ assetIds: [String]?, _ change: (inout QueuedDownload) -> Void) throws {

@@ -57,8 +57,14 @@ actor DownloadRunner {
     var syncsSeen = 0
     /// Assets being checked for the queue (their playlists fetched).
     var preparing: Set<String> = []
-    /// Fresh URLs asked for each asset since its last completed file run (`refreshURL`).
-    var refreshesInARow: [String: Int] = [:]
+    /// Fresh URLs asked for each asset in a row (`refreshURL`), and its bytes at the last one:
+    /// bytes gained since start the count again.
+    var refreshesInARow: [String: (count: Int, bytes: Int64)] = [:]
+    /// Assets whose URL is being swapped (`updateURL`): not started meanwhile.
+    var updatingURL: Set<String> = []
+    /// Assets whose size was asked of their origin in this run of the engine without an answer:
+    /// not asked again on every pass.
+    var estimateTried: Set<String> = []
     /// The room the storage rules left when a download ran out of it; the queue stays blocked
     /// until there is more (an asset deleted, space freed) or the queue changes.
     var roomWhenStorageRanOut: Int64?
@@ -186,7 +192,9 @@ actor DownloadRunner {
         while lifecycle.isRunning, !Task.isCancelled {
             // Ids only: the one chosen is the only row decoded.
             let runnable = (try? local.runnableDownloadIds()) ?? []
-            guard let next = runnable.first(where: { !erroredThisPass.contains($0) }).flatMap({ try? local.queuedDownload(assetId: $0) }) else {
+            guard let next = runnable.first(where: { !erroredThisPass.contains($0) && !updatingURL.contains($0) })
+                .flatMap({ try? local.queuedDownload(assetId: $0) })
+            else {
                 setBlock(nil)
                 if runnable.isEmpty {
                     erroredThisPass = []
@@ -219,7 +227,6 @@ actor DownloadRunner {
 
     private func download(_ queued: QueuedDownload) async {
         let assetId = queued.assetId
-        let request = queued.request
         var queued = queued
         if await leftExpired(queued) { return }
         // Its plan and size before anything else: an asset that cannot fit is never started.
@@ -238,6 +245,8 @@ actor DownloadRunner {
             guard await acquireLicense(for: queued, grant: grant), let current = stillWanted(assetId) else { return }
             queued = current
         }
+        // As it is now (a new URL may have come while the steps above awaited).
+        let request = queued.request
         let directory = content.directory(for: assetId)
         // Playable while it downloads from here (permission and license are in) until its
         // record is an asset's or it stopped: `planInProgress`.

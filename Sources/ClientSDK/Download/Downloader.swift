@@ -75,6 +75,13 @@ struct DownloadFile: Sendable, Equatable, Codable {
         self.isAncillary = isAncillary
     }
 
+    /// The URL's extension when it is a short alphanumeric one, else `fallback`: local names
+    /// keep a file's type without taking anything else from the origin.
+    static func fileExtension(_ url: URL, default fallback: String) -> String {
+        let ext = url.pathExtension.lowercased()
+        return (1...5).contains(ext.count) && ext.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) ? ext : fallback
+    }
+
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         url = try container.decode(URL.self, forKey: .url)

@@ -25,6 +25,18 @@ public struct DownloadEstimate: Sendable, Equatable {
     }
 }
 
+/// What an estimate rests on, weakest first.
+enum EstimateBasis: Int, Sendable, Comparable {
+    /// Bandwidth × duration only: the origin stated no size.
+    case bandwidth = 0
+    /// The first files' sizes, scaled to the rest.
+    case measured = 1
+    /// Every size stated (byte ranges, answers).
+    case exact = 2
+
+    static func < (lhs: EstimateBasis, rhs: EstimateBasis) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
 /// Works out an asset's size from its plan before its download starts. A file whose byte range
 /// the manifest states is that long; a flat file is asked of the origin (`HEAD`); a segmented
 /// stream (the files of one directory of the plan) has its first `samplesPerStream` segments
@@ -41,8 +53,13 @@ struct SizeEstimator: Sendable {
     /// How long one size request may take.
     static let timeout = TimeAmount.seconds(10)
 
+    /// Most files whose size is asked for one asset (a DASH asset of many Periods has a stream
+    /// per Period and track), and how long the asking may take in all.
+    static let maxAsked = 48
+    static let deadline = Duration.seconds(20)
+
     /// The plan's size, or nil when neither the origin nor the manifest says enough.
-    func estimate(_ plan: DownloadPlan) async -> (bytes: Int64, isExact: Bool)? {
+    func estimate(_ plan: DownloadPlan) async -> (bytes: Int64, basis: EstimateBasis)? {
         var streams: [Substring: [DownloadFile]] = [:]
         var order: [Substring] = []
         for file in plan.files {
@@ -58,9 +75,10 @@ struct SizeEstimator: Sendable {
             asked += unranged.filter { $0.estimatedBytes != nil }.prefix(Self.samplesPerStream).map(\.url)
             asked += unranged.filter { $0.estimatedBytes == nil }.prefix(Self.samplesPerStream).map(\.url)
         }
-        let sizes = await self.sizes(of: Array(Set(asked)))
+        var unique: Set<URL> = []
+        let sizes = await self.sizes(of: Array(asked.filter { unique.insert($0).inserted }.prefix(Self.maxAsked)), within: Self.deadline)
         var total = plan.written.reduce(Int64(0)) { $0.addingClamped(Int64($1.text.utf8.count)) }
-        var isExact = true
+        var basis = EstimateBasis.exact
         for stream in order {
             let files = streams[stream]!
             for file in files { if let range = file.byteRange { total = total.addingClamped(Int64(range.length)) } }
@@ -69,36 +87,38 @@ struct SizeEstimator: Sendable {
                 let group = unranged.filter { ($0.estimatedBytes != nil) == estimated }
                 guard let bytes = Self.extrapolate(group, sizes: sizes) else { return nil }
                 total = total.addingClamped(bytes.bytes)
-                isExact = isExact && bytes.isExact
+                basis = min(basis, bytes.basis)
             }
         }
-        return (total, isExact)
+        return (total, basis)
     }
 
     /// The bytes of `group` (files of one sort in one stream) from the sizes the origin gave.
-    private static func extrapolate(_ group: [DownloadFile], sizes: [URL: Int64]) -> (bytes: Int64, isExact: Bool)? {
-        guard !group.isEmpty else { return (0, true) }
+    private static func extrapolate(_ group: [DownloadFile], sizes: [URL: Int64]) -> (bytes: Int64, basis: EstimateBasis)? {
+        guard !group.isEmpty else { return (0, .exact) }
         let known = group.compactMap { sizes[$0.url] }
         let knownSum = known.reduce(Int64(0)) { $0.addingClamped($1) }
         let unknown = group.filter { sizes[$0.url] == nil }
-        if unknown.isEmpty { return (knownSum, true) }
+        if unknown.isEmpty { return (knownSum, .exact) }
         let guesses = unknown.compactMap(\.estimatedBytes)
         if guesses.count == unknown.count {
             // Scaled by how the files answered compare with their own estimates.
             let answered = group.filter { sizes[$0.url] != nil }
             let answeredGuess = answered.compactMap(\.estimatedBytes).reduce(Int64(0)) { $0.addingClamped($1) }
-            let ratio = answeredGuess > 0 && answered.count == answered.compactMap(\.estimatedBytes).count ? Double(knownSum) / Double(answeredGuess) : 1
+            let measured = answeredGuess > 0 && answered.count == answered.compactMap(\.estimatedBytes).count
+            let ratio = measured ? Double(knownSum) / Double(answeredGuess) : 1
             let rest = Int64(nonNegative: Double(guesses.reduce(Int64(0)) { $0.addingClamped($1) }) * ratio) ?? .max
-            return (knownSum.addingClamped(rest), false)
+            return (knownSum.addingClamped(rest), measured ? .measured : .bandwidth)
         }
         guard !known.isEmpty else { return nil }
-        return (knownSum.addingClamped((knownSum / Int64(known.count)).multipliedClamped(by: Int64(unknown.count))), false)
+        return (knownSum.addingClamped((knownSum / Int64(known.count)).multipliedClamped(by: Int64(unknown.count))), .measured)
     }
 
     /// The sizes the origin states for `urls`, `parallelRequests` at a time; a URL it does not
     /// answer for is left out.
-    func sizes(of urls: [URL]) async -> [URL: Int64] {
-        await withTaskGroup(of: (URL, Int64?).self) { group in
+    func sizes(of urls: [URL], within limit: Duration) async -> [URL: Int64] {
+        let deadline = ContinuousClock.now + limit
+        return await withTaskGroup(of: (URL, Int64?).self) { group in
             var next = urls.startIndex
             var sizes: [URL: Int64] = [:]
             func add() {
@@ -110,7 +130,8 @@ struct SizeEstimator: Sendable {
             for _ in 0..<Self.parallelRequests { add() }
             while let (url, size) = await group.next() {
                 if let size { sizes[url] = size }
-                add()
+                // Past the deadline the rest are not asked; the answers already asked for are waited for.
+                if ContinuousClock.now < deadline { add() }
             }
             return sizes
         }

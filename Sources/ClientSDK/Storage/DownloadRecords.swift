@@ -49,17 +49,22 @@ struct QueuedDownload: Sendable, Equatable {
     var firstPlayedAt: Date?
     /// What it will take on the device, worked out before its download starts (`SizeEstimator`).
     var estimatedBytes: Int64?
-    /// Every file's size was known for the estimate, none extrapolated.
-    var estimateIsExact = false
+    /// What the estimate rests on.
+    var estimateBasis = EstimateBasis.bandwidth
 
     var assetId: String { request.assetId }
 
-    /// The estimate the storage rules are held to: an extrapolated one (from bandwidths a
-    /// manifest may misstate) that no storage could hold is not believed, and the download's own
-    /// checks judge the asset as its bytes arrive.
+    /// The estimate the storage rules hold the asset to before it starts: one from the sizes
+    /// the origin stated; not one from bandwidths alone (manifests state peaks, and may misstate
+    /// them), nor one extrapolated past what any storage could hold. Without one, the download's
+    /// own checks judge the asset as its bytes arrive.
     func estimateToFit(ceiling: Int64) -> Int64? {
-        guard let estimatedBytes, estimateIsExact || estimatedBytes <= ceiling else { return nil }
-        return estimatedBytes
+        guard let estimatedBytes else { return nil }
+        switch estimateBasis {
+        case .exact: return estimatedBytes
+        case .measured: return estimatedBytes <= ceiling ? estimatedBytes : nil
+        case .bandwidth: return nil
+        }
     }
 }
 
@@ -131,7 +136,7 @@ extension SDKDatabase {
 
     /// Adds `request` at `index` (nil: at the end), unless the asset is queued or completed
     /// already; returns whether it was added.
-    func enqueueDownload(_ request: DownloadRequest, at index: Int?, estimate: (bytes: Int64, isExact: Bool)? = nil) throws -> Bool {
+    func enqueueDownload(_ request: DownloadRequest, at index: Int?, estimate: (bytes: Int64, basis: EstimateBasis)? = nil) throws -> Bool {
         let data = try Self.encoder.encode(request)
         return try write { db in
             let known = try Bool.fetchOne(
@@ -144,7 +149,7 @@ extension SDKDatabase {
     }
 
     /// A new row of the queue at `index` (nil: at the end).
-    static func insertDownload(_ assetId: String, request: Data, at index: Int?, estimate: (bytes: Int64, isExact: Bool)? = nil, _ db: Database) throws {
+    static func insertDownload(_ assetId: String, request: Data, at index: Int?, estimate: (bytes: Int64, basis: EstimateBasis)? = nil, _ db: Database) throws {
         // Positions may have gaps (removals leave them); only the rows after the new one move.
         let position: Int
         if let index, let taken = try Int.fetchOne(
@@ -155,8 +160,8 @@ extension SDKDatabase {
             position = (try Int.fetchOne(db, sql: "SELECT MAX(position) FROM downloads") ?? -1).addingClamped(1)
         }
         try db.execute(
-            sql: "INSERT INTO downloads (asset_id, position, request, added_at, estimated_bytes, estimate_is_exact) VALUES (?, ?, ?, ?, ?, ?)",
-            arguments: [assetId, position, request, Date(), estimate?.bytes, estimate?.isExact ?? false])
+            sql: "INSERT INTO downloads (asset_id, position, request, added_at, estimated_bytes, estimate_basis) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [assetId, position, request, Date(), estimate?.bytes, (estimate?.basis ?? .bandwidth).rawValue])
     }
 
     /// Moves a queued asset to `index`; returns whether it is queued.
@@ -240,12 +245,12 @@ extension SDKDatabase {
         try db.execute(
             sql: """
                 UPDATE downloads SET paused = ?, failed = ?, error_count = ?, last_failure = ?, bytes_downloaded = ?,
-                  expected_bytes = ?, expected_is_estimate = ?, grant_id = ?, denial = ?, estimated_bytes = ?, estimate_is_exact = ? WHERE asset_id = ?
+                  expected_bytes = ?, expected_is_estimate = ?, grant_id = ?, denial = ?, estimated_bytes = ?, estimate_basis = ? WHERE asset_id = ?
                 """,
             arguments: [
                 download.paused, download.failed, download.errorCount, try download.lastFailure.map { try encoder.encode($0) },
                 download.bytesDownloaded, download.expectedBytes, download.expectedIsEstimate, download.grantId,
-                try download.denial.map { try encoder.encode($0) }, download.estimatedBytes, download.estimateIsExact, download.assetId,
+                try download.denial.map { try encoder.encode($0) }, download.estimatedBytes, download.estimateBasis.rawValue, download.assetId,
             ])
     }
 
@@ -369,7 +374,7 @@ extension SDKDatabase {
                 firstPlayedAt: row.decode(forColumn: "first_played_at"),
                 // Read back from the database, which is untrusted as any input: never below 0.
                 estimatedBytes: (row.decode(Int64?.self, forColumn: "estimated_bytes")).map { max($0, 0) },
-                estimateIsExact: row.decode(forColumn: "estimate_is_exact"))
+                estimateBasis: EstimateBasis(rawValue: row.decode(Int.self, forColumn: "estimate_basis")) ?? .bandwidth)
         }
     }
 }

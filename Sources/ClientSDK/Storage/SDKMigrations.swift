@@ -107,7 +107,8 @@ extension SDKDatabase {
             // What the asset will take, known before its download starts (`SizeEstimator`).
             try db.alter(table: "downloads") { t in
                 t.add(column: "estimated_bytes", .integer)
-                t.add(column: "estimate_is_exact", .boolean).notNull().defaults(to: false)
+                // `EstimateBasis`: 0 bandwidth alone, 1 measured from the first files, 2 every size stated.
+                t.add(column: "estimate_basis", .integer).notNull().defaults(to: 0)
             }
         }
         return migrator

@@ -87,18 +87,23 @@ struct DASHManifest: Sendable {
 
     private static func adaptationSets(of period: MPDElement, base: URL, period index: Int) throws(MPDError) -> [AdaptationSet] {
         var sets: [AdaptationSet] = []
+        // Each level's segment elements are looked up once: a set of many Representations does
+        // not scan its children again for each.
+        let periodLevel = SegmentLevel(period)
         for element in period.children("AdaptationSet") {
+            let setLevel = SegmentLevel(element)
             guard element.attribute(localName: "href") == nil else { throw MPDError("an AdaptationSet of Period \(index) is a remote (xlink) element") }
             let setBase = try Self.base(of: element, against: base)
             var representations: [Representation] = []
             for representation in element.children("Representation") {
                 let id = representation.attributes["id"] ?? ""
+                // Up to Int32.max: 2 Gbit/s is past any stream, and it fits `Int` on every platform.
                 let bandwidth = try representation.attributes["bandwidth"].map { value throws(MPDError) in
-                    try MPDNumbers.integer(value, "Representation@bandwidth", max: Int64(Int32.max) * 64)
+                    try MPDNumbers.integer(value, "Representation@bandwidth", max: Int64(Int32.max))
                 } ?? 0
                 representations.append(Representation(
                     element: representation, id: id, bandwidth: Int(bandwidth), baseURL: try Self.base(of: representation, against: setBase),
-                    segmentInfo: segmentInfo(levels: [period, element, representation])))
+                    segmentInfo: segmentInfo(levels: [periodLevel, setLevel, SegmentLevel(representation)])))
             }
             let trickPlay = element.children("EssentialProperty").contains { $0.attributes["schemeIdUri"] == "http://dashif.org/guidelines/trickmode" }
             sets.append(AdaptationSet(
@@ -128,16 +133,28 @@ struct DASHManifest: Sendable {
         return .other
     }
 
-    /// The segment information of the lowest of `levels` (Period, AdaptationSet, Representation)
-    /// that has any, its attributes merged over those of the same element higher up.
-    static func segmentInfo(levels: [MPDElement]) -> SegmentInfo {
-        let kinds = ["SegmentTemplate", "SegmentList", "SegmentBase"]
+    /// One level's segment elements (Period, AdaptationSet or Representation).
+    struct SegmentLevel {
+        var elements: [String: MPDElement] = [:]
+
+        static let kinds = ["SegmentTemplate", "SegmentList", "SegmentBase"]
+
+        init(_ element: MPDElement) {
+            for child in element.children where Self.kinds.contains(child.name) && elements[child.name] == nil {
+                elements[child.name] = child
+            }
+        }
+    }
+
+    /// The segment information of the lowest of `levels` that has any, its attributes merged
+    /// over those of the same element higher up.
+    static func segmentInfo(levels: [SegmentLevel]) -> SegmentInfo {
         // The kind at the lowest level wins (a Representation's own SegmentBase over its set's
         // SegmentTemplate); the same kind's elements above it give what it does not say.
-        guard let lowest = levels.last(where: { level in kinds.contains { level.child($0) != nil } }),
-              let name = kinds.first(where: { lowest.child($0) != nil })
+        guard let lowest = levels.last(where: { !$0.elements.isEmpty }),
+              let name = SegmentLevel.kinds.first(where: { lowest.elements[$0] != nil })
         else { return .wholeFile }
-        let elements = levels.compactMap { $0.child(name) }
+        let elements = levels.compactMap { $0.elements[name] }
         var attributes: [String: String] = [:]
         for element in elements { attributes.merge(element.attributes) { $1 } }
         let timeline = elements.last { $0.child("SegmentTimeline") != nil }?.child("SegmentTimeline")
@@ -224,11 +241,12 @@ enum MPDNumbers {
     /// `first-last`, a byte range as `mediaRange`, `indexRange` and `Initialization@range` write it.
     static func byteRange(_ text: String, _ name: String) throws(MPDError) -> HLSMediaPlaylist.ByteRange {
         let parts = text.trimmingCharacters(in: .whitespaces).split(separator: "-", omittingEmptySubsequences: false)
+        // Below 2^62, as every offset of the MPD: what follows a range (a sidx's anchor) cannot overflow.
         guard parts.count == 2, let first = Int64(httpDecimal: parts[0]), let last = Int64(httpDecimal: parts[1]), first <= last,
-              last < Int64.max
+              last < Int64(1) << 62, let offset = Int(exactly: first), let length = Int(exactly: last - first + 1)
         else {
-            throw MPDError("\(name) \"\(text.prefix(60))\" is not a byte range first-last")
+            throw MPDError("\(name) \"\(text.prefix(60))\" is not a byte range first-last below 2^62")
         }
-        return HLSMediaPlaylist.ByteRange(length: Int(last - first + 1), offset: Int(first))
+        return HLSMediaPlaylist.ByteRange(length: length, offset: offset)
     }
 }

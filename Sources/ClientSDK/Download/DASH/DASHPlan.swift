@@ -12,6 +12,8 @@ import Foundation
 /// file, so the local MPD lists every segment by number with its timeline.
 enum DASHPlan {
     static let originalManifest = "\(AssetLayout.originalDirectory)/asset.mpd"
+    /// `ContentProtection` elements given to the license provider, at most.
+    static let maxContentProtection = 64
     static let indexManifest = "index.mpd"
 
     /// A Representation chosen for download and its local directory's name.
@@ -59,11 +61,11 @@ enum DASHPlan {
             if bandwidth == 0, choice.set.kind == .video { estimate = nil }
             var initPath: String?
             if let initialization = track.initialization {
-                let path = "\(choice.name)/init.\(fileExtension(initialization.url, default: "mp4"))"
+                let path = "\(choice.name)/init.\(DownloadFile.fileExtension(initialization.url, default: "mp4"))"
                 files.append(DownloadFile(url: initialization.url, byteRange: initialization.byteRange, relativePath: path, isMedia: true))
                 initPath = path
             }
-            let ext = fileExtension(track.segments[0].url, default: track.isWholeFile ? "bin" : "m4s")
+            let ext = DownloadFile.fileExtension(track.segments[0].url, default: track.isWholeFile ? "bin" : "m4s")
             for (index, segment) in track.segments.enumerated() {
                 let path = track.isWholeFile ? "\(choice.name)/file.\(ext)" : "\(choice.name)/\(index + 1).\(ext)"
                 files.append(DownloadFile(
@@ -77,20 +79,18 @@ enum DASHPlan {
             local.append(MPDWriter.LocalRepresentation(
                 choice: choice, track: track, initialization: initPath, media: track.isWholeFile ? "\(choice.name)/file.\(ext)" : "\(choice.name)/$Number$.\(ext)"))
         }
-        let protection = chosen.flatMap { choice, _ in
-            (choice.set.element.children("ContentProtection") + choice.representation.element.children("ContentProtection")).map(ContentProtection.init)
-        }
+        // Each once, in manifest order; a real manifest names a handful (one per DRM system).
         var unique: [ContentProtection] = []
-        for item in protection where !unique.contains(item) { unique.append(item) }
+        var seen: Set<ContentProtection> = []
+        for (choice, _) in chosen {
+            for element in choice.set.element.children("ContentProtection") + choice.representation.element.children("ContentProtection") {
+                let item = ContentProtection(element)
+                if unique.count < Self.maxContentProtection, seen.insert(item).inserted { unique.append(item) }
+            }
+        }
         return DownloadPlan(
             files: files, written: [.init(path: indexManifest, text: MPDWriter.local(manifest, representations: local))],
             mainPath: indexManifest, estimatedBytes: estimate, contentProtection: unique.isEmpty ? nil : unique)
-    }
-
-    /// The URL's extension when it is a short alphanumeric one, else `fallback`.
-    static func fileExtension(_ url: URL, default fallback: String) -> String {
-        let ext = url.pathExtension.lowercased()
-        return (1...5).contains(ext.count) && ext.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) ? ext : fallback
     }
 }
 
@@ -122,9 +122,9 @@ enum MPDWriter {
         }
         var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>", "<\(manifest.root.qualifiedName)\(MPDElement.attributeText(rootAttributes))>"]
         for child in manifest.root.children where child.name == "ContentProtection" { lines.append(child.xml(indent: "  ")) }
+        let byPeriod = Dictionary(grouping: representations, by: \.choice.period)
         for (index, period) in manifest.periods.enumerated() {
-            let inPeriod = representations.filter { $0.choice.period == index }
-            guard !inPeriod.isEmpty else { continue }
+            guard let inPeriod = byPeriod[index] else { continue }
             var periodAttributes = period.element.attributes
             periodAttributes["start"] = seconds(period.start)
             if let duration = period.duration { periodAttributes["duration"] = seconds(duration) }

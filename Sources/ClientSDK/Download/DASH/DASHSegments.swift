@@ -38,6 +38,8 @@ struct DASHTrack: Sendable, Equatable {
         var url: URL
         var indexRange: HLSMediaPlaylist.ByteRange
         var initialization: HLSMediaPlaylist.ByteRange?
+        /// `Initialization@sourceURL`, when the initialization is in a file of its own.
+        var initializationURL: URL?
         var timescale: Int64?
         var presentationTimeOffset: Int64
     }
@@ -69,6 +71,7 @@ enum DASHSegments {
             return .index(DASHTrack.Index(
                 url: base, indexRange: try MPDNumbers.byteRange(indexRange, "SegmentBase@indexRange"),
                 initialization: try initialization?.attributes["range"].map { value throws(MPDError) in try MPDNumbers.byteRange(value, "Initialization@range") },
+                initializationURL: try initialization?.attributes["sourceURL"].map { text throws(MPDError) in try DASHManifest.resolve(text, against: base) },
                 timescale: try attributes["timescale"].map { value throws(MPDError) in try timescale(value) },
                 presentationTimeOffset: try attributes["presentationTimeOffset"].map { value throws(MPDError) in try MPDNumbers.integer(value, "presentationTimeOffset") } ?? 0))
         case .template(let attributes, let timeline, let initializationElement):
@@ -240,7 +243,13 @@ enum DASHSegments {
     static func track(_ index: DASHTrack.Index, sidx data: Data, maxSegments: Int) throws(MPDError) -> DASHTrack {
         let sidx = try SegmentIndex.parse(data, at: Int64(index.indexRange.offset), maxReferences: maxSegments)
         // Without `Initialization@range`, the initialization segment is what comes before the index.
-        let initRange = index.initialization ?? (index.indexRange.offset > 0 ? HLSMediaPlaylist.ByteRange(length: index.indexRange.offset, offset: 0) : nil)
+        let initialization: (url: URL, byteRange: HLSMediaPlaylist.ByteRange?)?
+        if let url = index.initializationURL {
+            initialization = (url, index.initialization)
+        } else {
+            let range = index.initialization ?? (index.indexRange.offset > 0 ? HLSMediaPlaylist.ByteRange(length: index.indexRange.offset, offset: 0) : nil)
+            initialization = range.map { (index.url, $0) }
+        }
         var time = sidx.earliestPresentationTime
         var segments: [DASHTrack.Segment] = []
         segments.reserveCapacity(sidx.references.count)
@@ -250,13 +259,14 @@ enum DASHSegments {
             guard !overflow else { throw MPDError("the sidx's times pass 2^63") }
             time = after
         }
-        // The MPD's offset is in its timescale; the sidx's times in the sidx's own.
+        // The MPD's offset is in its timescale (1 when it says none); the sidx's times in the sidx's own.
         var offset = index.presentationTimeOffset
-        if let mpdScale = index.timescale, mpdScale != sidx.timescale {
+        let mpdScale = index.timescale ?? 1
+        if offset != 0, mpdScale != sidx.timescale {
             offset = Int64(nonNegative: (Double(offset) * Double(sidx.timescale) / Double(mpdScale)).rounded()) ?? 0
         }
         return DASHTrack(
-            initialization: initRange.map { (index.url, $0) }, segments: segments, timescale: sidx.timescale,
+            initialization: initialization, segments: segments, timescale: sidx.timescale,
             presentationTimeOffset: offset, isWholeFile: false)
     }
 }

@@ -72,7 +72,9 @@ struct SegmentIndex: Equatable, Sendable {
         guard count <= maxReferences else { throw MPDError("the sidx lists more than \(maxReferences) segments (the asset's budget)") }
         guard body.count >= position + count * 12 else { throw MPDError("a sidx box lists \(count) references but holds fewer") }
         guard earliest <= UInt64(1) << 62, firstOffset <= UInt64(1) << 62 else { throw MPDError("a sidx box's times or offsets pass 2^62") }
-        var start = anchor + Int64(firstOffset)
+        let (first, overflow) = anchor.addingReportingOverflow(Int64(firstOffset))
+        guard !overflow else { throw MPDError("the sidx's segments lie past 2^63") }
+        var start = first
         var references: [Reference] = []
         references.reserveCapacity(count)
         for _ in 0..<count {
@@ -83,8 +85,10 @@ struct SegmentIndex: Equatable, Sendable {
             let size = Int64(typeAndSize & 0x7FFF_FFFF)
             let duration = Int64(read32(body, position + 4))
             guard size > 0 else { throw MPDError("a sidx reference of 0 bytes") }
-            guard start <= Int64.max - size else { throw MPDError("the sidx's segments lie past 2^63") }
-            references.append(Reference(range: .init(length: Int(size), offset: Int(start)), duration: duration))
+            guard start <= Int64.max - size, let offset = Int(exactly: start), let length = Int(exactly: size) else {
+                throw MPDError("the sidx's segments lie past what this device can address")
+            }
+            references.append(Reference(range: .init(length: length, offset: offset), duration: duration))
             start += size
             position += 12
         }

@@ -27,7 +27,7 @@ enum HLSPlaylistWriter {
                 }
                 currentInit = initSection
                 let path = initPaths[initSection] ?? {
-                    let path = "\(stream)/init-\(initPaths.count).\(fileExtension(initSection.url, default: "mp4"))"
+                    let path = "\(stream)/init-\(initPaths.count).\(DownloadFile.fileExtension(initSection.url, default: "mp4"))"
                     initPaths[initSection] = path
                     files.append(DownloadFile(url: initSection.url, byteRange: initSection.byteRange, relativePath: path, isMedia: true))
                     return path
@@ -38,7 +38,7 @@ enum HLSPlaylistWriter {
                 currentKey = segment.key
                 lines.append(keyLine(segment.key, keyPaths: &keyPaths, files: &files))
             }
-            let path = "\(stream)/\(index).\(fileExtension(segment.url, default: "ts"))"
+            let path = "\(stream)/\(index).\(DownloadFile.fileExtension(segment.url, default: "ts"))"
             files.append(DownloadFile(
                 url: segment.url, byteRange: segment.byteRange, relativePath: path, isMedia: true,
                 estimatedBytes: bytesPerSecond.flatMap { Int64(nonNegative: $0 * segment.duration) }))
@@ -95,11 +95,5 @@ enum HLSPlaylistWriter {
         lines.append(stream)
         lines.append("video.m3u8")
         return lines.joined(separator: "\n") + "\n"
-    }
-
-    /// The URL's extension when it is a short alphanumeric one, else `fallback`.
-    private static func fileExtension(_ url: URL, default fallback: String) -> String {
-        let ext = url.pathExtension.lowercased()
-        return (1...5).contains(ext.count) && ext.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) ? ext : fallback
     }
 }
