@@ -160,4 +160,24 @@ import TestSupport
         try PlaybackPlayersTests.report("dash: ffprobe decoded all \(PlaybackPlayersTests.frames) frames offline from the local MPD of a template+timeline, "
             + "a SegmentBase (sidx) and a $Time$ asset made by ffmpeg, and through the playback server")
     }
+
+    /// A DASH asset still downloading from a slow origin (each segment 400 ms, one file at a time)
+    /// plays in full through the playback server: the local MPD from the download's plan, the
+    /// segments on disk from disk and the rest from the origin as ffprobe asks.
+    @Test func aDASHAssetPlaysInFullWhileItDownloadsFromASlowOrigin() async throws {
+        guard PlaybackPlayersTests.playersAreInstalled() else { return }
+        let root = try createdTemporaryDirectory("backplane-dash-slow")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let bench = try await DownloadBench.start(options: { $0.parallelFiles = 1 })
+        try await Self.makeAsset(.template, in: root, origin: bench.origin)
+        let segments = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("template").path).filter { $0.hasPrefix("chunk-") }
+        for segment in segments { bench.origin.inject(.delay(.milliseconds(400)), at: "/template/\(segment)") }
+        try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "slow", url: bench.origin.url("/template/manifest.mpd"), kind: .dash, maxVideoBitrate: 500_000, audioLanguages: ["fr"]))
+        let url = try await PlaybackWhileDownloadingTests.urlWhileDownloading("slow", bench)
+        #expect(url.lastPathComponent == "index.mpd")
+        #expect(try await PlaybackPlayersTests.countFrames(url) == PlaybackPlayersTests.frames, "ffprobe through \(url) while it downloads")
+        #expect(try await bench.waitForOutcome("slow", timeout: .seconds(60)).state == .completed)
+        await bench.stop()
+    }
 }
