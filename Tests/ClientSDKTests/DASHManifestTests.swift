@@ -179,6 +179,9 @@ import Testing
              """, "document type declaration"),
             ("<?xml version=\"1.0\"?><!DOCTYPE MPD SYSTEM \"file:///etc/passwd\"><MPD/>", "document type declaration"),
             ("<html><body>captive portal</body></html>", "not MPD"),
+            // A processing instruction without data crashed FoundationXML (found by the fuzzer).
+            ("<?xm?>\n<MPD type=\"static\"><Period/></MPD>", "processing instruction"),
+            ("<?xml version=\"1.0\"?><?x?><MPD type=\"static\"><Period/></MPD>", "processing instruction"),
             ("<MPD type=\"static\"><Period>", "not well-formed"),
             ("<MPD type=\"dynamic\"><Period/></MPD>", "live"),
             (Self.timeline("<S d=\"2000\" r=\"-1\"/>", period: ""), "unknown length"),

@@ -59,6 +59,10 @@ enum MPDDocument {
         if data.range(of: Data("<!DOCTYPE".utf8)) != nil || data.range(of: Data("<!ENTITY".utf8)) != nil {
             throw MPDError("it has a document type declaration, which an MPD never needs (entities are refused)")
         }
+        // Processing instructions, which an MPD never needs either: FoundationXML (Swift 6.3)
+        // reads past a null pointer on one without data (`<?x?>`) and crashes the process. Only
+        // the XML declaration at the very start is let through.
+        if hasProcessingInstruction(data) { throw MPDError("it has a processing instruction, which an MPD never needs") }
         let builder = TreeBuilder()
         let parser = XMLParser(data: data)
         parser.shouldResolveExternalEntities = false
@@ -73,6 +77,25 @@ enum MPDDocument {
         }
         guard root.name == "MPD" else { throw MPDError("its root element is \(root.qualifiedName.prefix(80)), not MPD") }
         return root
+    }
+
+    /// Whether `data` holds `<?` anywhere but in an XML declaration at its very start (after a
+    /// UTF-8 byte order mark, if any). One pass over the bytes.
+    static func hasProcessingInstruction(_ data: Data) -> Bool {
+        data.withUnsafeBytes { raw in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            var index = bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF ? 3 : 0
+            // `<?xml` and white space: the declaration, whose own `?>` ends it.
+            if bytes.count >= index + 6, Array(bytes[index..<(index + 5)]) == Array("<?xml".utf8),
+               [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index + 5]) {
+                index += 5
+            }
+            while index + 1 < bytes.count {
+                if bytes[index] == UInt8(ascii: "<"), bytes[index + 1] == UInt8(ascii: "?") { return true }
+                index += 1
+            }
+            return false
+        }
     }
 
     /// Collects the elements as the parser reports them, refusing past the limits.
