@@ -36,6 +36,8 @@ final class TestOrigin: Sendable {
         var heads: [String: Int] = [:]
         /// Asked before every `GET` with its path and query: a status to answer instead.
         var gate: (@Sendable (_ path: String, _ query: String?) -> Int?)?
+        /// Bytes per second each answer's body is sent at (nil: as fast as it goes).
+        var throttle: Int?
     }
 
     private let state = LockedBox(State())
@@ -99,6 +101,12 @@ final class TestOrigin: Sendable {
         state.withLock { $0.gate = gate }
     }
 
+    /// Sends every answer's body at `bytesPerSecond` from now on (nil: at full speed), counting
+    /// its bytes as they are sent: a client that goes away mid-body was served what it got.
+    func throttle(bytesPerSecond: Int?) {
+        state.withLock { $0.throttle = bytesPerSecond }
+    }
+
     func heads(under prefix: String) -> Int { state.withLock { $0.heads.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) } }
 
     /// Deterministic bytes that differ at every offset a test may resume from.
@@ -128,9 +136,9 @@ final class TestOrigin: Sendable {
 
     private func respond(_ request: Request) -> Response {
         let path = request.uri.path
-        let (file, fault, attempt, gate) = state.withLock { state in
+        let (file, fault, attempt, gate, throttle) = state.withLock { state in
             state.requests[path, default: 0] += 1
-            return (state.files[path], state.faults[path], state.requests[path]!, state.gate)
+            return (state.files[path], state.faults[path], state.requests[path]!, state.gate, state.throttle)
         }
         if let status = gate?(path, request.uri.query) { return Response(status: .init(code: status)) }
         guard let file else { return Response(status: .notFound) }
@@ -152,12 +160,36 @@ final class TestOrigin: Sendable {
         headers[.contentLength] = String(body.count)
         let sent: Data = if case .dropAfter(let bytes, let times) = fault, attempt <= times { Data(body.prefix(bytes)) } else { Data(body) }
         let dropped = sent.count < body.count
+        if let throttle {
+            return Response(status: status, headers: headers, body: ResponseBody { [state] writer in
+                try await Self.write(sent, to: &writer, bytesPerSecond: throttle) { count in
+                    state.withLock { $0.bytesServed[path, default: 0] += count }
+                }
+                if dropped { throw CancellationError() }
+                try await writer.finish(nil)
+            })
+        }
         state.withLock { $0.bytesServed[path, default: 0] += sent.count }
         return Response(status: status, headers: headers, body: ResponseBody { writer in
             try await writer.write(ByteBuffer(bytes: sent))
             if dropped { throw CancellationError() }
             try await writer.finish(nil)
         })
+    }
+
+    /// Writes `bytes` in 16 KiB pieces paced to `bytesPerSecond`, calling `sent` after each.
+    private static func write(
+        _ bytes: Data, to writer: inout some ResponseBodyWriter, bytesPerSecond: Int, sent: (Int) -> Void
+    ) async throws {
+        let started = ContinuousClock.now
+        var offset = 0
+        while offset < bytes.count {
+            let end = min(offset + 16 * 1024, bytes.count)
+            try await writer.write(ByteBuffer(bytes: bytes[offset..<end]))
+            sent(end - offset)
+            offset = end
+            try await Task.sleep(until: started + .seconds(Double(offset) / Double(bytesPerSecond)), clock: .continuous)
+        }
     }
 
     /// One `bytes=a-b` or `bytes=a-` range inside a file of `count` bytes.

@@ -39,6 +39,10 @@ struct FileFetcher: Sendable {
     /// Files expected to be at least this large (or of unknown size) have their resume
     /// information written before their first byte, so that even a killed app resumes them.
     static let resumeInfoUpFrontBytes: Int64 = 4 << 20
+    /// A smaller file's resume information is written once this much of it is on disk: an app
+    /// killed over and over in a download of segments then loses at most this much of each
+    /// segment in flight, for one small write per segment of this size or more.
+    static let resumeInfoMidwayBytes: Int64 = 256 << 10
     /// How long an answer's head may take, connecting included. The body is held to
     /// `minimumRate`, and the client's read timeout ends a silence.
     static let headTimeout = TimeAmount.seconds(60)
@@ -188,8 +192,9 @@ struct FileFetcher: Sendable {
         progress(Progress(bytes: have, total: total))
 
         // What resuming needs is on disk before the first byte when the file is large; a small
-        // file's is written only if its fetch stops short, so that a segment costs no extra file
-        // (after a kill, a small partial file without it starts over).
+        // file's once `resumeInfoMidwayBytes` of it are written, or if its fetch stops short, so
+        // that a small segment costs no extra file (after a kill, a partial file without it
+        // starts over).
         let resumeInfo = info
         var infoStored = have > 0
         let handle: FileHandle
@@ -249,6 +254,16 @@ struct FileFetcher: Sendable {
                     throw Self.storageFailure(error, destination)
                 }
                 written += Int64(bytes.readableBytes)
+                if !infoStored, written >= Self.resumeInfoMidwayBytes {
+                    // After the bytes it describes: a kill before it leaves a partial file
+                    // without information, which starts over.
+                    do {
+                        try JSONEncoder().encode(resumeInfo).write(to: infoURL)
+                    } catch {
+                        throw Self.storageFailure(error, destination)
+                    }
+                    infoStored = true
+                }
                 progress(Progress(bytes: have + written, total: total))
             }
         } catch let failure as DownloadFailure {
