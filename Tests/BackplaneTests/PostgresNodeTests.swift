@@ -27,11 +27,11 @@ struct PostgresNodeTests {
         }
     }
 
-    static func start(_ binary: URL, databaseURL: String) async throws -> (Node, output: String) {
+    static func start(_ binary: URL, databaseURL: String, arguments: [String] = []) async throws -> (Node, output: String) {
         // Registration limits off: the device-limit test registers 256 devices of one user at once.
         let process = try ChildProcess(binary, [
             "serve", "--port", "0", "--database-url", databaseURL, "--registration-rate-limit", "0", "--user-registration-rate-limit", "0",
-        ])
+        ] + arguments)
         let output = try await process.waitForOutput(containing: "backplane: listening on", timeout: .seconds(60))
         return (Node(process: process, port: try #require(FirstRunOutput.port(in: output))), output)
     }
@@ -153,6 +153,13 @@ struct PostgresNodeTests {
         #expect(try JSONDecoder().decode(ErrorBody.self, from: refusal).error.code == .serviceUnavailable)
         #expect(ContinuousClock.now - asked < .seconds(15))
         #expect(try await node.send(.get, "/readyz", headers: HTTPFields()).0 == 503)
+        // Both say when to come back.
+        for path in ["/readyz", "/v1/admin/devices"] {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(node.port)\(path)")!)
+            for field in admin { request.setValue(field.value, forHTTPHeaderField: field.name.rawName) }
+            let (_, answer) = try await URLSession.shared.data(for: request)
+            #expect((answer as? HTTPURLResponse)?.value(forHTTPHeaderField: "Retry-After") == "2", "\(path)")
+        }
 
         try await cluster.startServer()
         let deadline = ContinuousClock.now + .seconds(30)

@@ -17,10 +17,16 @@ public struct BackplaneError: Error, HTTPResponseError, Sendable, CustomStringCo
         self.body = ErrorBody(code: code, message: message, details: details)
     }
 
-    /// A service's refusal, with the status its code has.
+    /// A service's refusal, with the status its code has. A 503 says when to come back
+    /// (`Retry-After`), so clients and load balancers wait out an outage instead of hammering it.
     public init(_ error: ServiceError) {
         self.init(error.code.httpStatus, error.code, error.message, details: error.details)
+        if status == .serviceUnavailable { headers[.retryAfter] = "\(Self.unavailableRetryAfterSeconds)" }
     }
+
+    /// Seconds a 503 asks clients to wait: about what a PostgreSQL restart takes, and what the
+    /// pool and the wake-up listener take to reconnect after one.
+    public static let unavailableRetryAfterSeconds = 2
 
     public var code: ErrorCode { body.error.code }
     public var description: String { "\(status.code) \(body.error.code.rawValue): \(body.error.message)" }

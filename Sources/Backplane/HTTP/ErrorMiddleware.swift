@@ -22,9 +22,10 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                let allowed = allowedMethods?.methods(for: request.uri.path), !allowed.isEmpty {
                 mapped = .methodNotAllowed(request.method.rawValue, allowed: allowed)
             }
-            if error is StoreUnavailableError {
-                // An outage, logged as one; the store's own log says what broke.
-                context.logger.warning("Database unavailable", metadata: ["error": "\(error)"])
+            if error is StoreUnavailableError || mapped.status == .serviceUnavailable {
+                // An outage (of the database, or of what a service fetches), logged as one: not
+                // a bug. The store's own log says what broke.
+                context.logger.warning("Unavailable", metadata: ["error": "\(error)"])
             } else if mapped.status.code >= 500 {
                 context.logger.error("Unhandled error", metadata: ["error": "\(String(reflecting: error))"])
             } else {

@@ -116,9 +116,11 @@ public final class RelayedWakeUps: WakeUpPublisher, ChannelPresence, Service {
                     logger.warning("Lost the connection that listens for other nodes' wake-ups; reconnecting", metadata: ["error": "\(error)"])
                 }
             }
-            // Backing off to at most 5 s between attempts while the database is away.
+            // Backing off to at most 1 s between attempts while the database is away: a node
+            // listens again within about a second of the database's return (an attempt that
+            // fails costs a refused connection), and every channel is woken then.
             let failures = failuresInARow.withLockedValue { $0 }
-            try? await Task.sleep(for: .milliseconds(min(5000, 250 * (1 << min(failures, 5)))))
+            try? await Task.sleep(for: .milliseconds(min(1000, 250 * (1 << min(failures, 2)))))
         }
     }
 }

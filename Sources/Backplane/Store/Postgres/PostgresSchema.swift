@@ -35,7 +35,7 @@ extension PostgresStore {
     /// Brings the database to the newest schema. Nodes starting together take turns on the
     /// startup lock: the first migrates, the others then find nothing to do.
     public func migrate() async throws {
-        try await exclusively { try await connection { [self] connection in try await applyMigrations(connection) } }
+        try await exclusively { try await connection(unbounded: true) { [self] connection in try await applyMigrations(connection) } }
     }
 
     /// Runs `body` while this node holds the nodes' startup lock (a session advisory lock on a

@@ -34,9 +34,16 @@ public final class PostgresStore: BackplaneStore {
     /// waits without end while the database is down; a request must not. Long enough for a
     /// burst to queue behind a busy pool.
     let leaseTimeout: Duration
+    /// How long a call may use its connection (all of a transaction's statements). Far longer
+    /// than any request's statements take; a call past it is taken for one whose connection
+    /// will never answer, and that connection is closed.
+    let callTimeout: Duration
 
-    public init(_ configuration: PostgresClient.Configuration, logger: Logger, leaseTimeout: Duration = .seconds(5)) {
+    public init(
+        _ configuration: PostgresClient.Configuration, logger: Logger, leaseTimeout: Duration = .seconds(5), callTimeout: Duration = .seconds(10)
+    ) {
         self.leaseTimeout = leaseTimeout
+        self.callTimeout = callTimeout
         // The pool's own log keeps to errors: what it warns of (a lost connection) reaches the
         // store's callers as errors, and it warns of a query asked for in the instant before
         // `run()` starts, which every start does.
@@ -106,15 +113,19 @@ public final class PostgresStore: BackplaneStore {
 
 
     /// A pooled connection for `body`'s statements, each its own transaction unless `body`
-    /// begins one. Only the wait for the connection is bounded (`leaseTimeout`): a statement
-    /// under way is never abandoned halfway.
+    /// begins one. The wait for the connection is bounded (`leaseTimeout`), and the call's use
+    /// of it (`callTimeout`, past which the connection is closed).
+    /// `unbounded`: no `callTimeout`, for work that may rightly take long (migrations, copying a
+    /// data directory in).
     func connection<T: Sendable>(
-        kind: TransactionTimings.Kind = .read, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        kind: TransactionTimings.Kind = .read, unbounded: Bool = false, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        try await transactionTimings.measure(kind) { try await leased(body) }
+        try await transactionTimings.measure(kind) { try await leased(callTimeout: unbounded ? nil : callTimeout, body) }
     }
 
-    private func leased<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    private func leased<T: Sendable>(
+        callTimeout: Duration?, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         // waiting → leased (the body runs) or waiting → timedOut (it never does): one wins.
         let lease = NIOLockedValueBox(Lease.waiting)
         let timeout = leaseTimeout
@@ -128,6 +139,18 @@ public final class PostgresStore: BackplaneStore {
                             return true
                         }
                         guard won else { throw CancellationError() }
+                        // A statement sent on a connection the server was closing in a restart
+                        // can go unanswered for ever (seen with `pg_ctl restart -m fast` under
+                        // load): the request would hang, and the node could not shut down. Past
+                        // `callTimeout` the connection is closed, which fails what waits on it
+                        // (503), and the pool opens a new one.
+                        let watchdog = Task { [logger = self.logger] in
+                            guard let callTimeout else { return }
+                            try await Task.sleep(for: callTimeout)
+                            logger.warning("A database call outlived its time; closing its connection", metadata: ["limit": "\(callTimeout)"])
+                            try? await connection.close()
+                        }
+                        defer { watchdog.cancel() }
                         return try await body(connection)
                     }
                 }
@@ -157,11 +180,11 @@ public final class PostgresStore: BackplaneStore {
     /// One transaction: all of `body` commits, or none of it. Retried from the start, up to four
     /// times, when PostgreSQL aborts it for a deadlock or a serialization failure, so `body` must
     /// have no effect outside the database.
-    func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    func transaction<T: Sendable>(unbounded: Bool = false, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {
-                return try await connection(kind: .write) { [logger] connection in
+                return try await connection(kind: .write, unbounded: unbounded) { [logger] connection in
                     try await connection.query("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger)
                     do {
                         let result = try await body(connection)

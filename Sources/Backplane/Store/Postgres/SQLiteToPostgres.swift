@@ -39,7 +39,7 @@ public enum SQLiteToPostgres {
 
     /// Copies everything; returns each table's row count.
     public static func copy(from source: SQLiteStore, to target: PostgresStore) async throws -> [(table: String, rows: Int)] {
-        try await target.transaction { [logger = target.logger] connection in
+        try await target.transaction(unbounded: true) { [logger = target.logger] connection in
             for (table, _) in tables {
                 if try await !connection.rows(PostgresQuery(unsafeSQL: "SELECT 1 FROM \(table) LIMIT 1"), logger: logger).isEmpty {
                     throw TargetNotEmpty(table: table)
