@@ -13,6 +13,10 @@ import Darwin
 public final class RawConnection: @unchecked Sendable {
     private let socketDescriptor: Int32
     private var isOpen = true
+    /// When bytes last arrived, and the longest this side then took to send again: how long it
+    /// kept the server waiting for its next request, as the server's idle timer sees it.
+    private var lastReceived: ContinuousClock.Instant?
+    public private(set) var longestPauseBeforeSending: Duration = .zero
 
     public init(port: Int) throws {
         #if canImport(Glibc)
@@ -81,8 +85,40 @@ public final class RawConnection: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` on a thread of its own, which sends, reads and pauses synchronously. A
+    /// conversation timed against a server's limits must not wait on a pool: under a loaded test
+    /// run the Swift concurrency pool (two threads here) resumes a task seconds late, and a
+    /// client meant to pause 500 ms between requests then idles past the server's limit.
+    public func converse<T: Sendable>(_ body: @escaping @Sendable (Conversation) -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: body(Conversation(connection: self))) }
+            thread.start()
+        }
+    }
+
+    /// The connection's calls, made on the calling thread (see `converse`).
+    public struct Conversation: Sendable {
+        let connection: RawConnection
+
+        @discardableResult
+        public func send(_ text: String) -> Bool { connection.sendNow(Data(text.utf8)) }
+
+        public func readResponse(timeout: TimeInterval) -> (status: Int, headers: [String: String], body: Data)? {
+            connection.readResponseNow(timeout: timeout)
+        }
+
+        public func pause(_ duration: Duration) {
+            let (seconds, attoseconds) = duration.components
+            Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
+        }
+    }
+
     private func sendNow(_ data: Data) -> Bool {
-        data.withUnsafeBytes { buffer in
+        if let lastReceived {
+            longestPauseBeforeSending = max(longestPauseBeforeSending, ContinuousClock.now - lastReceived)
+            self.lastReceived = nil
+        }
+        return data.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
                 #if canImport(Glibc)
@@ -111,7 +147,9 @@ public final class RawConnection: @unchecked Sendable {
         guard ready > 0 else { return .timedOut }
         var buffer = [UInt8](repeating: 0, count: 65536)
         let count = recv(socketDescriptor, &buffer, buffer.count, 0)
-        return count <= 0 ? .closed : .data(Data(buffer.prefix(count)))
+        guard count > 0 else { return .closed }
+        lastReceived = ContinuousClock.now
+        return .data(Data(buffer.prefix(count)))
     }
 
     private func readUntilClosedNow(timeout: TimeInterval) -> (data: Data, closed: Bool) {
