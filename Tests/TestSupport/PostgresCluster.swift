@@ -65,10 +65,24 @@ public actor PostgresCluster {
         return "postgres://backplane@127.0.0.1:\(running.port)/\(name)?sslmode=disable"
     }
 
-    /// Stops the server (fast shutdown: connections are cut), as an outage would.
-    public func stopServer() async throws {
+    /// How the server stops: `fast` cuts the connections and shuts down cleanly; `immediate`
+    /// kills every server process, as a crash would, and the next start recovers from the WAL.
+    public enum StopMode: String, Sendable {
+        case fast, immediate
+    }
+
+    /// Stops the server, as an outage would.
+    public func stopServer(_ mode: StopMode = .fast) async throws {
         let running = try await start().get()
-        try await Self.run(running.bin, "pg_ctl", ["-D", running.data, "-m", "fast", "-w", "stop"], asRoot: running.asRoot)
+        try await Self.run(running.bin, "pg_ctl", ["-D", running.data, "-m", mode.rawValue, "-w", "stop"], asRoot: running.asRoot)
+    }
+
+    /// `pg_ctl restart`: stops the server and starts it again on the same port.
+    public func restartServer(_ mode: StopMode = .fast) async throws {
+        let running = try await start().get()
+        try await Self.run(
+            running.bin, "pg_ctl", ["-D", running.data, "-m", mode.rawValue, "-o", running.options, "-l", running.log, "-w", "restart"],
+            asRoot: running.asRoot)
     }
 
     /// Starts the stopped server again on the same port.
@@ -96,12 +110,23 @@ public actor PostgresCluster {
         }
         if case .success(let running) = result {
             FileHandle.standardError.write(Data("PostgresCluster: a throwaway cluster listens on 127.0.0.1:\(running.port)\n".utf8))
-            if let report = ProcessInfo.processInfo.environment["BACKPLANE_POSTGRES_REPORT"] {
-                // CI checks this file: the PostgreSQL tests ran rather than skipped.
-                try? Data("started on port \(running.port)\n".utf8).write(to: URL(fileURLWithPath: report))
-            }
+            Self.report("started on port \(running.port)")
         }
         return result
+    }
+
+    /// Adds a line to the report CI checks (`BACKPLANE_POSTGRES_REPORT`): the PostgreSQL tests
+    /// ran rather than skipped.
+    public static func report(_ line: String) {
+        guard let path = ProcessInfo.processInfo.environment["BACKPLANE_POSTGRES_REPORT"] else { return }
+        let data = Data("\(line)\n".utf8)
+        if let handle = FileHandle(forWritingAtPath: path) {
+            handle.seekToEndOfFile()
+            handle.write(data)
+            try? handle.close()
+        } else {
+            try? data.write(to: URL(fileURLWithPath: path))
+        }
     }
 
     private func launch() async throws -> Running {

@@ -49,7 +49,7 @@ extension PostgresStore {
                 try await connection.run("SELECT pg_advisory_unlock(\(Self.startupLock))", logger: logger)
                 return result
             } catch {
-                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.startupLock))", logger: logger)
+                _ = try? await connection.run("SELECT pg_advisory_unlock(\(Self.startupLock))", logger: logger)
                 throw error
             }
         }
@@ -75,7 +75,7 @@ extension PostgresStore {
                 try await connection.run("COMMIT", logger: logger)
                 logger.info("Applied PostgreSQL migration \(migration.version): \(migration.name)")
             } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
+                _ = try? await connection.run("ROLLBACK", logger: logger)
                 throw error
             }
         }

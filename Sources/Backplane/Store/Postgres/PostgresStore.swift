@@ -79,20 +79,20 @@ public final class PostgresStore: BackplaneStore {
     public func isReachable() async -> Bool {
         // Bounded at 2 s whatever the probe does: a query already sent on a hung connection
         // cannot be called back, so the answer does not wait for it to end.
-        let answered = NIOLockedValueBox<CheckedContinuation<Bool, Never>?>(nil)
-        return await withCheckedContinuation { continuation in
-            answered.withLockedValue { $0 = continuation }
-            let finish = { @Sendable (value: Bool) in answered.withLockedValue { $0.take() }?.resume(returning: value) }
-            let probe = Task { [client, logger] in
-                finish((try? await client.query("SELECT 1", logger: logger).collect().first?.decode(Int.self)) == 1)
-            }
-            Task {
-                try? await Task.sleep(for: .seconds(2))
-                probe.cancel()
-                finish(false)
-            }
+        let answer = FirstAnswer<Bool>()
+        let probe = Task { [client, logger] in
+            answer.give(.success((try? await client.query("SELECT 1", logger: logger).collect().first?.decode(Int.self)) == 1))
         }
+        let timer = Self.timers.any().scheduleTask(in: .seconds(2)) {
+            answer.give(.success(false))
+            probe.cancel()
+        }
+        defer { timer.cancel() }
+        return (try? await answer.value) ?? false
     }
+
+    /// Where the store's timers run: NIO's shared event loops, which postgres-nio uses too.
+    static let timers: any EventLoopGroup = PostgresClient.defaultEventLoopGroup
 
     /// One query outside a transaction (a single statement is atomic by itself).
     @discardableResult
@@ -126,52 +126,52 @@ public final class PostgresStore: BackplaneStore {
     private func leased<T: Sendable>(
         callTimeout: Duration?, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
+        // The caller is answered by whichever comes first: the body's end, the wait for a
+        // connection timing out, or the call timing out (`FirstAnswer`). It does not wait for the
+        // task running the body, which a statement postgres-nio never answers can hold for ever.
+        let answer = FirstAnswer<T>()
         // waiting → leased (the body runs) or waiting → timedOut (it never does): one wins.
         let lease = NIOLockedValueBox(Lease.waiting)
-        let timeout = leaseTimeout
-        do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { [client] in
-                    try await client.withConnection { connection in
-                        let won = lease.withLockedValue { state in
-                            guard state == .waiting else { return false }
-                            state = .leased
-                            return true
-                        }
-                        guard won else { throw CancellationError() }
-                        // A statement sent on a connection the server was closing in a restart
-                        // can go unanswered for ever (seen with `pg_ctl restart -m fast` under
-                        // load): the request would hang, and the node could not shut down. Past
-                        // `callTimeout` the connection is closed, which fails what waits on it
-                        // (503), and the pool opens a new one.
-                        let watchdog = Task { [logger = self.logger] in
-                            guard let callTimeout else { return }
-                            try await Task.sleep(for: callTimeout)
-                            logger.warning("A database call outlived its time; closing its connection", metadata: ["limit": "\(callTimeout)"])
-                            try? await connection.close()
-                        }
-                        defer { watchdog.cancel() }
-                        return try await body(connection)
-                    }
-                }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    let timedOut = lease.withLockedValue { state in
+        let work = Task { [client, logger] in
+            do {
+                let result = try await client.withConnection { connection in
+                    let won = lease.withLockedValue { state in
                         guard state == .waiting else { return false }
-                        state = .timedOut
+                        state = .leased
                         return true
                     }
-                    if !timedOut { return nil }
-                    throw StoreUnavailableError("no database connection within \(timeout)")
-                }
-                while let result = try await group.next() {
-                    if let result {
-                        group.cancelAll()
-                        return result
+                    guard won else { throw CancellationError() }
+                    // Past `callTimeout` the call is answered 503 and its connection closed,
+                    // which fails what else waits on it; the pool opens a new one.
+                    let deadline = callTimeout.map { limit in
+                        connection.eventLoop.scheduleTask(in: TimeAmount(limit)) {
+                            guard answer.give(.failure(StoreUnavailableError("a database call unanswered within \(limit)"))) else { return }
+                            logger.warning("A database call outlived its time; closing its connection", metadata: ["limit": "\(limit)"])
+                            connection.close().whenComplete { _ in }
+                        }
                     }
+                    defer { deadline?.cancel() }
+                    return try await body(connection)
                 }
-                throw CancellationError()
+                answer.give(.success(result))
+            } catch {
+                answer.give(.failure(error))
             }
+        }
+        let timeout = leaseTimeout
+        let leaseTimer = Self.timers.any().scheduleTask(in: TimeAmount(timeout)) {
+            let timedOut = lease.withLockedValue { state in
+                guard state == .waiting else { return false }
+                state = .timedOut
+                return true
+            }
+            guard timedOut else { return }
+            answer.give(.failure(StoreUnavailableError("no database connection within \(timeout)")))
+            work.cancel()
+        }
+        defer { leaseTimer.cancel() }
+        do {
+            return try await withTaskCancellationHandler { try await answer.value } onCancel: { work.cancel() }
         } catch let error as PSQLError {
             throw Self.translate(error)
         }
@@ -185,13 +185,15 @@ public final class PostgresStore: BackplaneStore {
         while true {
             do {
                 return try await connection(kind: .write, unbounded: unbounded) { [logger] connection in
-                    try await connection.query("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger)
+                    try await connection.run("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger)
                     do {
                         let result = try await body(connection)
-                        try await connection.query("COMMIT", logger: logger)
+                        try await connection.run("COMMIT", logger: logger)
                         return result
                     } catch {
-                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        // Not on a closed connection: the ROLLBACK would never be answered
+                        // (`FirstAnswer`), and the server rolls back what a lost connection began.
+                        if !connection.isClosed { _ = try? await connection.run("ROLLBACK", logger: logger) }
                         throw error
                     }
                 }
@@ -233,12 +235,20 @@ public final class PostgresStore: BackplaneStore {
 extension PostgresConnection {
     /// The rows of one statement of the transaction.
     func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
-        try await self.query(query, logger: logger).collect()
+        try await statement(query, logger: logger).collect()
     }
 
     /// Runs a statement whose rows, if any, are not needed.
     func run(_ query: PostgresQuery, logger: Logger) async throws {
-        _ = try await self.query(query, logger: logger).collect()
+        _ = try await statement(query, logger: logger).collect()
+    }
+
+    /// Sends one statement, unless the connection has closed: postgres-nio never answers a
+    /// statement written to a closed connection (`FirstAnswer`), so the call would wait for its
+    /// time limit instead of failing at once.
+    private func statement(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
+        guard !isClosed else { throw StoreUnavailableError("the database connection closed") }
+        return try await self.query(query, logger: logger)
     }
 
     /// Holds a transaction-scoped advisory lock on `key` until the transaction ends. Keys hash to
