@@ -119,16 +119,8 @@ extension PostgresStore {
     /// memory, so the copy holds only some of them.
     static func record(_ connection: PostgresConnection, _ request: SignedRequestRecord, logger: Logger) async throws -> Bool {
         let signedAt = SpentNonces.seconds(request.signedAt)
-        let row = try await connection.rows("""
-            WITH floor AS (SELECT accepts_before FROM nonce_lease WHERE id = 1),
-            spent AS (
-                INSERT INTO nonces (key_id, nonce, expires_at)
-                SELECT \(request.keyId), \(request.nonce), \(request.expiresAt)
-                WHERE NOT EXISTS (SELECT 1 FROM floor WHERE accepts_before > \(signedAt))
-                ON CONFLICT DO NOTHING RETURNING 1)
-            SELECT (SELECT accepts_before FROM floor), EXISTS (SELECT 1 FROM spent)
-            """, logger: logger).first
-        let (floor, spent) = try row?.decode((Int64?, Bool).self) ?? (nil, false)
+        let spending = PreparedStatements.SpendNonce(keyId: request.keyId, nonce: request.nonce, expiresAt: request.expiresAt, signedAt: signedAt)
+        let (floor, spent) = try await connection.prepared(spending, logger: logger).first ?? (nil, false)
         if let floor, floor > signedAt { throw SignedBeforeRestartError(notBefore: floor, serverTime: request.receivedAt) }
         return spent
     }

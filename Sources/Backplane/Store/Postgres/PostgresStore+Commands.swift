@@ -89,10 +89,13 @@ extension PostgresStore {
     static func openCommands(
         _ connection: PostgresConnection, applicationId: String, deviceId: String, locking: Bool, logger: Logger
     ) async throws -> [CommandRecord] {
-        try await connection.rows("""
+        guard locking else {
+            return try await connection.prepared(PreparedStatements.OpenCommands(applicationId: applicationId, deviceId: deviceId), logger: logger)
+        }
+        return try await connection.rows("""
             SELECT \(unescaped: PostgresColumns.command) FROM commands
             WHERE application_id = \(applicationId) AND device_id = \(deviceId) AND state IN ('pending', 'delivered')
-            ORDER BY row_id \(unescaped: locking ? "FOR UPDATE" : "")
+            ORDER BY row_id FOR UPDATE
             """, logger: logger).records(CommandRecord.init)
     }
 

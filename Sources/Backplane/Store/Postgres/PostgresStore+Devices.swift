@@ -120,9 +120,7 @@ extension PostgresStore {
     }
 
     static func device(_ connection: PostgresConnection, applicationId: String, deviceId: String, logger: Logger) async throws -> DeviceRecord? {
-        try await connection.rows("""
-            SELECT \(unescaped: PostgresColumns.device) FROM devices WHERE application_id = \(applicationId) AND device_id = \(deviceId)
-            """, logger: logger).records(DeviceRecord.init).first
+        try await connection.prepared(PreparedStatements.Device(applicationId: applicationId, deviceId: deviceId), logger: logger).first
     }
 
     private static func insert(_ connection: PostgresConnection, _ d: DeviceRecord, logger: Logger) async throws -> Int64? {
