@@ -4,10 +4,13 @@ the server's resident memory per channel and the time from one admin call that w
 channel to the last wake-up received. Baseline in the same run: waking one channel."""
 import argparse
 import asyncio
+import gc
 import http.client
 import json
 import os
+import socket
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
@@ -22,22 +25,72 @@ def sign(method, path, body, key, secret, device_id=None, credential=None):
     return headers
 
 
-def request(host, port, method, path, body=b"", headers=None):
-    conn = http.client.HTTPConnection(host, port, timeout=60)
+def request(host, port, method, path, body=b"", headers=None, connection=None):
+    """One request, on `connection` (kept alive) or on a connection of its own."""
+    conn = connection or http.client.HTTPConnection(host, port, timeout=60)
     conn.request(method, path, body=body, headers=headers or {})
     response = conn.getresponse()
     data = response.read()
-    conn.close()
+    if connection is None:
+        conn.close()
     if response.status >= 300:
         raise RuntimeError(f"{method} {path}: {response.status} {data[:200]!r}")
     return json.loads(data) if data else None
 
 
+# Registration keeps one connection per worker thread: a new connection per device would leave
+# each in TIME_WAIT, and 100,000 of them outnumber a source address's ephemeral ports.
+_kept = threading.local()
+
+
 def register(host, port, key, secret, index):
     device_id = f"bench-device-{index}"
     body = json.dumps({"userId": f"bench-user-{index}", "deviceId": device_id, "platform": "bench"}).encode()
-    answer = request(host, port, "POST", "/v1/devices/register", body, sign("POST", "/v1/devices/register", body, key, secret))
+    if getattr(_kept, "connection", None) is None:
+        _kept.connection = http.client.HTTPConnection(host, port, timeout=60)
+    answer = request(host, port, "POST", "/v1/devices/register", body, sign("POST", "/v1/devices/register", body, key, secret),
+                     connection=_kept.connection)
     return device_id, answer["deviceCredential"]
+
+
+# About 28,000 ephemeral ports per source address (net.ipv4.ip_local_port_range): channels are
+# spread over 127.0.0.2, 127.0.0.3, … (all of 127.0.0.0/8 is loopback), this many each. Fewer
+# than the ports: the kernel's search for a free port grows with the connections from the
+# address (perf: __inet_hash_connect), and 19,000 from one took 16 s to open.
+CHANNELS_PER_SOURCE = 5_000
+
+
+def source_address(index):
+    return f"127.0.0.{2 + index // CHANNELS_PER_SOURCE}"
+
+
+# Linux's IP_BIND_ADDRESS_NO_PORT (not in Python's socket module): bind() fixes the address only,
+# and connect() picks a port unique for the whole 4-tuple. A plain bind to port 0 would pick one
+# unique among every bound socket, from a share of the range.
+IP_BIND_ADDRESS_NO_PORT = 24
+
+
+async def connected_from(source, host, port):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+    sock.setblocking(False)
+    sock.bind((source, 0))
+    await asyncio.get_running_loop().sock_connect(sock, (host, port))
+    return sock
+
+
+def healthz_latencies(host, port, count):
+    """Seconds per GET /healthz, `count` in turn on one kept-alive connection."""
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        conn.request("GET", "/healthz")
+        response = conn.getresponse()
+        response.read()
+        times.append(time.perf_counter() - start)
+    conn.close()
+    return sorted(times)
 
 
 def rss_kib(pid):
@@ -57,7 +110,10 @@ class Channel(asyncio.Protocol):
         self.request = request
         self.buffer = b""
         self.upgraded = asyncio.get_running_loop().create_future()
-        self.waiter = None  # a future resolved by the next wake-up
+        # A future resolved by the next wake-up. The first is waited for from the start: the
+        # server's 101 and first wake-up can arrive before create_connection's caller resumes.
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.first_wake_up = self.waiter
         self.transport = None
 
     def connection_made(self, transport):
@@ -96,7 +152,7 @@ class Channel(asyncio.Protocol):
         self.transport.close()
 
 
-async def open_channel(host, port, key, secret, device_id, credential, semaphore):
+async def open_channel(host, port, key, secret, device_id, credential, semaphore, source):
     path = f"/v1/devices/{device_id}/channel"
     headers = sign("GET", path, b"", key, secret, device_id, credential)
     headers.pop("Content-Type")
@@ -105,12 +161,11 @@ async def open_channel(host, port, key, secret, device_id, credential, semaphore
                + "".join(f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n").encode()
     async with semaphore:
         loop = asyncio.get_running_loop()
-        _, channel = await loop.create_connection(lambda: Channel(request), host, port)
+        _, channel = await loop.create_connection(lambda: Channel(request), sock=await connected_from(source, host, port))
         # The server's first wake-up, sent once the channel is registered: awaited here so that
         # the timed rounds wait for a new one.
-        first = channel.next_wake_up()
         await asyncio.wait_for(channel.upgraded, timeout=60)
-        await asyncio.wait_for(first, timeout=60)
+        await asyncio.wait_for(channel.first_wake_up, timeout=60)
         return channel
 
 
@@ -147,11 +202,18 @@ async def main():
     rss_before = rss_kib(args.pid)
     semaphore = asyncio.Semaphore(200)
     started = time.perf_counter()
-    channels = await asyncio.gather(*(open_channel(host, port, args.key, args.secret, d, c, semaphore) for d, c in devices))
+    channels = await asyncio.gather(*(
+        open_channel(host, port, args.key, args.secret, d, c, semaphore, source_address(i)) for i, (d, c) in enumerate(devices)))
     opened_in = time.perf_counter() - started
+    # The load process's own garbage collector, walking every channel's objects, is not the
+    # server's cost: frozen before the timed part.
+    gc.collect()
+    gc.freeze()
     await asyncio.sleep(2)
     rss_after = rss_kib(args.pid)
     per_channel = (rss_after - rss_before) / len(channels)
+    # The server's answers while every channel is open and idle: 2,000 health checks in turn.
+    health = await asyncio.get_running_loop().run_in_executor(None, healthz_latencies, host, port, 2000)
 
     # Baseline: wake one channel (a syncNow command for one device).
     one_body = json.dumps({"type": "syncNow", "deviceId": devices[0][0]}).encode()
@@ -173,14 +235,19 @@ async def main():
     n = len(channels)
     print(f"channels open: {n} (opened in {opened_in:.1f} s)")
     print(f"server RSS: {rss_before / 1024:.1f} MiB before channels, {rss_after / 1024:.1f} MiB with {n} channels")
-    print(f"memory per channel: {per_channel:.1f} KiB (goal <= 20 KiB: {per_channel / 20:.2f}x of goal)")
+    # The goals (issue 39): at most 8 KiB per channel and a worst wake-all of 1.5 s at 100,000
+    # channels; 20 KiB and 500 ms up to 10,000.
+    memory_goal, wake_goal = (8, 1.5) if n > 10_000 else (20, 0.5)
+    print(f"memory per channel: {per_channel:.1f} KiB (goal <= {memory_goal} KiB: {per_channel / memory_goal:.2f}x of goal)")
+    p50, p99 = health[len(health) // 2], health[int(len(health) * 0.99)]
+    print(f"/healthz with {n} channels open, 2000 in turn: p50 {p50 * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms (goal: p99 < 50 ms)")
     times = sorted(r[0] for r in rounds)
     median, worst = times[len(times) // 2], times[-1]
     if one:
         print(f"wake 1 channel (baseline): {one[0] * 1000:.1f} ms")
     print(f"wake all {n} channels with one admin call, time to the last wake-up received, 5 rounds: "
           f"median {median * 1000:.1f} ms, worst {worst * 1000:.1f} ms "
-          f"(median {median / one[0]:.1f}x baseline; goal: worst <= 500 ms, {worst / 0.5:.2f}x of goal); "
+          f"(median {median / one[0]:.1f}x baseline; goal: worst <= {wake_goal * 1000:.0f} ms, {worst / wake_goal:.2f}x of goal); "
           f"woken per round: {[r[1] for r in rounds]}")
 
 
