@@ -28,7 +28,11 @@ struct PostgresFailoverTests {
         let secret = try #require(FirstRunOutput.value(after: "app key secret :", in: output))
 
         // The test reads the shared database itself.
-        try await PostgresStore.withStore(try PostgresURL(databaseURL).configuration, logger: Logger(label: "failover-test")) { reader in
+        // The test's own reader, polling while a node dies, waits longer for a connection than a
+        // node's request would: in CI's full suite one read waited past 5 s on the loaded machine.
+        try await PostgresStore.withStore(
+            try PostgresURL(databaseURL).configuration, logger: Logger(label: "failover-test"), leaseTimeout: .seconds(30)
+        ) { reader in
             func storedLoad() async throws -> [EventRecord] {
                 try await reader.events(applicationId: applicationId, filter: EventFilter(type: .custom), after: nil, limit: 10_000)
             }

@@ -65,9 +65,10 @@ public final class PostgresStore: BackplaneStore {
     /// Runs the pool, migrates the database, and gives the store to `body`; the pool closes when
     /// `body` returns.
     public static func withStore<T: Sendable>(
-        _ configuration: PostgresClient.Configuration, logger: Logger, _ body: (PostgresStore) async throws -> T
+        _ configuration: PostgresClient.Configuration, logger: Logger, leaseTimeout: Duration = .seconds(5),
+        _ body: (PostgresStore) async throws -> T
     ) async throws -> T {
-        let store = PostgresStore(configuration, logger: logger)
+        let store = PostgresStore(configuration, logger: logger, leaseTimeout: leaseTimeout)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await store.run() }
             defer { group.cancelAll() }
