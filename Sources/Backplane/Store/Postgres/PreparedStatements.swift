@@ -10,25 +10,18 @@ import PostgresNIO
 /// costs a round trip on each connection's first use.
 enum PreparedStatements {
     /// A device by application and id.
-    struct Device: PostgresPreparedStatement {
+    struct Device: OneDeviceStatement {
         // Named here: the default, `String(reflecting:)` of the type, is computed on every call.
         static let name = "backplane_device"
         static let sql = "SELECT \(PostgresColumns.device) FROM devices WHERE application_id = $1 AND device_id = $2"
         let applicationId: String
         let deviceId: String
 
-        func makeBindings() -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 2)
-            bindings.append(applicationId)
-            bindings.append(deviceId)
-            return bindings
-        }
-
         func decodeRow(_ row: PostgresRow) throws -> DeviceRecord { try DeviceRecord(StoredRow(row)) }
     }
 
     /// A device's pending and delivered commands in delivery order, without locking them.
-    struct OpenCommands: PostgresPreparedStatement {
+    struct OpenCommands: OneDeviceStatement {
         static let name = "backplane_open_commands"
         static let sql = """
             SELECT \(PostgresColumns.command) FROM commands
@@ -36,13 +29,6 @@ enum PreparedStatements {
             """
         let applicationId: String
         let deviceId: String
-
-        func makeBindings() -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 2)
-            bindings.append(applicationId)
-            bindings.append(deviceId)
-            return bindings
-        }
 
         func decodeRow(_ row: PostgresRow) throws -> CommandRecord { try CommandRecord(StoredRow(row)) }
     }
@@ -74,6 +60,21 @@ enum PreparedStatements {
         }
 
         func decodeRow(_ row: PostgresRow) throws -> (floor: Int64?, spent: Bool) { try row.decode((Int64?, Bool).self) }
+    }
+}
+
+/// A statement about one device: `$1` its application, `$2` its id.
+protocol OneDeviceStatement: PostgresPreparedStatement {
+    var applicationId: String { get }
+    var deviceId: String { get }
+}
+
+extension OneDeviceStatement {
+    func makeBindings() -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(applicationId)
+        bindings.append(deviceId)
+        return bindings
     }
 }
 
