@@ -137,4 +137,41 @@ extension StoreConformanceTests {
             ) { SyncDecision(deviceAfter: $0.device, releasedAt: Self.now) }, spending: nil)
         }
     }
+
+    /// Sign-in reads made at the same time (which PostgreSQL answers in groups, one statement
+    /// for many devices) each find their own device and commands, as a read made alone does.
+    @Test(arguments: StoreKind.allCases)
+    func signInReadsMadeTogetherEachFindTheirOwnDevice(_ kind: StoreKind) async throws {
+        let store = try await kind.make()
+        let applicationId = try await application(in: store)
+        let deviceIds = (0..<6).map { "device-\($0)" }
+        for deviceId in deviceIds { try await registered(store, applicationId, deviceId) }
+        // Device i holds i open commands, and one finished one the read leaves out.
+        _ = try await store.insertCommands(deviceIds.enumerated().flatMap { i, deviceId in
+            (0...i).map { k in
+                CommandRecord(
+                    commandId: "\(deviceId)-\(k)", applicationId: applicationId, deviceId: deviceId, type: .wipe, assetIds: nil,
+                    state: k == 0 ? .succeeded : .pending, createdAt: Self.now, updatedAt: Self.now, deferrals: 0)
+            }
+        })
+        let asked = (0..<60).map { n in n % 7 == 6 ? "unknown-\(n)" : deviceIds[n % 6] }
+        let answers = try await withThrowingTaskGroup(of: (Int, DeviceRecord?, [String]).self) { group in
+            for (n, deviceId) in asked.enumerated() {
+                group.addTask {
+                    let read = try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: deviceId)
+                    return (n, read?.0, read?.1.map(\.commandId) ?? [])
+                }
+            }
+            return try await group.reduce(into: [:]) { $0[$1.0] = ($1.1, $1.2) }
+        }
+        for (n, deviceId) in asked.enumerated() {
+            let (device, commands) = try #require(answers[n])
+            guard let i = deviceIds.firstIndex(of: deviceId) else {
+                #expect(device == nil, "\(deviceId)")
+                continue
+            }
+            #expect(device?.deviceId == deviceId)
+            #expect(commands == (0...i).dropFirst().map { "\(deviceId)-\($0)" }, "\(deviceId)")
+        }
+    }
 }

@@ -187,11 +187,23 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
             return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
         }
         #expect(accepted == 1)
+        // Many nonces at once, each sent three times (PostgreSQL spends them in groups): each is
+        // accepted exactly once.
+        let nonces = (0..<40).map { String(format: "nonce-%012d", $0) }
+        let acceptedEach = try await withThrowingTaskGroup(of: (String, Bool).self) { group in
+            for nonce in nonces + nonces.reversed() + nonces {
+                var request = record
+                request.nonce = nonce
+                group.addTask { [request] in (nonce, try await store.recordSignedRequest(request)) }
+            }
+            return try await group.reduce(into: [String: Int]()) { $0[$1.0, default: 0] += $1.1 ? 1 : 0 }
+        }
+        #expect(acceptedEach == Dictionary(uniqueKeysWithValues: nonces.map { ($0, 1) }))
         // Another key may use the same nonce; an expired nonce is forgotten.
         var otherKey = record
         otherKey.keyId = "ak_2"
         #expect(try await store.recordSignedRequest(otherKey))
-        #expect(try await store.pruneNonces(expiredBefore: Self.now.addingTimeInterval(601)) == 2)
+        #expect(try await store.pruneNonces(expiredBefore: Self.now.addingTimeInterval(601)) == 2 + nonces.count)
         #expect(try await store.recordSignedRequest(record))
     }
 

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 LARGE="${1:-100000}"
 source benchmarks/serve.sh
 app=$(value 'application id')
-cms=$(.build/release/backplane token create --app "$app" --scope cms --data-dir "$work/data")
+cms=$("$backplane_bin" token create --app "$app" --scope cms --data-dir "$work/data")
 
 python3 benchmarks/feeds/delta.py --url "http://127.0.0.1:$port" --large "$LARGE" \
     --key "$(value 'app key id')" --secret="$(value 'app key secret')" --cms "$cms"

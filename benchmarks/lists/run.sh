@@ -11,7 +11,7 @@ command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 
 source benchmarks/serve.sh
 
 # The second server, on its own data directory, for the large database.
-.build/release/backplane serve --port 0 --data-dir "$work/large" --log-level warning --device-rate-limit 0 --registration-rate-limit 0 --user-registration-rate-limit 0 >"$work/large.log" 2>&1 &
+"$backplane_bin" serve --port 0 --data-dir "$work/large" --log-level warning --device-rate-limit 0 --registration-rate-limit 0 --user-registration-rate-limit 0 >"$work/large.log" 2>&1 &
 large_server=$!
 trap 'kill "$server" "$large_server" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 100); do grep -q "backplane: listening on" "$work/large.log" && break; sleep 0.1; done
@@ -21,7 +21,7 @@ tokens() {  # LOG DATA_DIR
     local app admin
     app=$(grep 'application id' "$1" | head -1 | sed 's/.*: //')
     admin=$(grep 'admin token' "$1" | head -1 | sed 's/.*: //')
-    echo "$admin,$(.build/release/backplane token create --app "$app" --scope reporting --name bench --data-dir "$2" | tail -1)"
+    echo "$admin,$("$backplane_bin" token create --app "$app" --scope reporting --name bench --data-dir "$2" | tail -1)"
 }
 python3 benchmarks/lists/pages.py --large "$LARGE" \
     --small "http://127.0.0.1:$port,$work/data/backplane.sqlite,$(tokens "$work/server.log" "$work/data")" \

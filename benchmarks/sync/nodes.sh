@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sync throughput with one and with two backplane nodes on one PostgreSQL database: wrk replays
-# pre-signed quiet syncs against node A alone, then against both nodes at once (one wrk each,
-# half the connections each), with GET /healthz on node A in the same run as the baseline.
+# pre-signed quiet syncs, then syncs that each acknowledge one delivered command (written into
+# the database with COPY first), against node A alone, each right after GET /healthz on node A
+# as its baseline; then quiet syncs against both nodes at once (one wrk each, half the
+# connections each).
 #   benchmarks/sync/nodes.sh [SECONDS] [CONNECTIONS]      (defaults 10 and 32)
 # Everything shares this machine's cores: two nodes here measure the cost of sharing, not the
 # gain of a second machine.
@@ -13,7 +15,7 @@ command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 
 source benchmarks/postgres.sh
 SERVE_ARGS="${SERVE_ARGS:-} --database-url $database_url"
 source benchmarks/serve.sh
-.build/release/backplane serve --port 0 --data-dir "$work/data-b" --log-level warning --device-rate-limit 0 --registration-rate-limit 0 --user-registration-rate-limit 0 --database-url "$database_url" \
+"$backplane_bin" serve --port 0 --data-dir "$work/data-b" --log-level warning --device-rate-limit 0 --registration-rate-limit 0 --user-registration-rate-limit 0 --database-url "$database_url" \
     >"$work/server-b.log" 2>&1 &
 server_b=$!
 trap 'kill "$server" "$server_b" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; stop_postgres' EXIT
@@ -21,5 +23,5 @@ for _ in $(seq 100); do grep -q "backplane: listening on" "$work/server-b.log" &
 port_b=$(grep "backplane: listening on" "$work/server-b.log" | head -1 | sed "s/.*://")
 
 python3 benchmarks/sync/nodes.py --url-a "http://127.0.0.1:$port" --url-b "http://127.0.0.1:$port_b" \
-    --key "$(value 'app key id')" --secret="$(value 'app key secret')" --out "$work" \
+    --key "$(value 'app key id')" --secret="$(value 'app key secret')" --out "$work" --database-url "$database_url" \
     --seconds "$SECONDS_EACH" --connections "$CONNECTIONS"

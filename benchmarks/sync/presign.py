@@ -72,11 +72,26 @@ def devices_with_delivered_commands(database, template_device, count, batch, per
     conn.row_factory = sqlite3.Row
     template = dict(conn.execute("SELECT * FROM devices WHERE device_id = ?", (template_device,)).fetchone())
     command_columns = [row["name"] for row in conn.execute("PRAGMA table_info(commands)")]
+    devices, commands, acks = delivered_command_rows(dict(template, row_id=None), command_columns, count, batch, per_device)
+    with conn:
+        for table, rows in (("devices", devices), ("commands", commands)):
+            columns = list(rows[0])
+            conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                             [tuple(row[c] for c in columns) for row in rows])
+    conn.close()
+    return acks
+
+
+def delivered_command_rows(template, command_columns, count, batch, per_device=3):
+    """The rows for `devices_with_delivered_commands` (any store): devices copied from `template`
+    (a device row as a dict), each with its own user and credential, and `per_device` delivered
+    wipes each. Returns (devices, commands, acks), acks cut to `count`: the first `count` of
+    every device's first ack, then every device's second, and so on."""
     now = template["registered_at"]
     acks, devices, commands = [], [], []
     for i in range((count + per_device - 1) // per_device):
         credential = "dc_" + secrets.token_urlsafe(32)
-        device = dict(template, row_id=None, device_id=f"ack-{batch}-{i}", user_id=f"ack-user-{batch}-{i}",
+        device = dict(template, device_id=f"ack-{batch}-{i}", user_id=f"ack-user-{batch}-{i}",
                       credential_hash=hashlib.sha256(credential.encode()).hexdigest())
         devices.append(device)
         for k in range(per_device):
@@ -84,14 +99,11 @@ def devices_with_delivered_commands(database, template_device, count, batch, per
             command.update(command_id=f"ack-{batch}-{i}-{k}", application_id=template["application_id"], device_id=device["device_id"],
                            type="wipe", state="delivered", created_at=now, updated_at=now, delivered_at=now, deferrals=0)
             commands.append(command)
-            acks.append((device["device_id"], credential, command["command_id"]))
-    with conn:
-        for table, rows in (("devices", devices), ("commands", commands)):
-            columns = list(rows[0])
-            conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
-                             [tuple(row[c] for c in columns) for row in rows])
-    conn.close()
-    return acks[:count]
+            acks.append((k, i, (device["device_id"], credential, command["command_id"])))
+    # Each device's first command, then each one's second, ...: as devices sync, one request at a
+    # time each. Device by device, three requests in flight would often be one device's, and the
+    # second and third would wait for the first's lock on the device.
+    return devices, commands, [ack for _, _, ack in sorted(acks)][:count]
 
 
 def raw_registration_loop(database, path, count):

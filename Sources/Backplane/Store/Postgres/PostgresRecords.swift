@@ -9,13 +9,20 @@ import BackplaneWire
 /// A selected row read by column name.
 struct StoredRow {
     let row: PostgresRandomAccessRow
+    /// Put before each column's name: a joined table's columns, renamed apart from the others'.
+    let prefix: String
 
     init(_ row: PostgresRow) {
-        self.row = row.makeRandomAccess()
+        self.init(row.makeRandomAccess())
+    }
+
+    init(_ row: PostgresRandomAccessRow, prefix: String = "") {
+        self.row = row
+        self.prefix = prefix
     }
 
     func callAsFunction<T: PostgresDecodable>(_ column: String, as type: T.Type = T.self) throws -> T {
-        try row[column].decode(T.self)
+        try row[prefix.isEmpty ? column : prefix + column].decode(T.self)
     }
 
     /// A text column holding a raw value of `T`.
@@ -67,6 +74,15 @@ enum PostgresColumns {
         """
     static let entitlementKey = "key_id, application_id, private_key, created_at, retired_at"
     static let assetPolicy = "application_id, asset_id, policy::text AS policy, updated_at"
+
+    /// A plain column list (names only, no expressions) qualified by a table alias, each column
+    /// renamed `prefix` + its name when a prefix is given: `d.row_id` or `c.row_id AS c_row_id`.
+    static func qualified(_ columns: String, by alias: String, prefix: String = "") -> String {
+        columns.split(separator: ",").map { column in
+            let name = column.trimmingCharacters(in: .whitespacesAndNewlines)
+            return prefix.isEmpty ? "\(alias).\(name)" : "\(alias).\(name) AS \(prefix)\(name)"
+        }.joined(separator: ", ")
+    }
 }
 
 extension ApplicationRecord {

@@ -108,10 +108,6 @@ extension PostgresStore {
 
     // MARK: Nonces
 
-    public func recordSignedRequest(_ request: SignedRequestRecord) async throws -> Bool {
-        try await connection { [logger] connection in try await Self.record(connection, request, logger: logger) }
-    }
-
     /// Records a signed request's nonce (in the caller's transaction, if any); false for a replay.
     /// The primary key decides: of two nodes given the same request at once, one inserts. A
     /// timestamp before the lease copied from a SQLite server (copy-data) is refused with

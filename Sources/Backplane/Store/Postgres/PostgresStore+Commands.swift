@@ -84,21 +84,6 @@ extension PostgresStore {
         }
     }
 
-    /// A device's pending and delivered commands in enqueue order; locked, they are re-read after
-    /// any wait, so one finished meanwhile by another node is left out.
-    static func openCommands(
-        _ connection: PostgresConnection, applicationId: String, deviceId: String, locking: Bool, logger: Logger
-    ) async throws -> [CommandRecord] {
-        guard locking else {
-            return try await connection.prepared(PreparedStatements.OpenCommands(applicationId: applicationId, deviceId: deviceId), logger: logger)
-        }
-        return try await connection.rows("""
-            SELECT \(unescaped: PostgresColumns.command) FROM commands
-            WHERE application_id = \(applicationId) AND device_id = \(deviceId) AND state IN ('pending', 'delivered')
-            ORDER BY row_id FOR UPDATE
-            """, logger: logger).records(CommandRecord.init)
-    }
-
     private static func lockedCommand(
         _ connection: PostgresConnection, applicationId: String, commandId: String, logger: Logger
     ) async throws -> CommandRecord? {
@@ -110,12 +95,6 @@ extension PostgresStore {
 
     /// Writes the command's changing columns.
     static func update(_ connection: PostgresConnection, _ c: CommandRecord, logger: Logger) async throws {
-        try await connection.run("""
-            UPDATE commands SET
-                state = \(c.state.rawValue), updated_at = \(c.updatedAt), expires_at = \(c.expiresAt), delivered_at = \(c.deliveredAt),
-                completed_at = \(c.completedAt), failure_reason = \(c.failureReason), deferrals = \(c.deferrals),
-                asset_ids = \(c.assetIds)
-            WHERE application_id = \(c.applicationId) AND command_id = \(c.commandId)
-            """, logger: logger)
+        _ = try await connection.prepared(PreparedStatements.UpdateCommand(command: c), logger: logger)
     }
 }

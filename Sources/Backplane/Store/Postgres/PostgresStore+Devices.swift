@@ -112,13 +112,6 @@ extension PostgresStore {
         try await connection.lock("user\u{1F}\(applicationId)\u{1F}\(userId)", logger: logger)
     }
 
-    public func deviceWithOpenCommands(applicationId: String, deviceId: String) async throws -> (DeviceRecord, [CommandRecord])? {
-        try await connection { [logger] connection in
-            guard let device = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger) else { return nil }
-            return (device, try await Self.openCommands(connection, applicationId: applicationId, deviceId: deviceId, locking: false, logger: logger))
-        }
-    }
-
     static func device(_ connection: PostgresConnection, applicationId: String, deviceId: String, logger: Logger) async throws -> DeviceRecord? {
         try await connection.prepared(PreparedStatements.Device(applicationId: applicationId, deviceId: deviceId), logger: logger).first
     }

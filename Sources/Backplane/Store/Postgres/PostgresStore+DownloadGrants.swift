@@ -99,11 +99,10 @@ extension PostgresStore {
     static func releaseGrants(
         _ connection: PostgresConnection, applicationId: String, deviceId: String, assetIds: [String]?, at: Date, logger: Logger
     ) async throws {
-        try await connection.run("""
-            UPDATE download_grants SET state = \(DownloadGrantState.released.rawValue), updated_at = \(at)
-            WHERE application_id = \(applicationId) AND device_id = \(deviceId) AND state = ANY(\(holdingStates))
-              AND (\(assetIds)::text[] IS NULL OR asset_id = ANY(\(assetIds)))
-            """, logger: logger)
+        _ = try await connection.prepared(
+            PreparedStatements.ReleaseGrants(
+                applicationId: applicationId, deviceId: deviceId, at: at, assetIds: assetIds, holdingStates: holdingStates),
+            logger: logger)
     }
 
     private static func insert(_ connection: PostgresConnection, _ g: DownloadGrantRecord, logger: Logger) async throws {

@@ -13,21 +13,23 @@ extension PostgresStore {
             guard let device = try await Self.device(connection, applicationId: plan.applicationId, deviceId: plan.deviceId, logger: logger) else {
                 throw StoreError.unknownDevice(plan.deviceId)
             }
-            // Locked rows, read again after any wait: a command another node finished meanwhile is seen finished.
             let grants = plan.reportedGrantIds.isEmpty ? [] : try await connection.rows("""
                 SELECT \(unescaped: PostgresColumns.grant) FROM download_grants
                 WHERE application_id = \(plan.applicationId) AND grant_id = ANY(\(plan.reportedGrantIds)) ORDER BY grant_id FOR UPDATE
                 """, logger: logger).records(DownloadGrantRecord.init)
-            let acked = plan.ackedCommandIds.isEmpty ? [] : try await connection.rows("""
-                SELECT \(unescaped: PostgresColumns.command) FROM commands
-                WHERE application_id = \(plan.applicationId) AND command_id = ANY(\(plan.ackedCommandIds)) ORDER BY row_id FOR UPDATE
-                """, logger: logger).records(CommandRecord.init)
+            // The acknowledged commands and the open ones, locked in one statement
+            // (`LockedCommands`): read again after any wait, so one another node finished
+            // meanwhile is read finished, and no longer open.
+            let commands = try await connection.prepared(
+                PreparedStatements.LockedCommands(applicationId: plan.applicationId, commandIds: plan.ackedCommandIds, deviceId: plan.deviceId),
+                logger: logger)
+            let ackedIds = Set(plan.ackedCommandIds)
             let snapshot = SyncSnapshot(
                 device: device,
                 reportedGrants: Dictionary(grants.map { ($0.grantId, $0) }, uniquingKeysWith: { first, _ in first }),
-                ackedCommands: Dictionary(acked.map { ($0.commandId, $0) }, uniquingKeysWith: { first, _ in first }),
-                openCommands: try await Self.openCommands(
-                    connection, applicationId: plan.applicationId, deviceId: plan.deviceId, locking: true, logger: logger))
+                ackedCommands: Dictionary(
+                    commands.filter { ackedIds.contains($0.commandId) }.map { ($0.commandId, $0) }, uniquingKeysWith: { first, _ in first }),
+                openCommands: commands.filter { $0.deviceId == plan.deviceId && !$0.state.isFinished })
             let decision = plan.decide(snapshot)
             for grant in decision.grants { try await Self.updateState(connection, grant, logger: logger) }
             for command in decision.commands { try await Self.update(connection, command, logger: logger) }

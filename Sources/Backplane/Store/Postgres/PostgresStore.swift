@@ -29,6 +29,9 @@ public final class PostgresStore: BackplaneStore {
     public let wakeUpRelay: (any WakeUpRelay)?
     let recentAppKeys = RecentReads<AppKeyRecord>()
     public let transactionTimings = TransactionTimings()
+    /// Every signed request's sign-in read and nonce, grouped (`PostgresStore+SignIn.swift`).
+    let signInReads = CallGroups<DeviceKey, (DeviceRecord, [CommandRecord])?>()
+    let nonceSpends = CallGroups<SignedRequestRecord, (floor: Int64?, spent: Bool)>()
 
     /// How long a request waits for a pooled connection before it is answered 503. The pool
     /// waits without end while the database is down; a request must not. Long enough for a
@@ -255,6 +258,6 @@ extension PostgresConnection {
     /// Holds a transaction-scoped advisory lock on `key` until the transaction ends. Keys hash to
     /// 64 bits: a collision makes two unrelated transactions wait for each other, never wrong.
     func lock(_ key: String, logger: Logger) async throws {
-        try await run("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: logger)
+        _ = try await prepared(PreparedStatements.AdvisoryLock(key: key), logger: logger)
     }
 }

@@ -1,0 +1,66 @@
+import Foundation
+import PostgresNIO
+import BackplaneWire
+
+/// What every signed request asks of the database, in groups (`CallGroups`): the sign-in read of
+/// the device and its open commands, and spending the request's nonce. A transaction that spends
+/// a nonce with its writes (a sync that changes something, an event batch) spends it alone, in
+/// that transaction (`record`).
+extension PostgresStore {
+    public func deviceWithOpenCommands(applicationId: String, deviceId: String) async throws -> (DeviceRecord, [CommandRecord])? {
+        try await signInReads.call(DeviceKey(applicationId: applicationId, deviceId: deviceId)) { [weak self] devices in
+            guard let self else { throw StoreUnavailableError("the store has closed") }
+            return try await self.devicesWithOpenCommands(devices)
+        }
+    }
+
+    /// One statement for the group; an unknown device is nil.
+    private func devicesWithOpenCommands(_ devices: [DeviceKey]) async throws -> [(DeviceRecord, [CommandRecord])?] {
+        let rows = try await connection { [logger] connection in
+            try await connection.prepared(PreparedStatements.DevicesWithOpenCommands(devices: devices), logger: logger)
+        }
+        var found = [(DeviceRecord, [CommandRecord])?](repeating: nil, count: devices.count)
+        for (position, device, command) in rows {
+            // Positions come from the statement's ordinality over the group's own array.
+            guard (1...devices.count).contains(position) else { throw CallGroupMismatch(inputs: devices.count, outputs: position) }
+            if found[position - 1] == nil { found[position - 1] = (device, []) }
+            if let command { found[position - 1]?.1.append(command) }
+        }
+        return found
+    }
+
+    public func recordSignedRequest(_ request: SignedRequestRecord) async throws -> Bool {
+        let spending = try await nonceSpends.call(request) { [weak self] requests in
+            guard let self else { throw StoreUnavailableError("the store has closed") }
+            return try await self.spend(requests)
+        }
+        if let floor = spending.floor, floor > SpentNonces.seconds(request.signedAt) {
+            throw SignedBeforeRestartError(notBefore: floor, serverTime: request.receivedAt)
+        }
+        return spending.spent
+    }
+
+    /// One statement for the group. A nonce named twice in one group is spent by the first of
+    /// its requests; the others are replays.
+    private func spend(_ requests: [SignedRequestRecord]) async throws -> [(floor: Int64?, spent: Bool)] {
+        struct Spent: Hashable { var keyId: String, nonce: String }
+        var distinct: [SignedRequestRecord] = []
+        var firsts = Set<Spent>()
+        var isFirst: [Bool] = []
+        for request in requests {
+            isFirst.append(firsts.insert(Spent(keyId: request.keyId, nonce: request.nonce)).inserted)
+            if isFirst.last == true { distinct.append(request) }
+        }
+        let rows = try await connection { [logger, distinct] connection in
+            try await connection.prepared(PreparedStatements.SpendNonces(requests: distinct), logger: logger)
+        }
+        var floor: Int64?
+        var spent = Set<Spent>()
+        for row in rows {
+            if let keyId = row.keyId, let nonce = row.nonce { spent.insert(Spent(keyId: keyId, nonce: nonce)) } else { floor = row.floor }
+        }
+        return zip(requests, isFirst).map { request, first in
+            (floor, first && spent.contains(Spent(keyId: request.keyId, nonce: request.nonce)))
+        }
+    }
+}
