@@ -12,34 +12,51 @@ import NIOConcurrencyHelpers
 ///
 /// A group starts only after each of its calls was made, so a call reads what was committed
 /// before it, as a statement of its own would. A group that fails fails each of its calls with
-/// the same error.
+/// the same error; when the error is that the database is out of reach
+/// (`StoreUnavailableError`: no connection within the lease timeout, a lost connection), every
+/// call waiting by then fails with it too, so while the database is down no call waits longer
+/// than one group's lease. And at most `mostWaiting` calls wait: one more is answered
+/// `StoreUnavailableError` (503) at once rather than queued behind a database that cannot keep up.
 final class CallGroups<Input: Sendable, Output: Sendable>: Sendable {
+    private typealias Call = (input: Input, answer: CheckedContinuation<Output, any Error>)
     private struct Waiting {
-        var calls: [(input: Input, answer: CheckedContinuation<Output, any Error>)] = []
+        var calls: [Call] = []
         var atTheDatabase = false
     }
+    private enum Queued { case starts, waits, refused }
 
     private let waiting = NIOLockedValueBox(Waiting())
     /// The most calls in one group: bounds a statement's parameters and a group's latency.
     let largestGroup: Int
+    /// The most calls waiting for a group (a node holds 4,096 connections by default).
+    let mostWaiting: Int
 
-    init(largestGroup: Int = 256) {
-        precondition(largestGroup > 0)
+    init(largestGroup: Int = 256, mostWaiting: Int = 4_096) {
+        precondition(largestGroup > 0 && mostWaiting > 0)
         self.largestGroup = largestGroup
+        self.mostWaiting = mostWaiting
     }
+
+    /// Calls waiting for the next group (not those of the group at the database).
+    var waitingCount: Int { waiting.withLockedValue { $0.calls.count } }
 
     /// The answer to `input`, from a group run by `run`, which answers each input of its group, in
     /// order. Every caller of one `CallGroups` passes the same `run`: whichever call starts the
     /// groups runs them, until none are waiting.
     func call(_ input: Input, run: @escaping @Sendable ([Input]) async throws -> [Output]) async throws -> Output {
         try await withCheckedThrowingContinuation { answer in
-            let starts = waiting.withLockedValue { waiting in
+            let queued = waiting.withLockedValue { waiting -> Queued in
+                guard waiting.calls.count < mostWaiting else { return .refused }
                 waiting.calls.append((input, answer))
-                guard !waiting.atTheDatabase else { return false }
+                guard !waiting.atTheDatabase else { return .waits }
                 waiting.atTheDatabase = true
-                return true
+                return .starts
             }
-            if starts { Task { await self.runGroups(run) } }
+            switch queued {
+            case .starts: Task { await self.runGroups(run) }
+            case .waits: break
+            case .refused: answer.resume(throwing: StoreUnavailableError("\(mostWaiting) calls already wait for the database"))
+            }
         }
     }
 
@@ -57,7 +74,12 @@ final class CallGroups<Input: Sendable, Output: Sendable>: Sendable {
                 guard outputs.count == group.count else { throw CallGroupMismatch(inputs: group.count, outputs: outputs.count) }
                 for (call, output) in zip(group, outputs) { call.answer.resume(returning: output) }
             } catch {
-                for call in group { call.answer.resume(throwing: error) }
+                // Out of reach: so is it for the calls waiting behind this group.
+                let alsoFailing: [Call] = error is StoreUnavailableError ? waiting.withLockedValue { waiting in
+                    defer { waiting.calls.removeAll() }
+                    return waiting.calls
+                } : []
+                for call in group + alsoFailing { call.answer.resume(throwing: error) }
             }
         }
     }

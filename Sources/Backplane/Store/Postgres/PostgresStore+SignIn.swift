@@ -42,6 +42,12 @@ extension PostgresStore {
 
     /// One statement for the group. A nonce named twice in one group is spent by the first of
     /// its requests; the others are replays.
+    ///
+    /// The nonces are inserted in one order, (key id, nonce) byte by byte: an insert waits for an
+    /// uncommitted insert of the same nonce, so two nodes' groups sharing two nonces in opposite
+    /// orders would deadlock. (Both are ASCII, checked at sign-in, where `String`'s order is the
+    /// bytes', as `COLLATE "C"` compares them.) A deadlock or serialization failure all the same
+    /// runs the group again, as `transaction` does.
     private func spend(_ requests: [SignedRequestRecord]) async throws -> [(floor: Int64?, spent: Bool)] {
         struct Spent: Hashable { var keyId: String, nonce: String }
         var distinct: [SignedRequestRecord] = []
@@ -51,8 +57,11 @@ extension PostgresStore {
             isFirst.append(firsts.insert(Spent(keyId: request.keyId, nonce: request.nonce)).inserted)
             if isFirst.last == true { distinct.append(request) }
         }
-        let rows = try await connection { [logger, distinct] connection in
-            try await connection.prepared(PreparedStatements.SpendNonces(requests: distinct), logger: logger)
+        let ordered = distinct.sorted { ($0.keyId, $0.nonce) < ($1.keyId, $1.nonce) }
+        let rows = try await Self.retryingConflicts { [self] in
+            try await connection { [logger] connection in
+                try await connection.prepared(PreparedStatements.SpendNonces(requests: ordered), logger: logger)
+            }
         }
         var floor: Int64?
         var spent = Set<Spent>()

@@ -185,26 +185,34 @@ public final class PostgresStore: BackplaneStore {
     /// times, when PostgreSQL aborts it for a deadlock or a serialization failure, so `body` must
     /// have no effect outside the database.
     func transaction<T: Sendable>(unbounded: Bool = false, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await Self.retryingConflicts {
+            try await connection(kind: .write, unbounded: unbounded) { [logger] connection in
+                try await connection.run("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger)
+                do {
+                    let result = try await body(connection)
+                    try await connection.run("COMMIT", logger: logger)
+                    return result
+                } catch {
+                    // Not on a closed connection: the ROLLBACK would never be answered
+                    // (`FirstAnswer`), and the server rolls back what a lost connection began.
+                    if !connection.isClosed { _ = try? await connection.run("ROLLBACK", logger: logger) }
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// `call`, run again from the start, up to five attempts in all, when PostgreSQL aborted it
+    /// for a deadlock or a serialization failure; any other database error translated.
+    static func retryingConflicts<T>(_ call: () async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {
-                return try await connection(kind: .write, unbounded: unbounded) { [logger] connection in
-                    try await connection.run("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger)
-                    do {
-                        let result = try await body(connection)
-                        try await connection.run("COMMIT", logger: logger)
-                        return result
-                    } catch {
-                        // Not on a closed connection: the ROLLBACK would never be answered
-                        // (`FirstAnswer`), and the server rolls back what a lost connection began.
-                        if !connection.isClosed { _ = try? await connection.run("ROLLBACK", logger: logger) }
-                        throw error
-                    }
-                }
-            } catch let error as PSQLError where attempt < 5 && Self.isRetryable(error) {
+                return try await call()
+            } catch let error as PSQLError where attempt < 5 && isRetryable(error) {
                 attempt += 1
             } catch let error as PSQLError {
-                throw Self.translate(error)
+                throw translate(error)
             }
         }
     }

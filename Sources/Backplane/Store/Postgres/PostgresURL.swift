@@ -49,13 +49,6 @@ public struct PostgresURL: Sendable, CustomStringConvertible {
             configuration.options.maximumConnections = maximum
         }
         if let unknown = options.keys.sorted().first { throw Invalid("unknown option \(unknown)") }
-        // The prepared statements (`PreparedStatements`) keep one plan each. By default
-        // PostgreSQL plans a prepared statement anew on every call when the custom plans of its
-        // first five calls looked cheaper than a generic one, and it did for the sync's: planning
-        // was a fifth of PostgreSQL's CPU in acknowledging syncs. Each of those statements finds
-        // its rows through an index whatever its parameters. Plans made before a table grew are
-        // made again when ANALYZE changes its statistics.
-        configuration.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan"))
         self.configuration = configuration
 
         var shown = url

@@ -3,12 +3,11 @@ import Logging
 import PostgresNIO
 
 /// The statements on every signed request's path and on a sync's, prepared once per pooled
-/// connection and then only bound and executed, with one generic plan each (`PostgresURL`:
-/// `plan_cache_mode`). Sent as plain queries, each was parsed and planned anew: in a quiet sync
-/// that was most of PostgreSQL's CPU (perf: `base_yyparse`, `copyObjectImpl`,
-/// `get_relation_info`, `btcostestimate` at the top), and PostgreSQL had half of the machine.
-/// Statements elsewhere stay plain: they are rare, and a prepared statement costs a round trip
-/// on each connection's first use.
+/// connection and then only bound and executed. Sent as plain queries, each was parsed and
+/// planned anew: in a quiet sync that was most of PostgreSQL's CPU (perf: `base_yyparse`,
+/// `copyObjectImpl`, `get_relation_info`, `btcostestimate` at the top), and PostgreSQL had half
+/// of the machine. Statements elsewhere stay plain: they are rare, and a prepared statement
+/// costs a round trip on each connection's first use.
 enum PreparedStatements {
     /// A device by application and id.
     struct Device: PostgresPreparedStatement {
