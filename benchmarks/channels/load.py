@@ -221,6 +221,8 @@ async def main():
         channels[:1], lambda: request(host, port, "POST", "/v1/admin/commands", one_body, admin), timeout=10)
     # Every channel: one settings change wakes every device of the application. Two cores are
     # shared by server and load process, so one round is noisy: take five, report median and worst.
+    # Marked on stderr, so a profiler can cover the rounds alone (see benchmarks/README.md).
+    print("wake-all rounds: start", file=sys.stderr, flush=True)
     rounds = []
     for round_number in range(5):
         all_body = json.dumps({"maxDownloadsPerDevice": 90 + round_number}).encode()
@@ -228,6 +230,7 @@ async def main():
             channels, lambda: request(host, port, "PATCH", "/v1/admin/settings", all_body, admin), timeout=30)
         rounds.append((max(woken) if len(woken) == len(channels) else float("inf"), len(woken)))
         await asyncio.sleep(1)
+    print("wake-all rounds: end", file=sys.stderr, flush=True)
 
     for channel in channels:
         channel.close()
