@@ -114,11 +114,12 @@ extension PostgresStore {
     /// `SignedBeforeRestartError`, as that server would have after a restart: it kept nonces in
     /// memory, so the copy holds only some of them.
     static func record(_ connection: PostgresConnection, _ request: SignedRequestRecord, logger: Logger) async throws -> Bool {
-        let signedAt = SpentNonces.seconds(request.signedAt)
-        let spending = PreparedStatements.SpendNonce(keyId: request.keyId, nonce: request.nonce, expiresAt: request.expiresAt, signedAt: signedAt)
-        let (floor, spent) = try await connection.prepared(spending, logger: logger).first ?? (nil, false)
-        if let floor, floor > signedAt { throw SignedBeforeRestartError(notBefore: floor, serverTime: request.receivedAt) }
-        return spent
+        let rows = try await connection.prepared(PreparedStatements.SpendNonces(requests: [request]), logger: logger)
+        let (floor, spent) = PreparedStatements.SpendNonces.answer(rows)
+        if let floor, floor > SpentNonces.seconds(request.signedAt) {
+            throw SignedBeforeRestartError(notBefore: floor, serverTime: request.receivedAt)
+        }
+        return spent.contains(NonceKey(request))
     }
 
     public func pruneNonces(expiredBefore date: Date) async throws -> Int {

@@ -49,27 +49,15 @@ extension PostgresStore {
     /// bytes', as `COLLATE "C"` compares them.) A deadlock or serialization failure all the same
     /// runs the group again, as `transaction` does.
     private func spend(_ requests: [SignedRequestRecord]) async throws -> [(floor: Int64?, spent: Bool)] {
-        struct Spent: Hashable { var keyId: String, nonce: String }
-        var distinct: [SignedRequestRecord] = []
-        var firsts = Set<Spent>()
-        var isFirst: [Bool] = []
-        for request in requests {
-            isFirst.append(firsts.insert(Spent(keyId: request.keyId, nonce: request.nonce)).inserted)
-            if isFirst.last == true { distinct.append(request) }
-        }
-        let ordered = distinct.sorted { ($0.keyId, $0.nonce) < ($1.keyId, $1.nonce) }
+        let ordered = Dictionary(requests.map { (NonceKey($0), $0) }, uniquingKeysWith: { first, _ in first })
+            .sorted { $0.key < $1.key }.map(\.value)
         let rows = try await Self.retryingConflicts { [self] in
             try await connection { [logger] connection in
                 try await connection.prepared(PreparedStatements.SpendNonces(requests: ordered), logger: logger)
             }
         }
-        var floor: Int64?
-        var spent = Set<Spent>()
-        for row in rows {
-            if let keyId = row.keyId, let nonce = row.nonce { spent.insert(Spent(keyId: keyId, nonce: nonce)) } else { floor = row.floor }
-        }
-        return zip(requests, isFirst).map { request, first in
-            (floor, first && spent.contains(Spent(keyId: request.keyId, nonce: request.nonce)))
-        }
+        var (floor, spent) = PreparedStatements.SpendNonces.answer(rows)
+        // The first request naming a nonce takes it; any later one in the group is a replay.
+        return requests.map { (floor, spent.remove(NonceKey($0)) != nil) }
     }
 }

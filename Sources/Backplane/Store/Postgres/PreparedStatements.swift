@@ -26,40 +26,12 @@ enum PreparedStatements {
 
         func decodeRow(_ row: PostgresRow) throws -> DeviceRecord { try DeviceRecord(StoredRow(row)) }
     }
-
-    /// Spends a nonce (`PostgresStore.record`): the floors in force, and whether it was spent now.
-    struct SpendNonce: PostgresPreparedStatement {
-        static let name = "backplane_spend_nonce"
-        static let sql = """
-            WITH lease AS (SELECT accepts_before FROM nonce_lease WHERE id = 1),
-            spent AS (
-                INSERT INTO nonces (key_id, nonce, expires_at)
-                SELECT $1, $2, $3
-                WHERE NOT EXISTS (SELECT 1 FROM lease WHERE accepts_before > $4)
-                ON CONFLICT DO NOTHING RETURNING 1)
-            SELECT (SELECT accepts_before FROM lease), EXISTS (SELECT 1 FROM spent)
-            """
-        let keyId: String
-        let nonce: String
-        let expiresAt: Date
-        let signedAt: Int64
-
-        func makeBindings() -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 4)
-            bindings.append(keyId)
-            bindings.append(nonce)
-            bindings.append(expiresAt)
-            bindings.append(signedAt)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> (floor: Int64?, spent: Bool) { try row.decode((Int64?, Bool).self) }
-    }
 }
 
 extension PreparedStatements {
-    /// The nonces of a group of signed requests (`CallGroups`), spent in one statement: the floor
-    /// in force, then a row per nonce spent now. The inputs' `(keyId, nonce)` pairs are distinct.
+    /// Spends nonces in one statement: a group of signed requests' (`CallGroups`), or one in the
+    /// transaction of its write (`PostgresStore.record`). Answers the floor in force, then a row
+    /// per nonce spent now (`answer`). The inputs' `(keyId, nonce)` pairs are distinct.
     struct SpendNonces: PostgresPreparedStatement {
         static let name = "backplane_spend_nonces"
         static let sql = """
@@ -86,6 +58,16 @@ extension PreparedStatements {
 
         func decodeRow(_ row: PostgresRow) throws -> (floor: Int64?, keyId: String?, nonce: String?) {
             try row.decode((Int64?, String?, String?).self)
+        }
+
+        /// The floor in force (signed timestamps before it are refused) and the nonces spent now.
+        static func answer(_ rows: [Row]) -> (floor: Int64?, spent: Set<NonceKey>) {
+            var floor: Int64?
+            var spent = Set<NonceKey>()
+            for row in rows {
+                if let keyId = row.keyId, let nonce = row.nonce { spent.insert(NonceKey(keyId: keyId, nonce: nonce)) } else { floor = row.floor }
+            }
+            return (floor, spent)
         }
     }
 
@@ -226,6 +208,24 @@ extension PreparedStatements {
 
         func decodeRow(_ row: PostgresRow) throws {}
     }
+}
+
+/// A nonce as spent: per app key. Ordered byte by byte for ASCII (both are checked at sign-in),
+/// as `COLLATE "C"` orders them.
+struct NonceKey: Hashable, Comparable {
+    var keyId: String
+    var nonce: String
+
+    init(keyId: String, nonce: String) {
+        self.keyId = keyId
+        self.nonce = nonce
+    }
+
+    init(_ request: SignedRequestRecord) {
+        self.init(keyId: request.keyId, nonce: request.nonce)
+    }
+
+    static func < (a: NonceKey, b: NonceKey) -> Bool { (a.keyId, a.nonce) < (b.keyId, b.nonce) }
 }
 
 /// A device by application and id: one input of a grouped sign-in read.
