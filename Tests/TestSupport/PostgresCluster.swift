@@ -177,6 +177,11 @@ public actor PostgresCluster {
         }
     }
 
+    /// One of the installed server's tools (`psql`), for a test that asks PostgreSQL itself.
+    public static func tool(_ name: String) -> URL? {
+        binDirectory().map { $0.appendingPathComponent(name) }.flatMap { FileManager.default.isExecutableFile(atPath: $0.path) ? $0 : nil }
+    }
+
     /// The newest installed server's binaries, or `PG_BIN`.
     static func binDirectory() -> URL? {
         if let given = ProcessInfo.processInfo.environment["PG_BIN"] { return URL(fileURLWithPath: given) }

@@ -75,6 +75,10 @@ public enum SQLiteToPostgres {
                     SELECT setval(pg_get_serial_sequence('\(table)', '\(column)'), COALESCE((SELECT MAX(\(column)) FROM \(table)), 0) + 1, false)
                     """), logger: logger)
             }
+            // Statistics for what was copied: until autovacuum gathers them (within a minute or
+            // so), the nodes' prepared statements would be planned for empty tables, and keep
+            // those plans (a benchmark saw a sequential scan of every device per sign-in).
+            for (table, _) in tables { try await connection.run(PostgresQuery(unsafeSQL: "ANALYZE \(table)"), logger: logger) }
             return counts
         }
     }
