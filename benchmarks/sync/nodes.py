@@ -35,6 +35,13 @@ def copy_rows(database_url, table, rows):
     psql(database_url, f"COPY {table} ({', '.join(columns)}) FROM STDIN WITH (FORMAT csv)", out.getvalue())
 
 
+def analyze(database_url):
+    """Statistics for the rows just written, as autovacuum would gather within a minute: the
+    nodes' prepared statements are otherwise planned, and their plans kept, for the nearly empty
+    tables they first met (a sequential scan of all devices per sign-in group)."""
+    psql(database_url, "ANALYZE")
+
+
 def devices_with_delivered_commands(database_url, template_device, count, batch):
     """As presign's, written into PostgreSQL: (device_id, credential, command_id) per request."""
     template = json.loads(psql(database_url, f"SELECT row_to_json(d) FROM devices d WHERE device_id = '{template_device}'"))
@@ -43,6 +50,7 @@ def devices_with_delivered_commands(database_url, template_device, count, batch)
     devices, commands, acks = delivered_command_rows(template, command_columns, count, batch)
     copy_rows(database_url, "devices", devices)
     copy_rows(database_url, "commands", commands)
+    analyze(database_url)
     return acks
 
 
@@ -57,6 +65,7 @@ def main():
     count = REQUESTS_PER_SECOND_CEILING * args.seconds
 
     pool = register_pool(args.url_a, args.key, args.secret, args.devices)
+    analyze(args.database_url)
 
     def quiet_syncs(name):
         """Signed just before its run (timestamps are accepted for 5 minutes), each sent once."""
