@@ -131,6 +131,25 @@ extension StoreConformanceTests {
             let signedIn = try await store.deviceWithOpenCommands(applicationId: applicationId, deviceId: deviceId)
             #expect(read.device == signedIn?.0 && read.openCommands == signedIn?.1, "\(deviceId)")
         }
+        // Acknowledged commands are read whoever's and whatever their state (the rules judge
+        // them); unknown ones are not there. The open ones stay the device's own.
+        let acking = Mutex<SyncSnapshot?>(nil)
+        _ = try await store.sync(SyncPlan(
+            applicationId: applicationId, deviceId: "phone", signedIn: nil, reportedGrantIds: [], ackedCommandIds: ["c3", "c2", "nope"]
+        ) { read in
+            acking.withLock { $0 = read }
+            return SyncDecision(deviceAfter: read.device, releasedAt: Self.now)
+        }, spending: nil)
+        let acked = try #require(acking.withLock { $0 })
+        #expect(acked.ackedCommands.keys.sorted() == ["c2", "c3"])
+        #expect(acked.ackedCommands["c3"]?.deviceId == "tablet" && acked.ackedCommands["c2"]?.state == .succeeded)
+        #expect(acked.openCommands.map(\.commandId) == ["c1", "c4"])
+        #expect(acked.device == (try await store.device(applicationId: applicationId, deviceId: "phone")))
+        await #expect(throws: StoreError.self) {
+            _ = try await store.sync(SyncPlan(
+                applicationId: applicationId, deviceId: "gone", signedIn: nil, reportedGrantIds: [], ackedCommandIds: ["c1"]
+            ) { SyncDecision(deviceAfter: $0.device, releasedAt: Self.now) }, spending: nil)
+        }
         await #expect(throws: StoreError.self) {
             _ = try await store.sync(SyncPlan(
                 applicationId: applicationId, deviceId: "gone", signedIn: nil, reportedGrantIds: [], ackedCommandIds: []
