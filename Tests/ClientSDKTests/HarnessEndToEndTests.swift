@@ -21,9 +21,13 @@ import FoundationNetworking
             if let secret { environment["BACKPLANE_APP_SECRET"] = secret }
             let result = try await ChildProcess.run(
                 binary, arguments + ["--data-dir", root.appendingPathComponent(device).path], environment: environment)
-            let line = result.output.split(separator: "\n").last { $0.hasPrefix("{") }.map(String.init) ?? "{}"
-            let json = (try? JSONDecoder().decode([String: JSONValue].self, from: Data(line.utf8))) ?? [:]
-            return (result.status, json)
+            return (result.status, (try? Self.result(result.output)) ?? [:])
+        }
+
+        /// What a harness command printed as its result: its last line that is a JSON object.
+        static func result(_ output: String) throws -> [String: JSONValue] {
+            let line = output.split(separator: "\n").last { $0.hasPrefix("{") }.map(String.init) ?? "{}"
+            return try JSONDecoder().decode([String: JSONValue].self, from: Data(line.utf8))
         }
     }
 
@@ -293,11 +297,10 @@ import FoundationNetworking
 
         let second = try await ChildProcess.run(harness.binary, arguments, environment: harness.environment, timeout: .seconds(120))
         #expect(second.status == 0, "\(second.output)")
-        let line = second.output.split(separator: "\n").last { $0.hasPrefix("{") }.map(String.init) ?? "{}"
-        let result = try JSONDecoder().decode([String: JSONValue].self, from: Data(line.utf8))
+        let result = try Harness.result(second.output)
         #expect(result["state"] == .string("completed"))
         guard case .int(let size) = result["bytesDownloaded"], case .string(let path) = result["path"] else {
-            Issue.record("no size or path: \(line)")
+            Issue.record("no size or path: \(result)")
             return
         }
         // No file finished before the kill was fetched again: only those in flight then were
@@ -312,14 +315,8 @@ import FoundationNetworking
             + origin.bytesServed(under: "/hls/keys/")
         let largestFile = (0..<segments).map { hls.videoSegment("low", $0).count }.max() ?? 0
         #expect(served <= Int(size) + max(again, 0) * largestFile, "served \(served) for \(size), \(again) files again")
-        // What is on disk is what the origin served.
-        let index = URL(fileURLWithPath: path)
-        let video = try #require(try LocalPlaylistTree(index: index).references["video.m3u8"])
-        let local = video.filter { !$0.hasSuffix(".key") && !$0.contains("init-") }
-        #expect(local.count == segments)
-        for (number, file) in local.enumerated() {
-            #expect(try Data(contentsOf: index.deletingLastPathComponent().appendingPathComponent(file)) == hls.videoSegment("low", number))
-        }
+        // What is on disk is what the origin served, video and audio.
+        try HarnessKillTests.expectWhole(hls, index: URL(fileURLWithPath: path), segments: segments)
 
         // A captive portal's page where a video was expected: exit 9 with the reason, nothing kept.
         origin.serve("/portal.mp4", Data("<html>Sign in to the hotel Wi-Fi</html>".utf8), contentType: "text/html")

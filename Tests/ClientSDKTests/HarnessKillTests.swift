@@ -83,7 +83,7 @@ import TestSupport
 
             let second = try await ChildProcess.run(harness.binary, arguments, environment: harness.environment, timeout: .seconds(120))
             #expect(second.status == 0, "\(second.output)")
-            let result = try Self.result(second.output)
+            let result = try HarnessEndToEndTests.Harness.result(second.output)
             #expect(result["state"] == .string("completed"), "\(second.output)")
             guard case .string(let path) = result["path"] else { return }
             try Self.expectWhole(hls, index: URL(fileURLWithPath: path), segments: segments)
@@ -122,7 +122,7 @@ import TestSupport
 
         let last = try await ChildProcess.run(harness.binary, arguments, environment: harness.environment, timeout: .seconds(180))
         #expect(last.status == 0, "\(last.output)")
-        let result = try result(last.output)
+        let result = try HarnessEndToEndTests.Harness.result(last.output)
         #expect(result["state"] == .string("completed"), "\(last.output)")
         let ratio = Double(served()) / Double(size)
         #expect(ratio <= mostServed, "the origin served \(served()) bytes for \(size) (\(ratio)×) over \(kills) kills (seed \(seed))")
@@ -162,11 +162,6 @@ import TestSupport
         return names.filter { !$0.hasPrefix("original") && !$0.hasSuffix(".m3u8") && !$0.hasSuffix(".partial-info") }
             .map { directory.appendingPathComponent($0) }
             .filter { (try? $0.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true }
-    }
-
-    static func result(_ output: String) throws -> [String: JSONValue] {
-        let line = output.split(separator: "\n").last { $0.hasPrefix("{") }.map(String.init) ?? "{}"
-        return try JSONDecoder().decode([String: JSONValue].self, from: Data(line.utf8))
     }
 
     /// A backplane, a throttle-able origin and a device directory for one test.
