@@ -116,10 +116,7 @@ extension PostgresStore {
     static func record(_ connection: PostgresConnection, _ request: SignedRequestRecord, logger: Logger) async throws -> Bool {
         let rows = try await connection.prepared(PreparedStatements.SpendNonces(requests: [request]), logger: logger)
         let (floor, spent) = PreparedStatements.SpendNonces.answer(rows)
-        if let floor, floor > SpentNonces.seconds(request.signedAt) {
-            throw SignedBeforeRestartError(notBefore: floor, serverTime: request.receivedAt)
-        }
-        return spent.contains(NonceKey(request))
+        return try PreparedStatements.SpendNonces.spentNow(request, floor: floor, spent: spent.contains(NonceKey(request)))
     }
 
     public func pruneNonces(expiredBefore date: Date) async throws -> Int {

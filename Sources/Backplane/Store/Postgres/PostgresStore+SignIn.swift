@@ -34,10 +34,7 @@ extension PostgresStore {
             guard let self else { throw StoreUnavailableError("the store has closed") }
             return try await self.spend(requests)
         }
-        if let floor = spending.floor, floor > SpentNonces.seconds(request.signedAt) {
-            throw SignedBeforeRestartError(notBefore: floor, serverTime: request.receivedAt)
-        }
-        return spending.spent
+        return try PreparedStatements.SpendNonces.spentNow(request, floor: spending.floor, spent: spending.spent)
     }
 
     /// One statement for the group. A nonce named twice in one group is spent by the first of

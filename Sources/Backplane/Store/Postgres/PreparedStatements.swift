@@ -69,6 +69,16 @@ extension PreparedStatements {
             }
             return (floor, spent)
         }
+
+        /// Whether `request`'s nonce was spent now, by an answer with `floor` in force: a
+        /// timestamp signed before the floor is refused (`SignedBeforeRestartError`), as the
+        /// SQLite server whose lease the floor carries would have refused it after a restart.
+        static func spentNow(_ request: SignedRequestRecord, floor: Int64?, spent: Bool) throws -> Bool {
+            if let floor, floor > SpentNonces.seconds(request.signedAt) {
+                throw SignedBeforeRestartError(notBefore: floor, serverTime: request.receivedAt)
+            }
+            return spent
+        }
     }
 
     /// Devices with their pending and delivered commands, for a group of sign-ins (`CallGroups`):
