@@ -184,7 +184,8 @@ struct Serve: AsyncParsableCommand {
         let services = BackplaneServices(
             store: store,
             userTokens: UserTokenOptions(
-                allowJWKSURL: allowJwksUrl, jwksTrustedCertificateAuthorities: jwksCaFile.map(URL.init(fileURLWithPath:))),
+                allowJWKSURL: allowJwksUrl, jwksTrustedCertificateAuthorities: jwksCaFile.map(URL.init(fileURLWithPath:)),
+                maxRegistrationsWaitingForKeySets: UserTokenOptions.waitingLimit(maxConnections: maxConnections!)),
             push: PushOptions(
                 apnsURL: apnsUrl.flatMap(URL.init(string:)), fcmURL: URL(string: fcmUrl!) ?? PushOptions.googleFCMURL,
                 googleTokenURL: URL(string: googleTokenUrl!) ?? PushOptions.googleTokenURL,

@@ -16,6 +16,11 @@ public enum UserToken {
     /// The algorithms accepted: HS256 only when the application set a shared secret, the others
     /// only with a key of that type. `none` never.
     public static let acceptedAlgorithms = ["ES256", "RS256", "EdDSA", "HS256"]
+    /// The claim that binds a token to one install: when present, it must be the registration's
+    /// `deviceId`. A token with a `jti` instead is bound to the first device it registers.
+    public static let deviceIdClaim = "deviceId"
+    /// The longest `jti` taken, in bytes.
+    public static let maxTokenIdLength = 256
 }
 
 /// `PUT /v1/admin/user-identity`: whether registrations need a user token, and how to check one.

@@ -23,7 +23,7 @@ enum RealPort {
     /// Serves `fixture` on a free port while `body` runs; `body` may stop the server.
     static func serve(
         _ fixture: Fixture, limits: TransportLimits = TransportLimits(), channelPingInterval: Duration? = .seconds(60),
-        _ body: @escaping @Sendable (_ port: Int, _ stopping: Stopping) async throws -> Void
+        rateLimits: RateLimits = RateLimits(), _ body: @escaping @Sendable (_ port: Int, _ stopping: Stopping) async throws -> Void
     ) async throws {
         defer { try? FileManager.default.removeItem(at: fixture.directory) }
         try await testGracefulShutdown { trigger in
@@ -31,7 +31,7 @@ enum RealPort {
             let app = buildApplication(
                 BackplaneConfiguration(
                     port: 0, dataDirectory: fixture.directory, logLevel: .critical, channelPingInterval: channelPingInterval,
-                    transport: limits),
+                    transport: limits, rateLimits: rateLimits),
                 services: fixture.services, onServerRunning: { continuation.yield($0) })
             let server = Task { try await app.runService(gracefulShutdownSignals: []) }
             defer { server.cancel() }

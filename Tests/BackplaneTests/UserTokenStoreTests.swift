@@ -1,5 +1,6 @@
 import Backplane
 import Foundation
+import JWTKit
 import BackplaneWire
 import Testing
 import TestSupport
@@ -32,5 +33,46 @@ import TestSupport
         #expect(stored?.hs256Secret == issuer.secret && stored?.issuer == TokenIssuer.issuer && stored?.audience == TokenIssuer.audience)
         #expect(try await store.deleteUserIdentity(applicationId: application.id))
         #expect(try await store.userIdentity(applicationId: application.id) == nil)
+    }
+
+    /// A token with a `jti` registers one device for its lifetime (issue 49: one ES256 token
+    /// registered five); a retry of that registration passes; a token naming its device
+    /// (`deviceId`) registers that device only.
+    @Test(arguments: StoreKind.allCases)
+    func aTokenRegistersOneDeviceOnEveryStore(_ kind: StoreKind) async throws {
+        let store = try await kind.make()
+        let services = BackplaneServices(store: store)
+        let (application, key) = try await services.testApplication(name: "user tokens")
+        let adminToken = try await services.applications.createToken(applicationId: application.id, scope: .admin, name: "tests")
+        let fixture = Fixture(
+            directory: temporaryDirectory("backplane-user-tokens"), services: services, applicationId: application.id,
+            signer: Signer(keyId: key.keyId, secret: key.secret), adminToken: adminToken)
+        let issuer = TokenIssuer()
+        try await fixture.test { client in
+            #expect(try await client.setUserIdentity(issuer.configuration(withSecret: true)).status == .ok)
+            var claims = TokenIssuer.claims(user: "alice")
+            claims.jti = IDClaim(value: "token-1")
+            let token = try await issuer.es256Token(claims)
+            #expect(try await client.register(user: "alice", device: "phone", token: token).status == .created)
+            let retried = try await client.register(user: "alice", device: "phone", token: token)
+            #expect(retried.status == .ok, "the same registration again is a retry: \(retried.text)")
+            let replayed = try await client.register(user: "alice", device: "tablet", token: token)
+            #expect(replayed.status == .unauthorized && replayed.errorCode == .userTokenInvalid, "\(replayed.text)")
+            #expect(replayed.errorDetails?["reason"] == .string("reused"))
+            // The same id signed with the shared secret is the same token id of the same application.
+            #expect(try await client.register(user: "alice", device: "laptop", token: try await issuer.hs256Token(claims)).errorCode == .userTokenInvalid)
+
+            var named = TokenIssuer.claims(user: "alice")
+            named.deviceId = "tv"
+            let forTheTV = try await issuer.es256Token(named)
+            let elsewhere = try await client.register(user: "alice", device: "console", token: forTheTV)
+            #expect(elsewhere.errorCode == .userTokenMismatch && elsewhere.errorDetails?["field"] == .string("deviceId"), "\(elsewhere.text)")
+            #expect(try await client.register(user: "alice", device: "tv", token: forTheTV).status == .created)
+        }
+        // A binding lasts as long as its token, and is forgotten after.
+        let now = Date()
+        #expect(try await store.bindUserToken(applicationId: application.id, tokenId: "t", deviceId: "a", expiresAt: now + 10, now: now) == "a")
+        #expect(try await store.bindUserToken(applicationId: application.id, tokenId: "t", deviceId: "b", expiresAt: now + 10, now: now) == "a")
+        #expect(try await store.bindUserToken(applicationId: application.id, tokenId: "t", deviceId: "b", expiresAt: now + 30, now: now + 20) == "b")
     }
 }

@@ -9,6 +9,10 @@ public struct UserTokenClaims: JWTPayload {
     public var aud: AudienceClaim?
     public var exp: ExpirationClaim?
     public var iat: IssuedAtClaim?
+    /// The token's id: a backplane binds a token that has one to the first device it registers.
+    public var jti: IDClaim?
+    /// The install the token is for; nil leaves the claim out.
+    public var deviceId: String?
 
     /// A token for `user` from `issuer` to `audience`, issued at `issuedAt`, for `lifetime`
     /// seconds (nil: without an expiry).

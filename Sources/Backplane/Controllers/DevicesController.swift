@@ -50,7 +50,7 @@ struct DevicesController {
         try registrationLimits.checkAddress(request, peer: context.peerAddress)
         func header(_ name: String) -> String? { HTTPField.Name(name).flatMap { request.headers[$0] } }
         let userToken = try await userIdentity.check(
-            applicationId: context.applicationId, userId: body.userId, token: header(UserToken.header))
+            applicationId: context.applicationId, userId: body.userId, deviceId: body.deviceId, token: header(UserToken.header))
         if userToken != .missing { try registrationLimits.checkUser(applicationId: context.applicationId, userId: body.userId) }
         let proof = RegistrationProof(
             signedBytes: Data(context.stringToSign.utf8), deviceSignature: header(RequestSigning.Header.deviceProof),

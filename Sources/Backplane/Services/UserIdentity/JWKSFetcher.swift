@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import NIOCore
 import NIOSSL
 import BackplaneWire
@@ -9,19 +10,32 @@ import BackplaneWire
 /// without one), and again when a token names a key the set does not hold, at most once a
 /// minute per URL. A set that cannot be fetched again is used until a fetch succeeds.
 ///
-/// The URL is a tenant's: fetching it is a request-forgery surface, so a backplane does it only
-/// when its operator allows (`serve --allow-jwks-url`), over https, without following
-/// redirects, within 5 s, and reads at most `maxBytes` of the answer.
+/// The URL is a tenant's, and a fetch starts before a token's signature can be checked, so any
+/// holder of the app key can start one. Hence every fetch is bounded (docs/operations.md, "Verified users"):
+/// - over https, without following redirects, at most `maxBytes` read;
+/// - one deadline (`Options.timeout`, 5 s) for all of it: connection, TLS, head and body, so a host
+///   that trickles its answer is cut off like one that never answers;
+/// - one fetch in flight per URL, whatever the number of registrations waiting for it, and that
+///   fetch is cancelled (its connection closed) once no registration waits for it any more;
+/// - a failure is remembered for `failureMemory`: registrations meanwhile are refused at once;
+/// - at most `Options.maxWaiting` registrations of the node wait for fetches; more are refused at
+///   once, so a slow key-set host cannot hold the node's connections.
+/// A refusal says only that the key set could not be fetched: the reason (a network error, a TLS
+/// error, a redirect) would let any holder of the app key probe the network behind the server,
+/// so it goes to the log.
 actor JWKSFetcher {
     struct Options: Sendable {
         /// A PEM file of certificate authorities trusted for key-set URLs besides the system's.
         var trustedCertificateAuthorities: URL?
+        var timeout: Duration = .seconds(5)
+        var maxWaiting: Int = 64
     }
 
     static let maxBytes = 256 * 1024
     static let refetchInterval: TimeInterval = 60
     static let defaultLifetime: TimeInterval = 300
     static let maxLifetime: TimeInterval = 86_400
+    static let failureMemory: TimeInterval = 15
 
     private struct Entry {
         var keys: UserTokenKeys
@@ -29,13 +43,26 @@ actor JWKSFetcher {
         var fetchedAt: Date
     }
 
+    /// A fetch in flight and the registrations waiting for it.
+    private struct Flight {
+        let id: UInt64
+        let task: Task<Void, Never>
+        var waiters: [UInt64: CheckedContinuation<UserTokenKeys, any Error>]
+    }
+
     private let options: Options
     private let now: @Sendable () -> Date
+    private let logger: Logger
     private var entries: [String: Entry] = [:]
+    private var failedUntil: [String: Date] = [:]
+    private var flights: [String: Flight] = [:]
+    private var nextId: UInt64 = 0
+    private var waiting = 0
 
-    init(options: Options, now: @escaping @Sendable () -> Date) {
+    init(options: Options, now: @escaping @Sendable () -> Date, logger: Logger = Logger(label: "backplane.user-identity")) {
         self.options = options
         self.now = now
+        self.logger = logger
     }
 
     /// The keys at `url`: cached while fresh, fetched again when stale, or when `missingKid` is
@@ -47,69 +74,153 @@ actor JWKSFetcher {
             let lookAgain = missingKid.map { !entry.keys.hasKey(id: $0) } ?? false
             guard (stale || lookAgain), now.timeIntervalSince(entry.fetchedAt) >= Self.refetchInterval else { return entry.keys }
             do {
-                return try await fetch(url, at: now)
+                return try await joinFetch(url)
             } catch {
                 // The keys held are still the application's best knowledge; look again in a minute.
                 entries[url]?.fetchedAt = now
-                return entry.keys
+                return entries[url]?.keys ?? entry.keys
             }
         }
-        return try await fetch(url, at: now)
+        if let until = failedUntil[url], until > now { throw Self.unavailable }
+        return try await joinFetch(url)
     }
 
-    private func fetch(_ url: String, at now: Date) async throws -> UserTokenKeys {
+    /// Waits for the fetch of `url` in flight, starting it if there is none. A waiter that is
+    /// cancelled (its client went away) stops waiting at once; the fetch is cancelled, and its
+    /// connection closed, with its last waiter.
+    private func joinFetch(_ url: String) async throws -> UserTokenKeys {
+        guard waiting < options.maxWaiting else {
+            logger.warning("key-set fetch refused: \(options.maxWaiting) registrations already wait for key sets", metadata: ["jwks_url": "\(url)"])
+            throw Self.unavailable
+        }
+        nextId &+= 1
+        let waiter = nextId
+        waiting += 1
+        defer { waiting -= 1 }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                // Cancelled before the handler below could find this waiter.
+                guard !Task.isCancelled else { return continuation.resume(throwing: CancellationError()) }
+                wait(for: url, waiter, continuation)
+            }
+        } onCancel: {
+            Task { await self.stopWaiting(for: url, waiter) }
+        }
+    }
+
+    private func wait(for url: String, _ waiter: UInt64, _ continuation: CheckedContinuation<UserTokenKeys, any Error>) {
+        if flights[url] != nil {
+            flights[url]?.waiters[waiter] = continuation
+            return
+        }
+        nextId &+= 1
+        let id = nextId
+        flights[url] = Flight(id: id, task: Task { await self.fly(url, id) }, waiters: [waiter: continuation])
+    }
+
+    private func stopWaiting(for url: String, _ waiter: UInt64) {
+        guard let continuation = flights[url]?.waiters.removeValue(forKey: waiter) else { return }
+        continuation.resume(throwing: CancellationError())
+        if let flight = flights[url], flight.waiters.isEmpty {
+            flights[url] = nil
+            flight.task.cancel()
+        }
+    }
+
+    /// Fetches, then answers whoever still waits. A failure, not a cancellation, is remembered.
+    private func fly(_ url: String, _ id: UInt64) async {
+        let result: Result<UserTokenKeys, any Error>
+        do {
+            result = .success(try await fetchOnce(url))
+            failedUntil[url] = nil
+        } catch {
+            if !Task.isCancelled {
+                let reason = (error as? FetchFailure)?.reason ?? "\(error)"
+                logger.warning("the key set could not be fetched: \(reason)", metadata: ["jwks_url": "\(url)"])
+                failedUntil[url] = now().addingTimeInterval(Self.failureMemory)
+            }
+            result = .failure(Self.unavailable)
+        }
+        guard let flight = flights[url], flight.id == id else { return }
+        flights[url] = nil
+        for continuation in flight.waiters.values { continuation.resume(with: result) }
+    }
+
+    private func fetchOnce(_ url: String) async throws -> UserTokenKeys {
+        let fetchedAt = now()
         let (body, maxAge) = try await download(url)
         let jwks: JSONValue
         do {
             jwks = try JSONDecoder().decode(JSONValue.self, from: body)
         } catch {
-            throw Self.unavailable(url, "its answer is not JSON")
+            throw FetchFailure(reason: "its answer is not JSON")
         }
-        let keys = try await UserTokenKeys.make(jwks: jwks, secret: nil, strict: false)
+        let keys: UserTokenKeys
+        do {
+            keys = try await UserTokenKeys.make(jwks: jwks, secret: nil, strict: false)
+        } catch {
+            throw FetchFailure(reason: "its answer is not a key set (\(error))")
+        }
         let lifetime = min(max(maxAge ?? Self.defaultLifetime, Self.refetchInterval), Self.maxLifetime)
-        entries[url] = Entry(keys: keys, expiresAt: now.addingTimeInterval(lifetime), fetchedAt: now)
+        entries[url] = Entry(keys: keys, expiresAt: fetchedAt.addingTimeInterval(lifetime), fetchedAt: fetchedAt)
         return keys
     }
 
+    /// The answer's body and max-age, all of it within `options.timeout`. The client is this
+    /// fetch's own: shutting it down closes every connection the fetch opened.
     private func download(_ url: String) async throws -> (Data, TimeInterval?) {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let authorities = options.trustedCertificateAuthorities {
             do {
                 tls.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMFile(authorities.path))]
             } catch {
-                throw Self.unavailable(url, "the trusted authorities file \(authorities.path) could not be read")
+                throw FetchFailure(reason: "the trusted authorities file \(authorities.path) could not be read")
             }
         }
+        let timeout = TimeAmount.nanoseconds(Int64(options.timeout.components.seconds) * 1_000_000_000
+            + options.timeout.components.attoseconds / 1_000_000_000)
         let client = HTTPClient(
             eventLoopGroupProvider: .singleton,
             configuration: HTTPClient.Configuration(
-                tlsConfiguration: tls, redirectConfiguration: .disallow,
-                timeout: .init(connect: .seconds(5), read: .seconds(5))))
+                tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: timeout, read: timeout)))
+        let deadline = options.timeout
         do {
-            let answer = try await Self.get(url, with: client)
-            try await client.shutdown()
+            let answer = try await withThrowingTaskGroup(of: (Data, TimeInterval?)?.self) { group in
+                group.addTask { try await Self.get(url, with: client, timeout: timeout) }
+                group.addTask {
+                    try await Task.sleep(for: deadline)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let answer = try await group.next() ?? nil else {
+                    throw FetchFailure(reason: "it did not answer in full within \(deadline)")
+                }
+                return answer
+            }
+            try? await client.shutdown()
             return answer
         } catch {
             try? await client.shutdown()
+            if Task.isCancelled { throw CancellationError() }
             throw error
         }
     }
 
-    private static func get(_ url: String, with client: HTTPClient) async throws -> (Data, TimeInterval?) {
+    private static func get(_ url: String, with client: HTTPClient, timeout: TimeAmount) async throws -> (Data, TimeInterval?) {
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, timeout: .seconds(5))
+            response = try await client.execute(request, timeout: timeout)
         } catch {
-            throw unavailable(url, "it could not be reached (\(error))")
+            throw FetchFailure(reason: "it could not be reached (\(error))")
         }
-        guard response.status == .ok else { throw unavailable(url, "it answered HTTP \(response.status.code)") }
+        guard response.status == .ok else { throw FetchFailure(reason: "it answered HTTP \(response.status.code)") }
         let body: ByteBuffer
         do {
             body = try await response.body.collect(upTo: maxBytes)
         } catch {
-            throw unavailable(url, "its answer is larger than \(maxBytes) bytes or broke off")
+            throw FetchFailure(reason: "its answer is larger than \(maxBytes) bytes or broke off (\(error))")
         }
         return (Data(buffer: body), maxAge(response.headers["Cache-Control"].joined(separator: ",")))
     }
@@ -132,8 +243,11 @@ actor JWKSFetcher {
         return age
     }
 
-    static func unavailable(_ url: String, _ reason: String) -> ServiceError {
-        ServiceError(.serviceUnavailable,
-            "The application's key set at \(url) could not be fetched: \(reason). User tokens cannot be checked until it can.")
+    /// Why a fetch failed: for the log only.
+    private struct FetchFailure: Error {
+        let reason: String
     }
+
+    static let unavailable = ServiceError(.serviceUnavailable,
+        "The application's key set could not be fetched, so user tokens cannot be checked; try again shortly. The backplane's log says why.")
 }

@@ -7,10 +7,26 @@ public struct UserTokenOptions: Sendable, Equatable {
     public var allowJWKSURL: Bool
     /// A PEM file of certificate authorities trusted for key-set URLs besides the system's.
     public var jwksTrustedCertificateAuthorities: URL?
+    /// One deadline for a key-set fetch: connection, TLS, head and body.
+    public var jwksFetchTimeout: Duration
+    /// How many registrations of this node may wait for key-set fetches at once; more are
+    /// answered 503 at once, so that a slow key-set host cannot hold the node's connections.
+    public var maxRegistrationsWaitingForKeySets: Int
 
-    public init(allowJWKSURL: Bool = false, jwksTrustedCertificateAuthorities: URL? = nil) {
+    public init(
+        allowJWKSURL: Bool = false, jwksTrustedCertificateAuthorities: URL? = nil, jwksFetchTimeout: Duration = .seconds(5),
+        maxRegistrationsWaitingForKeySets: Int = 64
+    ) {
         self.allowJWKSURL = allowJWKSURL
         self.jwksTrustedCertificateAuthorities = jwksTrustedCertificateAuthorities
+        self.jwksFetchTimeout = jwksFetchTimeout
+        self.maxRegistrationsWaitingForKeySets = maxRegistrationsWaitingForKeySets
+    }
+
+    /// Registrations waiting for key sets may hold a quarter of a node's connections, and 64 at
+    /// most: the rest stay free for every other request, `/healthz` and the admin API among them.
+    public static func waitingLimit(maxConnections: Int) -> Int {
+        min(64, max(1, maxConnections / 4))
     }
 }
 
@@ -32,7 +48,11 @@ public struct UserIdentityService: Sendable {
         self.options = options
         self.metrics = metrics
         self.now = now
-        self.fetcher = JWKSFetcher(options: .init(trustedCertificateAuthorities: options.jwksTrustedCertificateAuthorities), now: now)
+        self.fetcher = JWKSFetcher(
+            options: .init(
+                trustedCertificateAuthorities: options.jwksTrustedCertificateAuthorities, timeout: options.jwksFetchTimeout,
+                maxWaiting: options.maxRegistrationsWaitingForKeySets),
+            now: now)
     }
 
     // MARK: configuration (admins)
@@ -116,17 +136,20 @@ public struct UserIdentityService: Sendable {
         case missing
     }
 
-    /// Checks `token` (the `X-Backplane-User-Token` header) for binding a device to `userId`.
-    /// A token that is sent is checked whether or not tokens are required: 401
-    /// `user_token_invalid` or 403 `user_token_mismatch`, before anything is stored.
-    func check(applicationId: String, userId: String, token: String?) async throws -> Verdict {
+    /// Checks `token` (the `X-Backplane-User-Token` header) for binding device `deviceId` to
+    /// `userId`. A token that is sent is checked whether or not tokens are required: 401
+    /// `user_token_invalid` or 403 `user_token_mismatch`, before anything else is stored. A
+    /// valid token with a `jti` is then bound to this device for its lifetime: the same
+    /// registration again passes (a retry), another device is refused (`user_token_invalid`,
+    /// details `reason: reused`), so a leaked token registers one device, not the user's every slot.
+    func check(applicationId: String, userId: String, deviceId: String, token: String?) async throws -> Verdict {
         guard let record = try await store.userIdentity(applicationId: applicationId) else { return .notRequired }
         guard let token, !token.isEmpty else {
             metrics.count(.absent)
             return record.required ? .missing : .notRequired
         }
         do {
-            try await verify(token, userId: userId, record: record)
+            try await verify(token, userId: userId, deviceId: deviceId, record: record)
             metrics.count(.verified)
             return .verified
         } catch {
@@ -135,11 +158,12 @@ public struct UserIdentityService: Sendable {
         }
     }
 
-    private func verify(_ token: String, userId: String, record: UserIdentityRecord) async throws {
+    private func verify(_ token: String, userId: String, deviceId: String, record: UserIdentityRecord) async throws {
         let (algorithm, kid) = try UserTokenCheck.header(of: token)
         let check = UserTokenCheck(issuer: record.issuer, audience: record.audience, now: now())
         var keys = try await inlineKeys.keys(for: record)
         if let url = record.jwksUrl, algorithm != "HS256" {
+            try check.precheck(token, userId: userId, deviceId: deviceId)
             keys.keys = try await fetchedKeys(url, missingKid: nil).keys
             if let kid, !keys.hasKey(id: kid) {
                 // A key rotated in since the last fetch.
@@ -149,7 +173,17 @@ public struct UserIdentityService: Sendable {
         guard let key = try UserTokenCheck.key(in: keys, algorithm: algorithm, kid: kid) else {
             throw UserTokenCheck.invalid("the application has no key '\(kid?.prefix(64) ?? "")'.")
         }
-        try await check.verify(token, with: key, userId: userId)
+        let claims = try await check.verify(token, with: key, userId: userId, deviceId: deviceId)
+        if let tokenId = claims.jti?.value, let expiry = claims.exp?.value {
+            let bound = try await store.bindUserToken(
+                applicationId: record.applicationId, tokenId: tokenId, deviceId: deviceId,
+                expiresAt: expiry.addingTimeInterval(UserToken.leeway), now: now())
+            guard bound == deviceId else {
+                throw ServiceError(.userTokenInvalid,
+                    "The user token was refused: it already registered another device, and a token registers one. Ask the app's backend for a new token.",
+                    details: ["reason": .string("reused")])
+            }
+        }
     }
 
     private func fetchedKeys(_ url: String, missingKid: String?) async throws -> UserTokenKeys {

@@ -27,6 +27,8 @@ struct UserTokenCheck: Sendable {
         var exp: ExpirationClaim?
         var nbf: NotBeforeClaim?
         var iat: IssuedAtClaim?
+        var jti: IDClaim?
+        var deviceId: String?
 
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
@@ -83,8 +85,23 @@ struct UserTokenCheck: Sendable {
         return candidates[0]
     }
 
-    /// The signature with `key`, then the claims. `userId` is the user the request binds.
-    func verify(_ token: String, with key: UserTokenKeys.Key, userId: String) async throws {
+    /// The claims as the token states them, before its signature is checked: a token whose
+    /// claims would be refused anyway is refused without fetching a key set for it. Nothing is
+    /// trusted from here; the same check runs again on the verified claims.
+    func precheck(_ token: String, userId: String, deviceId: String) throws {
+        let claims: Claims
+        do {
+            claims = try DefaultJWTParser().parse(Array(token.utf8), as: Claims.self).payload
+        } catch {
+            throw Self.invalid("its claims could not be read (the claims must be a JSON object with standard types).")
+        }
+        try check(claims, userId: userId, deviceId: deviceId)
+    }
+
+    /// The signature with `key`, then the claims. `userId` and `deviceId` are the user and the
+    /// device the request binds. The verified claims, for what the caller keeps of them (`jti`).
+    @discardableResult
+    func verify(_ token: String, with key: UserTokenKeys.Key, userId: String, deviceId: String) async throws -> Claims {
         let claims: Claims
         do {
             claims = try await key.verifier.verify(token, as: Claims.self)
@@ -93,10 +110,11 @@ struct UserTokenCheck: Sendable {
         } catch {
             throw Self.invalid("its signature or claims could not be read (the claims must be a JSON object with standard types).")
         }
-        try check(claims, userId: userId)
+        try check(claims, userId: userId, deviceId: deviceId)
+        return claims
     }
 
-    func check(_ claims: Claims, userId: String) throws {
+    func check(_ claims: Claims, userId: String, deviceId: String) throws {
         let leeway = UserToken.leeway
         guard let expiry = claims.exp?.value else { throw Self.invalid("it has no expiry ('exp'); user tokens must expire.") }
         guard expiry.timeIntervalSince(now) >= -leeway else {
@@ -121,6 +139,14 @@ struct UserTokenCheck: Sendable {
             throw ServiceError(.userTokenMismatch,
                 "The user token is for another user than '\(userId)': its subject ('sub') must be the request's userId.",
                 details: ["field": .string("userId")])
+        }
+        if let bound = claims.deviceId, bound != deviceId {
+            throw ServiceError(.userTokenMismatch,
+                "The user token is for another device than '\(deviceId)': its '\(UserToken.deviceIdClaim)' claim must be the request's deviceId.",
+                details: ["field": .string("deviceId")])
+        }
+        if let tokenId = claims.jti?.value, tokenId.isEmpty || tokenId.utf8.count > UserToken.maxTokenIdLength {
+            throw Self.invalid("its token id ('jti') must be 1 to \(UserToken.maxTokenIdLength) bytes.")
         }
     }
 }

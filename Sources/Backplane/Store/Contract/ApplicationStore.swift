@@ -14,6 +14,10 @@ public protocol ApplicationStore: Sendable {
     func setUserIdentity(_ record: UserIdentityRecord) async throws
     /// False when there was none.
     func deleteUserIdentity(applicationId: String) async throws -> Bool
+    /// Binds a user token, by its `jti`, to the device it registers, until `expiresAt`: the
+    /// device it is bound to, `deviceId` when the token was unused or already bound to it.
+    /// Bindings that ended before `now` are forgotten on the way.
+    func bindUserToken(applicationId: String, tokenId: String, deviceId: String, expiresAt: Date, now: Date) async throws -> String
 
     func addAppKey(_ key: AppKeyRecord) async throws
     func appKey(id: String) async throws -> AppKeyRecord?

@@ -61,6 +61,20 @@ extension PostgresStore {
         try await !rows("DELETE FROM user_identities WHERE application_id = \(applicationId) RETURNING 1").isEmpty
     }
 
+    public func bindUserToken(applicationId: String, tokenId: String, deviceId: String, expiresAt: Date, now: Date) async throws -> String {
+        let inserted = try await rows("""
+            WITH ended AS (DELETE FROM user_token_uses WHERE expires_at < \(now))
+            INSERT INTO user_token_uses (application_id, token_id, device_id, expires_at)
+            VALUES (\(applicationId), \(tokenId), \(deviceId), \(expiresAt))
+            ON CONFLICT (application_id, token_id) DO NOTHING RETURNING device_id
+            """)
+        if let row = inserted.first { return try row.decode(String.self) }
+        // Bound already; a statement of its own sees a binding committed while the insert waited.
+        let bound = try await rows(
+            "SELECT device_id FROM user_token_uses WHERE application_id = \(applicationId) AND token_id = \(tokenId)")
+        return try bound.first?.decode(String.self) ?? deviceId
+    }
+
     public func addAppKey(_ key: AppKeyRecord) async throws {
         try await transaction { [logger] connection in try await Self.insert(connection, key, logger: logger) }
     }

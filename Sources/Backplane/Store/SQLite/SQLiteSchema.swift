@@ -204,6 +204,9 @@ extension SQLiteStore {
         migrator.registerMigration("v14: push credentials, each device's last push, its push provider") { db in
             try db.execute(sql: PushTables.sqlite)
         }
+        migrator.registerMigration("v15: user tokens bound to the device they registered") { db in
+            try db.execute(sql: UserTokenUses.sqlite)
+        }
         return migrator
     }
 }
@@ -390,5 +393,30 @@ enum PushTables {
 
     static var postgres: [String] {
         statements(time: "timestamptz(3)", text: "text COLLATE \"C\"", integer: "bigint", withoutRowId: "")
+    }
+}
+
+/// Migration v15 (PostgreSQL's 7): each user token that carried a `jti`, bound to the one
+/// device it registered until the token expires, so that a leaked token cannot register others.
+/// Never edit once shipped.
+enum UserTokenUses {
+    static func statements(time: String, text: String, withoutRowId: String) -> [String] {
+        [
+            """
+            CREATE TABLE user_token_uses (
+                application_id \(text) NOT NULL REFERENCES applications ON DELETE CASCADE, token_id \(text) NOT NULL,
+                device_id \(text) NOT NULL, expires_at \(time) NOT NULL,
+                PRIMARY KEY (application_id, token_id))\(withoutRowId)
+            """,
+            "CREATE INDEX user_token_uses_by_expiry ON user_token_uses (expires_at)",
+        ]
+    }
+
+    static var sqlite: String {
+        statements(time: "DATETIME", text: "TEXT", withoutRowId: " WITHOUT ROWID").map { $0 + ";" }.joined(separator: "\n")
+    }
+
+    static var postgres: [String] {
+        statements(time: "timestamptz(3)", text: "text COLLATE \"C\"", withoutRowId: "")
     }
 }

@@ -49,6 +49,18 @@ extension SQLiteStore {
         try await write { db in try UserIdentityRecord.deleteOne(db, key: applicationId) }
     }
 
+    public func bindUserToken(applicationId: String, tokenId: String, deviceId: String, expiresAt: Date, now: Date) async throws -> String {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM user_token_uses WHERE expires_at < ?", arguments: [now])
+            try db.execute(
+                sql: "INSERT INTO user_token_uses (application_id, token_id, device_id, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                arguments: [applicationId, tokenId, deviceId, expiresAt])
+            return try String.fetchOne(
+                db, sql: "SELECT device_id FROM user_token_uses WHERE application_id = ? AND token_id = ?", arguments: [applicationId, tokenId])
+                ?? deviceId
+        }
+    }
+
     public func addAppKey(_ key: AppKeyRecord) async throws {
         try await write { db in
             var key = key
