@@ -2,4 +2,6 @@
 # run alone after the rest of the suite. The kill tests make and serve a few hundred MiB and
 # SIGKILL the harness twenty times, the restart test runs two nodes under load; beside the rest
 # of the suite they starve its timing tests of the two cores.
+# A plain `swift test` skips them (Tests/TestSupport/FaultTests.swift); they run with
+# BACKPLANE_FAULT_TESTS=1, which the scripts set for the fault tests' run of their own.
 fault_tests='HarnessKillTests|PostgresRestartTests'

@@ -16,7 +16,9 @@ import FoundationNetworking
 /// for a while. Nodes answer 503 with `Retry-After` (never 500, never late) while it is away,
 /// serve again within 5 s of its return without a restart of their own, relay wake-ups again,
 /// and lose nothing they acknowledged.
-@Suite(.serialized, .enabled(if: PostgresCluster.isAvailable, "PostgreSQL is not installed"))
+@Suite(
+    .serialized, .enabled(if: FaultTests.requested, Comment(rawValue: FaultTests.skipReason)),
+    .enabled(if: PostgresCluster.isAvailable, "PostgreSQL is not installed"))
 struct PostgresRestartTests {
     /// How long a request may take, at worst, while the database is away or restarting: the
     /// wait for a pooled connection (5 s), the limit on a call's use of it (10 s), and some room

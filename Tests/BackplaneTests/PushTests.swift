@@ -64,7 +64,10 @@ import TestSupport
     @Test func commandsWithinTheSpacingRideOnePushAndAWaitingOneIsPushedWhenItEnds() async throws {
         let rig = try await PushRig.start(spacing: .seconds(8))
         defer { Task { await rig.stop() } }
-        let fixture = try await Fixture.make(push: rig.options)
+        // The spacing is judged on the backplane's clock, which only the test moves: however slow
+        // the first push, the later commands fall inside it.
+        let clock = TestClock()
+        let fixture = try await Fixture.make(clock: clock, push: rig.options)
         try await fixture.test(.live) { client in
             try await rig.configure(client)
             let device = try await client.registerForPush(token: "fcm-coalesced", provider: .fcm, platform: "android")
@@ -76,8 +79,14 @@ import TestSupport
             try await client.wipe(device)
             try await Task.sleep(for: .milliseconds(800))
             #expect(rig.google.messages.count == 1, "commands inside the spacing ride the first push")
-            // The device never synced, so its commands still wait: pushed once more when the spacing ends.
-            #expect(await PushRig.eventually(within: Self.patience) { rig.google.messages.count == 2 })
+            // The look again comes after 8 s, but the spacing has not ended on the backplane's
+            // clock: nothing more, however late the later commands' claims were made.
+            try await Task.sleep(until: firstEnqueued + .seconds(9), clock: .continuous)
+            #expect(rig.google.messages.count == 1, "pushed again inside the spacing")
+            // The device never synced, so its commands still wait: pushed once more when the
+            // spacing ends, at the next look again.
+            clock.advance(by: 8)
+            #expect(await PushRig.eventually(within: Self.patience + 8) { rig.google.messages.count == 2 })
             // The spacing runs from the first push's claim, which came after the first command.
             #expect(rig.google.messages[1].receivedAt - firstEnqueued >= .seconds(8))
             try await Task.sleep(for: .milliseconds(800))
@@ -90,7 +99,9 @@ import TestSupport
         let spacing: Duration = .seconds(8)
         let rig = try await PushRig.start(spacing: spacing)
         defer { Task { await rig.stop() } }
-        let fixture = try await Fixture.make(push: rig.options)
+        // Both commands inside the spacing however slow the machine: its clock is the test's.
+        let clock = TestClock()
+        let fixture = try await Fixture.make(clock: clock, push: rig.options)
         try await fixture.test(.live) { client in
             try await rig.configure(client)
             let device = try await client.registerForPush(token: "apns-synced", provider: .apns)
@@ -103,6 +114,7 @@ import TestSupport
             let sync = try await client.device(.post, "/v1/sync", json: SyncRequest(), as: device)
             #expect(sync.status == .ok, "\(sync.text)")
             #expect(try sync.decode(SyncResponse.self).commands.count == 2)
+            clock.advance(by: 8)
             try await Task.sleep(until: firstEnqueued + spacing + .seconds(1), clock: .continuous)
             #expect(rig.apns.pushes.count == 1)
         }

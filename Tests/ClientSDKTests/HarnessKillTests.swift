@@ -9,7 +9,7 @@ import TestSupport
 /// started again each time. The asset ends byte-exact, and the origin served it little more
 /// than once. Then a power loss: the files the system had not written yet are cut short, and
 /// the next start's settling repairs the download.
-@Suite(.serialized) struct HarnessKillTests {
+@Suite(.serialized, .enabled(if: FaultTests.requested, Comment(rawValue: FaultTests.skipReason))) struct HarnessKillTests {
     static let kills = 20
     /// Each answer's body is sent at this rate: slow enough for kills to land mid-file, fast
     /// enough for the test to end in about a minute.
