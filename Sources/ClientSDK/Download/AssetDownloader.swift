@@ -166,7 +166,7 @@ struct AssetDownloader: Sendable {
         // Said to be a file: otherwise Foundation asks the file system whether it is a directory.
         let destination = directory.appendingPathComponent(file.relativePath, isDirectory: false)
         let fetchRequest = FileFetcher.Request(
-            url: file.url, byteRange: file.byteRange, allowedMIMETypes: file.isMedia ? request.allowedMIMETypes : nil)
+            url: file.url, byteRange: file.byteRange, allowedMIMETypes: file.isMedia ? request.allowedMIMETypes : nil, sizeRule: file.sizeRule)
         var failures = 0
         // Only the first try: a failed one may leave a partial file.
         var inNewDirectory = tracker.inNewDirectory(index)

@@ -65,14 +65,20 @@ struct DownloadFile: Sendable, Equatable, Codable {
     var estimatedBytes: Int64?
     /// One of the request's ancillary files: a failure is reported, not the asset's.
     var isAncillary: Bool = false
+    /// The size its format fixes or bounds (a key, an init section), checked as it arrives.
+    var sizeRule: FileSizeRule?
 
-    init(url: URL, byteRange: HLSMediaPlaylist.ByteRange?, relativePath: String, isMedia: Bool, estimatedBytes: Int64? = nil, isAncillary: Bool = false) {
+    init(
+        url: URL, byteRange: HLSMediaPlaylist.ByteRange?, relativePath: String, isMedia: Bool, estimatedBytes: Int64? = nil, isAncillary: Bool = false,
+        sizeRule: FileSizeRule? = nil
+    ) {
         self.url = url
         self.byteRange = byteRange
         self.relativePath = relativePath
         self.isMedia = isMedia
         self.estimatedBytes = estimatedBytes
         self.isAncillary = isAncillary
+        self.sizeRule = sizeRule
     }
 
     /// The URL's extension when it is a short alphanumeric one, else `fallback`: local names
@@ -91,6 +97,9 @@ struct DownloadFile: Sendable, Equatable, Codable {
         estimatedBytes = try container.decodeIfPresent(Int64.self, forKey: .estimatedBytes)
         // Plans kept before ancillary files existed have none.
         isAncillary = try container.decodeIfPresent(Bool.self, forKey: .isAncillary) ?? false
+        // Plans kept before size rules existed have none: their keys and init sections are
+        // held to the storage rules only, as they were when planned.
+        sizeRule = try container.decodeIfPresent(FileSizeRule.self, forKey: .sizeRule)
     }
 }
 

@@ -22,6 +22,8 @@ struct FileFetcher: Sendable {
         var byteRange: HLSMediaPlaylist.ByteRange?
         /// `Content-Type`s accepted (without parameters, lowercase); nil accepts any.
         var allowedMIMETypes: Set<String>?
+        /// The size the file's format fixes or bounds (a key, an init section); nil: none.
+        var sizeRule: FileSizeRule? = nil
     }
 
     /// What a partial file's first answer said, kept beside it for resuming.
@@ -110,7 +112,7 @@ struct FileFetcher: Sendable {
         var info = infoData.flatMap { try? JSONDecoder().decode(PartialInfo.self, from: $0) }
         if info == nil { have = 0 }
         if have > 0, let length = request.byteRange.map({ Int64($0.length) }) ?? info?.totalLength, have >= length {
-            if have == length {
+            if have == length, request.sizeRule?.allows(have) ?? true {
                 // Every byte is there (stopped between the last write and the rename): no request.
                 do {
                     let handle = try FileHandle(forWritingTo: partial)
@@ -119,7 +121,7 @@ struct FileFetcher: Sendable {
                     throw Self.storageFailure(error, destination)
                 }
             }
-            // Longer than the file: not something to resume. Start over.
+            // Longer than the file, or not a size its format allows: not something to resume. Start over.
             have = 0
             info = nil
         }
@@ -179,6 +181,14 @@ struct FileFetcher: Sendable {
             }
         }
 
+        if let rule = request.sizeRule, let expected {
+            // Declared against the format: refused before a byte is read.
+            let declared = have.addingClamped(expected)
+            guard rule.allows(declared) else {
+                Self.discard(partial, infoURL)
+                throw Self.breaks(rule, request, status: status, "declares \(declared) bytes")
+            }
+        }
         if let expected, let budget {
             // More than the storage rules could ever allow is the asset's error, not a reason to
             // hold the queue until there is room (there never will be).
@@ -216,10 +226,14 @@ struct FileFetcher: Sendable {
 
         var written: Int64 = 0
         var finished = false
+        // The answer broke the format's size: its bytes are no file's, not even to resume.
+        var brokeRule = false
         var rate = minimumRate.watch()
         defer {
             if !finished { try? handle.close() }
-            if !infoStored, !finished, written > 0 {
+            if brokeRule {
+                Self.discard(partial, infoURL)
+            } else if !infoStored, !finished, written > 0 {
                 try? JSONEncoder().encode(resumeInfo).write(to: infoURL)
             }
         }
@@ -240,6 +254,12 @@ struct FileFetcher: Sendable {
                 }
                 guard bytes.readableBytes > 0 else {
                     if let expected, written >= expected { break } else { continue }
+                }
+                // Reading stops one byte past what the format allows (the answer declared no
+                // length, or more than it said): nothing past the rule is written.
+                if let rule = request.sizeRule, have.addingClamped(written).addingClamped(Int64(bytes.readableBytes)) > rule.most {
+                    brokeRule = true
+                    throw Self.breaks(rule, request, status: status, "sent more than \(rule.most) bytes")
                 }
                 if let budget, !budget.take(Int64(bytes.readableBytes)) {
                     // An answer of no declared length that grows past what could ever fit.
@@ -279,6 +299,11 @@ struct FileFetcher: Sendable {
         if let expected, written < expected {
             throw DownloadFailure(.network, "The download of \(request.url.absoluteString) ended after \(have + written) of \(total ?? expected) bytes.")
         }
+        // A whole answer shorter than the format's size (a 15-byte key) is as wrong as a longer one.
+        if let rule = request.sizeRule, !rule.allows(have + written) {
+            brokeRule = true
+            throw Self.breaks(rule, request, status: status, "sent \(have + written) bytes")
+        }
         finished = true
         return Fetched(size: have + written, partial: (handle, partial, infoStored ? infoURL : nil), destination: destination)
     }
@@ -295,6 +320,18 @@ struct FileFetcher: Sendable {
     private static func validator(_ headers: HTTPHeaders) -> String? {
         if let etag = headers.first(name: "etag"), !etag.hasPrefix("W/") { return etag }
         return headers.first(name: "last-modified")
+    }
+
+    /// An answer whose size breaks what the file's format fixes: the asset's failure, as any
+    /// number from the origin that cannot be true.
+    private static func breaks(_ rule: FileSizeRule, _ request: Request, status: Int, _ what: String) -> DownloadFailure {
+        DownloadFailure(.origin, status: status, "\(request.url.absoluteString) \(what); the file must be \(rule.text).")
+    }
+
+    /// Removes a partial file and its resume information, if they are there.
+    private static func discard(_ partial: URL, _ info: URL) {
+        try? LocalFiles.removeIfPresent(partial)
+        try? LocalFiles.removeIfPresent(info)
     }
 
     private static func noSpace(_ request: Request, _ bytes: Int64) -> DownloadFailure {

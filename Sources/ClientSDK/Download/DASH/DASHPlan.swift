@@ -62,7 +62,8 @@ enum DASHPlan {
             var initPath: String?
             if let initialization = track.initialization {
                 let path = "\(choice.name)/init.\(DownloadFile.fileExtension(initialization.url, default: "mp4"))"
-                files.append(DownloadFile(url: initialization.url, byteRange: initialization.byteRange, relativePath: path, isMedia: true))
+                files.append(DownloadFile(
+                    url: initialization.url, byteRange: initialization.byteRange, relativePath: path, isMedia: true, sizeRule: .initSection))
                 initPath = path
             }
             let ext = DownloadFile.fileExtension(track.segments[0].url, default: track.isWholeFile ? "bin" : "m4s")

@@ -29,7 +29,8 @@ enum HLSPlaylistWriter {
                 let path = initPaths[initSection] ?? {
                     let path = "\(stream)/init-\(initPaths.count).\(DownloadFile.fileExtension(initSection.url, default: "mp4"))"
                     initPaths[initSection] = path
-                    files.append(DownloadFile(url: initSection.url, byteRange: initSection.byteRange, relativePath: path, isMedia: true))
+                    files.append(DownloadFile(
+                        url: initSection.url, byteRange: initSection.byteRange, relativePath: path, isMedia: true, sizeRule: .initSection))
                     return path
                 }()
                 lines.append("#EXT-X-MAP:URI=\"\(path)\"")
@@ -64,7 +65,7 @@ enum HLSPlaylistWriter {
             uri = keyPaths[url] ?? {
                 let path = "keys/\(keyPaths.count).key"
                 keyPaths[url] = path
-                files.append(DownloadFile(url: url, byteRange: nil, relativePath: path, isMedia: false))
+                files.append(DownloadFile(url: url, byteRange: nil, relativePath: path, isMedia: false, sizeRule: FileSizeRule.key(key.method)))
                 return path
             }()
         }
