@@ -3,8 +3,8 @@ import Foundation
 import Synchronization
 
 /// Carries out an asset's plan (`DownloadPlan`, made by its format's `Downloader`): fetches its
-/// files `parallelFiles` at a time, each file's fetch tried up to three times in a row (the rule
-/// of threes' inner part: the engine counts the passes; a failure to flush or rename a fetched
+/// files `parallelFiles` at a time, each file's fetch tried under `FetchRetry` (the rule of
+/// threes' inner part: the engine counts the passes; a failure to flush or rename a fetched
 /// file is a storage failure, not retried), then writes the files the plan writes itself. What
 /// is complete on disk is never fetched again, and partial files with resume information (large
 /// ones, and any whose fetch stopped short while the app ran) resume, so calling `download`
@@ -17,14 +17,14 @@ struct AssetDownloader: Sendable {
     /// The app refreshes expired URLs (`DownloadOptions.urlRefresher`): a `401`, `403` or `410`
     /// ends the download at once, for a fresh URL, instead of being tried again as it is.
     var refreshesURLs = false
+    /// How often a file is tried in a row, and the waits between.
+    var retry: FetchRetry { downloaders.retry }
 
-    /// A file is tried this many times in a row before the asset's pass counts as failed;
-    /// bytes gained by a try start the count again.
-    static let triesPerFile = 3
-
-    /// Makes the asset's plan when it is queued (its format's `Downloader.prepare`).
+    /// Makes the asset's plan when it is queued (its format's `Downloader.prepare`), each
+    /// manifest tried once: the app hears at once, and a passing failure leaves the asset
+    /// queued for the engine, which fetches under the whole policy when the download starts.
     func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) {
-        _ = try await downloaders.downloader(for: request.kind).prepare(request, in: directory, room: room, ceiling: ceiling)
+        _ = try await downloaders.tryingOnce.downloader(for: request.kind).prepare(request, in: directory, room: room, ceiling: ceiling)
     }
 
     /// Downloads every file of `request`'s plan into `directory` and writes the files the plan
@@ -157,8 +157,9 @@ struct AssetDownloader: Sendable {
         if let ancillary = request.ancillaries.first(where: { $0.relativePath == file.relativePath }) { report(ancillary, failure) }
     }
 
-    /// One file, tried until all its bytes are written (not yet flushed), up to `triesPerFile`
-    /// times in a row without gaining a byte. Fatal failures and `.noSpace` end it at once.
+    /// One file, tried until all its bytes are written (not yet flushed), under `retry`: up to
+    /// three times in a row without gaining a byte. Fatal failures and `.noSpace` end it at once,
+    /// and an expired URL when the app refreshes URLs.
     private func fetch(
         _ file: DownloadFile, index: Int, request: DownloadRequest, directory: URL, budget: StorageBudget,
         tracker: ProgressTracker, beforeFile: @Sendable (Int64) throws -> Void
@@ -167,26 +168,16 @@ struct AssetDownloader: Sendable {
         let destination = directory.appendingPathComponent(file.relativePath, isDirectory: false)
         let fetchRequest = FileFetcher.Request(
             url: file.url, byteRange: file.byteRange, allowedMIMETypes: file.isMedia ? request.allowedMIMETypes : nil, sizeRule: file.sizeRule)
-        var failures = 0
         // Only the first try: a failed one may leave a partial file.
         var inNewDirectory = tracker.inNewDirectory(index)
-        while true {
-            try Task.checkCancellation()
+        return try await retry.run(progress: { tracker.bytes(of: index) }, stopsAt: { refreshesURLs && $0.isExpiredURL }) {
             try beforeFile(tracker.current.bytes)
-            let before = tracker.bytes(of: index)
             defer { inNewDirectory = false }
-            do {
-                let fetched = try await fetcher.fetchUnflushed(fetchRequest, to: destination, budget: budget, inNewDirectory: inNewDirectory) {
-                    tracker.update(index, $0)
-                }
-                tracker.update(index, FileFetcher.Progress(bytes: fetched.size, total: fetched.size))
-                return fetched
-            } catch {
-                try Task.checkCancellation()
-                if error.isFatal || error.kind == .noSpace || (refreshesURLs && error.isExpiredURL) { throw error }
-                failures = tracker.bytes(of: index) > before ? 1 : failures + 1
-                if failures >= Self.triesPerFile { throw error }
+            let fetched = try await fetcher.fetchUnflushed(fetchRequest, to: destination, budget: budget, inNewDirectory: inNewDirectory) {
+                tracker.update(index, $0)
             }
+            tracker.update(index, FileFetcher.Progress(bytes: fetched.size, total: fetched.size))
+            return fetched
         }
     }
 }

@@ -37,11 +37,27 @@ public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomString
     public var kind: Kind
     public var status: Int?
     public var message: String
+    /// What the answer's `Retry-After` asked (`FetchRetry.retryAfter`): how long the next try
+    /// waits. Not stored, and not part of what makes two failures the same.
+    var retryAfter: Duration?
 
     public init(_ kind: Kind, status: Int? = nil, _ message: String) {
         self.kind = kind
         self.status = status
         self.message = message
+    }
+
+    init(_ kind: Kind, status: Int?, retryAfter: Duration?, _ message: String) {
+        self.init(kind, status: status, message)
+        self.retryAfter = retryAfter
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case kind, status, message
+    }
+
+    public static func == (lhs: DownloadFailure, rhs: DownloadFailure) -> Bool {
+        lhs.kind == rhs.kind && lhs.status == rhs.status && lhs.message == rhs.message
     }
 
     public var isFatal: Bool {

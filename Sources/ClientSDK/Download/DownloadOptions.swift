@@ -34,6 +34,9 @@ public struct DownloadOptions: Sendable {
     public var flushesFiles: Bool
     /// Which run of the operating system this is (`BootSession`); tests stand in a restart.
     var bootSession: @Sendable () -> String? = BootSession.current
+    /// How a fetch waits before it is tried again (`FetchRetry`); tests record the waits
+    /// instead of spending them.
+    var waitBeforeRetry: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     /// What the network is; the default says always available, never cellular (Linux, tests).
     public var network: any NetworkMonitor
     /// How long the engine waits before the next pass through the queue when assets of the

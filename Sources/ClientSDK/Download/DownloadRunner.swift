@@ -111,7 +111,8 @@ actor DownloadRunner {
         let fetcher = FileFetcher(client: Self.client, flushes: boot == nil, minimumRate: options.minimumTransferRate)
         self.downloader = AssetDownloader(
             fetcher: fetcher, parallelFiles: options.parallelFiles,
-            downloaders: DownloaderFactory(fetcher: fetcher, playlistLimits: options.playlistLimits), refreshesURLs: options.urlRefresher != nil)
+            downloaders: DownloaderFactory(fetcher: fetcher, playlistLimits: options.playlistLimits, retry: FetchRetry(sleep: options.waitBeforeRetry)),
+            refreshesURLs: options.urlRefresher != nil)
         self.signal = signal
     }
 

@@ -22,14 +22,23 @@ protocol Downloader: Sendable {
 struct DownloaderFactory: Sendable {
     let fetcher: FileFetcher
     let playlistLimits: PlaylistLimits
+    /// How each manifest a downloader reads is tried (`FetchRetry`), as every file is.
+    var retry = FetchRetry()
 
     func downloader(for kind: DownloadRequest.Kind) -> any Downloader {
         let format: any Downloader = switch kind {
         case .file: ProgressiveDownloader()
-        case .hls: HLSDownloader(fetcher: fetcher, limits: playlistLimits)
-        case .dash: DASHDownloader(fetcher: fetcher, limits: playlistLimits)
+        case .hls: HLSDownloader(fetcher: fetcher, limits: playlistLimits, retry: retry)
+        case .dash: DASHDownloader(fetcher: fetcher, limits: playlistLimits, retry: retry)
         }
         return AncillaryAdding(format: format)
+    }
+
+    /// The same downloaders with every manifest tried once (queueing: `FetchRetry.once`).
+    var tryingOnce: DownloaderFactory {
+        var once = self
+        once.retry = retry.once
+        return once
     }
 }
 

@@ -140,7 +140,8 @@ struct FileFetcher: Sendable {
         }
         let status = Int(response.status.code)
         guard status == 200 || status == 206 else {
-            throw DownloadFailure(.http, status: status, "\(request.url.absoluteString) answered \(status).")
+            throw DownloadFailure(
+                .http, status: status, retryAfter: FetchRetry.retryAfter(response.headers), "\(request.url.absoluteString) answered \(status).")
         }
         if let allowed = request.allowedMIMETypes {
             let type = response.headers.first(name: "content-type")?.split(separator: ";").first

@@ -8,6 +8,7 @@ import Foundation
 struct DASHDownloader: Downloader {
     let fetcher: FileFetcher
     let limits: PlaylistLimits
+    let retry: FetchRetry
 
     /// Largest `sidx` read: 1 MiB is some 87,000 segment references.
     static let maxIndexBytes = 1 << 20
@@ -15,7 +16,7 @@ struct DASHDownloader: Downloader {
     func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) -> DownloadPlan {
         let originals = directory.appendingPathComponent(AssetLayout.originalDirectory)
         try? FileManager.default.removeItem(at: originals)
-        var manifests = ManifestFetcher(fetcher: fetcher, limits: limits, room: room, ceiling: ceiling)
+        var manifests = ManifestFetcher(fetcher: fetcher, limits: limits, room: room, ceiling: ceiling, retry: retry)
         let data = try await manifests.fetch(
             request.url, to: directory.appendingPathComponent(DASHPlan.originalManifest), maxBytes: MPDDocument.maxBytes,
             tooLarge: "the DASH manifest is larger than \(MPDDocument.maxBytes) bytes")

@@ -7,11 +7,12 @@ import Foundation
 struct HLSDownloader: Downloader {
     let fetcher: FileFetcher
     let limits: PlaylistLimits
+    let retry: FetchRetry
 
     func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) -> DownloadPlan {
         let originals = directory.appendingPathComponent(AssetLayout.originalDirectory)
         try? FileManager.default.removeItem(at: originals)
-        var manifests = ManifestFetcher(fetcher: fetcher, limits: limits, room: room, ceiling: ceiling)
+        var manifests = ManifestFetcher(fetcher: fetcher, limits: limits, room: room, ceiling: ceiling, retry: retry)
         var segmentsLeft = limits.segments
         let assetPlaylist = try await fetchAndParse(request.url, to: directory.appendingPathComponent(HLSPlan.originalAsset), manifests: &manifests, segments: segmentsLeft)
         let (master, streams) = HLSPlan.streams(of: assetPlaylist, request: request)
