@@ -27,7 +27,7 @@ struct Download: AsyncParsableCommand {
     @Option(name: .customLong("parallel"), help: "Files fetched at once.") var parallelFiles = 4
     @Flag(inversion: .prefixedNo, help: "Flush each file to disk before it counts as downloaded (the SDK's default: no).") var flushFiles = false
     @Flag(help: "Run the engine until the asset completes or fails, showing progress.") var wait = false
-    @Flag(help: "Print what the asset would take and whether it fits (bytes, isExact, room, shortfall) without queueing it.") var estimate = false
+    @Flag(help: "Print what the asset would take and whether it fits (bytes, isExact, basis, room, shortfall) without queueing it.") var estimate = false
     @Option(name: .customLong("max-storage"), help: "Bytes the SDK's downloads may occupy in all (default: no limit).") var maxStorage: Int64?
 
     func run() async throws {
@@ -282,12 +282,16 @@ struct DownloadOutput: Encodable {
 struct EstimateOutput: Encodable {
     var bytes: Int64
     var isExact: Bool
+    /// What an inexact estimate rests on: `measured` (the first files' sizes, scaled) or
+    /// `bandwidth` (the manifest's declared bandwidth × duration: the origin stated no size).
+    var basis: String
     var room: Int64
     var shortfall: Int64?
 
     init(_ estimate: DownloadEstimate) {
         bytes = estimate.bytes
         isExact = estimate.isExact
+        basis = estimate.basis.description
         room = estimate.room
         shortfall = estimate.shortfall
     }

@@ -54,8 +54,8 @@ final class HostileOrigin: Sendable {
 
     func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
-    /// Answers requests for `path` with `script` from now on (any other path: 404); `HEAD` only
-    /// with `answeringHead` (else 405).
+    /// Answers requests for `path` with `script` from now on (any other path: 404); `HEAD` and a
+    /// `GET` of the first byte alone (the size estimate's) only with `answeringHead` (else 405).
     func route(_ path: String, answeringHead: Bool = false, _ script: @escaping Script) {
         state.withLock { state in
             state.scripts[path] = script
@@ -105,9 +105,11 @@ final class HostileOrigin: Sendable {
                 case .end:
                     guard let head else { return }
                     let path = String(head.uri.prefix { $0 != "?" })
-                    // `HEAD` (the engine's size estimate) is refused unless a test scripts it, so
-                    // that each script's attempts are the downloads' `GET`s.
-                    if head.method == .HEAD, !(state.withLock { $0.headScripts.contains(path) }) {
+                    // The engine's size estimate (`HEAD`, then a `GET` of the first byte) is
+                    // refused unless a test scripts it, so that each script's attempts are the
+                    // downloads' `GET`s.
+                    let probe = head.method == .HEAD || head.headers.first(name: "range") == "bytes=0-0"
+                    if probe, !(state.withLock { $0.headScripts.contains(path) }) {
                         try await outbound.write(ByteBuffer(bytes: Self.answer(status: "405 Method Not Allowed", headers: ["Content-Length": "0"])))
                         continue
                     }

@@ -214,13 +214,13 @@ extension DownloadRunner {
             throw BackplaneClientError(kind: .download, message: "The size of \(request.assetId) cannot be estimated: \(error)", underlying: error)
         }
         guard let size = await estimator.estimate(plan) else {
-            throw BackplaneClientError(kind: .download, message: "The size of \(request.assetId) cannot be estimated: the origin did not answer for its files.")
+            throw BackplaneClientError(kind: .download, message: "The size of \(request.assetId) cannot be estimated: the origin stated no size for its files (HEAD, a ranged GET) and the manifest no bandwidth.")
         }
         let queue = try local.access { try $0.queuedDownloads() }.map(withLiveProgress).filter { !$0.paused && !$0.failed && $0.assetId != request.assetId }
         let held = queue.reduce(Int64(0)) { $0.addingClamped(max($1.bytesDownloaded, 0)) }
         let ceiling = requirements.storageCeiling()
         let ahead = queue.reduce(Int64(0)) { $0.addingClamped(max(($1.estimateToFit(ceiling: ceiling) ?? 0).subtractingClamped($1.bytesDownloaded), 0)) }
-        return DownloadEstimate(bytes: size.bytes, isExact: size.basis == .exact, room: max(requirements.storageRoom(assetBytes: held).subtractingClamped(ahead), 0))
+        return DownloadEstimate(bytes: size.bytes, basis: size.basis, room: max(requirements.storageRoom(assetBytes: held).subtractingClamped(ahead), 0))
     }
 
     private func update(_ assetIds: [String]?, _ change: (inout QueuedDownload) -> Void) throws {
