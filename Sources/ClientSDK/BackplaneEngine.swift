@@ -140,7 +140,10 @@ public actor BackplaneEngine {
             served: { assetId, entry in
                 try? keeper.notePlaybackRequest(assetId: assetId, entry: entry, downloading: downloads.runsDownload(of: assetId))
             })
-        let task = Task { try await PlaybackServer.start(library: library, origins: OriginPassThrough(client: DownloadRunner.client)) }
+        let options = configuration.playback
+        let task = Task {
+            try await PlaybackServer.start(library: library, origins: OriginPassThrough(client: DownloadRunner.client), options: options)
+        }
         playbackStart = task
         do {
             return try await task.value

@@ -27,6 +27,8 @@ public struct BackplaneClientConfiguration: Sendable {
     public var downloads: DownloadOptions
     /// How playback rights are judged: the clocks, the expiry sweep, the app's license provider.
     public var rights: RightsOptions
+    /// The limits of the loopback server players play downloads through (`engine.playback`).
+    public var playback: PlaybackOptions
 
     /// HTTP; defaults to async-http-client's shared client. Swap it in tests or to add a proxy.
     public var transport: (any Transport)?
@@ -47,7 +49,8 @@ public struct BackplaneClientConfiguration: Sendable {
         backplaneURL: URL, appKeyId: String, appKeySecret: String, userId: String, dataDirectory: URL,
         device: DeviceDescription = DeviceDescription(), sync: SyncOptions = SyncOptions(),
         eventLog: EventLogOptions = EventLogOptions(), subscriptions: SubscriptionOptions = SubscriptionOptions(),
-        downloads: DownloadOptions = DownloadOptions(), rights: RightsOptions = RightsOptions(), transport: (any Transport)? = nil,
+        downloads: DownloadOptions = DownloadOptions(), rights: RightsOptions = RightsOptions(),
+        playback: PlaybackOptions = PlaybackOptions(), transport: (any Transport)? = nil,
         identityStore: (any DeviceIdentityStore)? = nil, trustedCertificateAuthorities: URL? = nil,
         userToken: (@Sendable (_ userId: String) async throws -> String)? = nil
     ) {
@@ -62,6 +65,7 @@ public struct BackplaneClientConfiguration: Sendable {
         self.subscriptions = subscriptions
         self.downloads = downloads
         self.rights = rights
+        self.playback = playback
         self.transport = transport
         self.identityStore = identityStore
         self.trustedCertificateAuthorities = trustedCertificateAuthorities

@@ -5,8 +5,9 @@ import NIOPosix
 
 /// One loopback connection of the playback server, after NIO's HTTP/1.1 decoder and its
 /// pipelining helper (which holds a kept-alive connection's next request until this answer
-/// ends). Answers `GET` and `HEAD` under the run's token; a file goes out as a `FileRegion`
-/// (sendfile where the system has it), so memory does not grow with the file.
+/// ends). Answers `GET` and `HEAD` under the run's token, for a `Host` of the loopback
+/// (`LoopbackHost`); a file goes out as a `FileRegion` (sendfile where the system has it), so
+/// memory does not grow with the file. `PlaybackConnectionGuard`, before it, times the connection.
 final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -36,6 +37,16 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        // Before anything else: a page that rebound its domain to 127.0.0.1 learns nothing more.
+        switch LoopbackHost(head, port: context.channel.localAddress?.port) {
+        case .accepted:
+            break
+        case .invalid:
+            return sendText(.badRequest, "One Host header is required.", head: head, context: context)
+        case .foreign:
+            return sendText(
+                .misdirectedRequest, "This server answers only for 127.0.0.1 and localhost on its own port.", head: head, context: context)
+        }
         guard head.method == .GET || head.method == .HEAD else {
             var headers = HTTPHeaders()
             headers.add(name: "Allow", value: "GET, HEAD")

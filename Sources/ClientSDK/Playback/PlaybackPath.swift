@@ -15,6 +15,13 @@ struct PlaybackPath: Equatable {
         return "/" + token + "/" + encoded(assetId) + "/" + relativePath.split(separator: "/").map { encoded(String($0)) }.joined(separator: "/")
     }
 
+    /// Whether the path starts with the token, whatever follows: the request comes from a
+    /// holder of the token (a player), even when it names nothing (`PlaybackConnectionGuard`).
+    static func carriesToken(_ uri: String, token: String) -> Bool {
+        let segments = uri.utf8.split(separator: UInt8(ascii: "/"), maxSplits: 2, omittingEmptySubsequences: false)
+        return segments.count == 3 && segments[0].isEmpty && segments[1].elementsEqual(token.utf8)
+    }
+
     init?(uri: String, token: String) {
         guard uri.utf8.count <= 4096 else { return nil }
         // The query (a player's cache buster) and fragment play no part.

@@ -8,28 +8,46 @@ import NIOPosix
 /// run's token, 256 random bits: other apps on the device can reach the port, but not guess a
 /// path that answers. NIO's HTTP/1.1 pipeline reads the requests (keep-alive, pipelining, any
 /// number of players at once); `PlaybackHTTPHandler` answers them.
+///
+/// What another app can hold is bounded (`PlaybackOptions`): open connections are capped, a
+/// player's kept before a stranger's (`PlaybackConnections`); a connection that does not send a
+/// request in time is closed (`PlaybackConnectionGuard`); and when the process runs out of
+/// descriptors the server stops accepting for a while instead of spinning on `accept` (`AcceptPause`).
 final class PlaybackServer: Sendable {
     let token: String
     let port: Int
+    let connections: PlaybackConnections
     private let channel: any Channel
 
-    private init(token: String, port: Int, channel: any Channel) {
+    private init(token: String, port: Int, connections: PlaybackConnections, channel: any Channel) {
         self.token = token
         self.port = port
+        self.connections = connections
         self.channel = channel
     }
 
     /// `origins`: how files of an asset still downloading are fetched for a player.
-    static func start(library: any PlaybackLibrary, origins: OriginPassThrough) async throws -> PlaybackServer {
+    static func start(
+        library: any PlaybackLibrary, origins: OriginPassThrough, options: PlaybackOptions = PlaybackOptions()
+    ) async throws -> PlaybackServer {
         var generator = SystemRandomNumberGenerator()
         let token = Base64URL.encode((0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+        let connections = PlaybackConnections(limit: options.maxConnections)
+        let pause = TimeAmount(options.acceptBackoff)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptPause(pause: pause))
+                }
+            }
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(
+                        PlaybackConnectionGuard(connections: connections, options: options, token: token))
                     try channel.pipeline.syncOperations.addHandler(PlaybackHTTPHandler(token: token, library: library, origins: origins))
                 }
             }
@@ -38,7 +56,7 @@ final class PlaybackServer: Sendable {
             try? await channel.close()
             throw BackplaneClientError(kind: .localStorage, message: "The playback server has no port.")
         }
-        return PlaybackServer(token: token, port: port, channel: channel)
+        return PlaybackServer(token: token, port: port, connections: connections, channel: channel)
     }
 
     /// The URL of a file of an asset's directory.
