@@ -13,7 +13,14 @@ import Darwin
 
 struct Download: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Queue an asset for download; with --wait, run the engine until it completes (exit 0), fails (exit 9) or the backplane denies it (exit 11).")
+        abstract: "Queue an asset for download; with --wait, run the engine until it completes (exit 0), fails (exit 9), the backplane denies it (exit 11) or a rule blocks it (exit 12).",
+        discussion: """
+            Queueing an asset that failed (its tries used up) clears its retries and tries it again, as
+            clear-retries would. With --wait, an asset that cannot move while the harness waits (downloads
+            switched off, no room under the storage rules, the device's or the application's download
+            limits, a device the backplane did not enable for download) is printed with its block and the
+            harness exits 12 at once.
+            """)
     @OptionGroup var connection: ConnectionOptions
     @Option(name: .customLong("asset-id"), help: "The asset id.") var assetId: String
     @Option(help: "The http(s) URL of the file, the HLS playlist or the DASH MPD.") var url: String
@@ -96,8 +103,12 @@ struct DownloadWaiter {
             await engine.shutdown()
             Output.fail(error)
         }
+        // Blocked already (a block is not announced again): waiting would be waiting forever.
+        try await stopIfStuck(terminal: terminal)
         for await event in events {
             switch event {
+            case .downloadsBlocked:
+                try await stopIfStuck(terminal: terminal)
             case .downloadProgress(assetId, let bytes, let expected, let fraction) where terminal:
                 Self.bar(bytes: bytes, expected: expected, fraction: fraction)
             case .downloadCompleted(let asset) where asset.assetId == assetId:
@@ -124,6 +135,45 @@ struct DownloadWaiter {
         }
         // The stream ended: the engine was shut down (a signal) before the asset was done.
         throw ExitCode(130)
+    }
+
+    /// Blocks that nothing the harness does while it waits can lift: the user must act (free
+    /// room, raise a limit, remove downloads, switch downloads on, or have the device enabled).
+    static func cannotMove(_ block: DownloadBlock, deviceRefused: Bool) -> Bool {
+        switch block {
+        case .switchedOff, .storage, .maxDownloadedAssets, .maxDownloadsPerDevice: true
+        // Only once the backplane said so: before the first sync it has not said yet.
+        case .deviceNotDownloadEnabled: deviceRefused
+        default: false
+        }
+    }
+
+    /// Exits 12 with the asset and its block when it cannot move.
+    private func stopIfStuck(terminal: Bool) async throws {
+        guard let asset = try? await engine.downloads.asset(assetId), case .blocked(let block) = asset.state else { return }
+        let deviceRefused = await engine.status.device?.downloadEnabled == false
+        guard Self.cannotMove(block, deviceRefused: deviceRefused) else { return }
+        await engine.shutdown()
+        if terminal { FileHandle.standardOutput.write(Data("\n".utf8)) }
+        Output.print(DownloadOutput(asset))
+        FileHandle.standardError.write(Data("backplane-harness: \(assetId) cannot move: \(Self.explain(block, asset))\n".utf8))
+        throw ExitCode(12)
+    }
+
+    static func explain(_ block: DownloadBlock, _ asset: DownloadAsset) -> String {
+        switch block {
+        case .switchedOff: "downloads are switched off (set-downloads on)."
+        case .storage:
+            if let shortfall = asset.storageShortfall {
+                "it needs \(shortfall) bytes more than the storage rules leave (free space, raise --max-storage, or remove downloads)."
+            } else {
+                "the storage rules leave no room for its next file (free space, raise --max-storage, or remove downloads)."
+            }
+        case .maxDownloadedAssets: "the device holds as many downloaded assets as the SDK's limit allows (remove one)."
+        case .maxDownloadsPerDevice: "the device holds as many downloads as the application allows (remove one)."
+        case .deviceNotDownloadEnabled: "the backplane has not enabled this device for download (the user's device limit)."
+        default: "\(block.rawValue)."
+        }
     }
 
     private func finish(_ asset: DownloadAsset, terminal: Bool) -> Never {

@@ -158,8 +158,10 @@ struct BackplaneAPI: Sendable {
             } catch is ConnectionClosedError where repeatable && repeats < Self.repeatsOnClosedConnection {
                 repeats += 1
             } catch {
-                throw BackplaneClientError(
-                    kind: .communicationsFailure, message: "Could not reach the backplane at \(baseURL.absoluteString).", underlying: error)
+                let message = NetworkErrorText.isTimeout(error)
+                    ? "The backplane at \(baseURL.absoluteString) did not answer within \(timeout.components.seconds) s (timed out)."
+                    : "Could not reach the backplane at \(baseURL.absoluteString): \(NetworkErrorText.clause(error))."
+                throw BackplaneClientError(kind: .communicationsFailure, message: message, underlying: error)
             }
         }
         guard (200..<300).contains(response.status) else {

@@ -59,7 +59,9 @@ public struct BackplaneClientError: Error, Sendable, CustomStringConvertible {
         if let status { text += " \(status)" }
         if let code { text += " \(code.rawValue)" }
         text += ": \(message)"
-        if let underlying { text += " (\(underlying))" }
+        // A network error's own text is the libraries' ("connection reset (error set): ...");
+        // the message says what happened in a sentence, and `underlying` keeps the detail.
+        if let underlying, kind != .communicationsFailure { text += " (\(underlying))" }
         return text
     }
 

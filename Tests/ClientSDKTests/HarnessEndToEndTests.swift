@@ -320,10 +320,11 @@ import FoundationNetworking
 
         // A captive portal's page where a video was expected: exit 9 with the reason, nothing kept.
         origin.serve("/portal.mp4", Data("<html>Sign in to the hotel Wi-Fi</html>".utf8), contentType: "text/html")
-        let refused = try await ChildProcess.run(harness.binary, [
+        let portal = [
             "download", "--asset-id", "movie", "--url", origin.url("/portal.mp4").absoluteString, "--mime", "video/mp4", "--wait",
             "--data-dir", device,
-        ], environment: harness.environment)
+        ]
+        let refused = try await ChildProcess.run(harness.binary, portal, environment: harness.environment)
         #expect(refused.status == 9)
         #expect(refused.output.contains("text/html"), "\(refused.output)")
         let queue = try await harness.run(["queue"], device: "phone")
@@ -332,6 +333,12 @@ import FoundationNetworking
             return
         }
         #expect(movie["state"] == .string("failed"))
+        // The same command again tries the asset again (its retries cleared) and ends as the first
+        // did, rather than waiting in silence on an asset that will never move.
+        let servedOnce = origin.requests("/portal.mp4")
+        let retried = try await ChildProcess.run(harness.binary, portal, environment: harness.environment, timeout: .seconds(60))
+        #expect(retried.status == 9, "\(retried.output)")
+        #expect(origin.requests("/portal.mp4") > servedOnce, "the failed asset was not tried again")
         let stored = FileManager.default.subpaths(atPath: root.appendingPathComponent("phone/content").path) ?? []
         #expect(!stored.contains { $0.contains("portal.mp4") }, "\(stored.filter { $0.contains("portal") })")
         await origin.stop()

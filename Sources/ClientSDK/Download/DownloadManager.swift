@@ -16,7 +16,8 @@ public struct DownloadManager: Sendable {
     /// Queues an asset at `index` (nil: at the end). Throws `.invalidInput` for a request the
     /// SDK cannot download (empty id, a URL that is not http(s)) and `.download` when an HLS
     /// asset's playlists cannot be fetched or used (HTML, malformed, live); nothing is queued
-    /// then. An asset already queued or downloaded is returned as it is.
+    /// then. An asset already queued or downloaded is returned as it is; one that failed (its
+    /// passes used up) has its retries cleared and is tried again, as `clearRetries` would.
     @discardableResult
     public func enqueue(_ request: DownloadRequest, at index: Int? = nil) async throws -> DownloadAsset {
         try await engine.downloadRunner().enqueue(request, at: index)

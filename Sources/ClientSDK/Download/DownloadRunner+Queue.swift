@@ -13,7 +13,14 @@ extension DownloadRunner {
     /// 4xx) is refused here.
     func enqueue(_ request: DownloadRequest, at index: Int?) async throws -> DownloadAsset {
         if let problem = request.problem { throw BackplaneClientError(kind: .invalidInput, message: problem) }
-        if let known = try asset(request.assetId) { return known }
+        if let known = try asset(request.assetId) {
+            // Asking again for an asset that failed is asking to try it again (a user who taps
+            // Download twice, a script run twice): its retries are cleared, as `clearRetries`
+            // does, rather than the failure returned to wait on in silence.
+            guard case .failed = known.state else { return known }
+            try clearRetries([request.assetId])
+            return try asset(request.assetId) ?? known
+        }
         guard preparing.insert(request.assetId).inserted else {
             throw BackplaneClientError(kind: .invalidInput, message: "Asset \(request.assetId) is being queued already.")
         }
