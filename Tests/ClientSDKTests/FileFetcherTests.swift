@@ -35,6 +35,17 @@ import TestSupport
         #expect(origin.requests("/movie.mp4") == 1)
     }
 
+    /// A network error reads as a sentence an app can show, not as NIO's text.
+    @Test func aRefusedConnectionIsSaidInOneSentence() async throws {
+        let port = try freePort()
+        let failure = await #expect(throws: DownloadFailure.self) {
+            try await fetcher.fetch(.init(url: URL(string: "http://127.0.0.1:\(port)/movie.mp4")!), to: destination("movie.mp4"))
+        }
+        #expect(failure?.kind == .network)
+        #expect(failure?.message.hasSuffix(": the connection was refused (nothing listens there).") == true, "\(failure?.message ?? "")")
+        #expect(failure?.message.contains("errno") == false)
+    }
+
     @Test func aDroppedConnectionIsResumedFromWhereItStopped() async throws {
         let origin = try await TestOrigin.start()
         defer { Task { await origin.stop() } }

@@ -136,7 +136,7 @@ struct FileFetcher: Sendable {
             // The deadline covers the answer's head only; the body may take as long as it takes.
             response = try await client.execute(outgoing, timeout: Self.headTimeout)
         } catch {
-            throw DownloadFailure(.network, "Could not fetch \(request.url.absoluteString): \(error).")
+            throw DownloadFailure(.network, "Could not fetch \(request.url.absoluteString): \(NetworkErrorText.clause(error)).")
         }
         let status = Int(response.status.code)
         guard status == 200 || status == 206 else {
@@ -290,7 +290,7 @@ struct FileFetcher: Sendable {
         } catch let failure as DownloadFailure {
             throw failure
         } catch {
-            throw DownloadFailure(.network, "The download of \(request.url.absoluteString) broke off after \(have + written) bytes: \(error).")
+            throw DownloadFailure(.network, "The download of \(request.url.absoluteString) broke off after \(have + written) bytes: \(NetworkErrorText.clause(error)).")
         }
         // A cancelled body sequence ends as if the answer were complete: with no length to
         // check against, the partial file would be taken for the whole one.

@@ -54,7 +54,7 @@ struct ManifestFetcher {
         } catch is CancellationError {
             throw DownloadFailure(.network, "The fetch of \(url.absoluteString) was cancelled.")
         } catch {
-            throw DownloadFailure(.network, "Could not fetch \(url.absoluteString): \(error).")
+            throw DownloadFailure(.network, "Could not fetch \(url.absoluteString): \(NetworkErrorText.clause(error)).")
         }
         bytes -= size
         room -= size
