@@ -8,8 +8,8 @@ import TestSupport
 /// User tokens on every store: the configuration is kept as set (the secret included, never
 /// shown), and a registration is checked against it the same way on SQLite and PostgreSQL.
 @Suite struct UserTokenStoreTests {
-    @Test(arguments: StoreKind.allCases)
-    func aValidTokenRegistersAndNoneIsRefusedOnEveryStore(_ kind: StoreKind) async throws {
+    /// An application with an admin token on a new store of `kind`.
+    static func fixture(on kind: StoreKind) async throws -> (any BackplaneStore, Fixture) {
         let store = try await kind.make()
         let services = BackplaneServices(store: store)
         let (application, key) = try await services.testApplication(name: "user tokens")
@@ -17,6 +17,12 @@ import TestSupport
         let fixture = Fixture(
             directory: temporaryDirectory("backplane-user-tokens"), services: services, applicationId: application.id,
             signer: Signer(keyId: key.keyId, secret: key.secret), adminToken: adminToken)
+        return (store, fixture)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aValidTokenRegistersAndNoneIsRefusedOnEveryStore(_ kind: StoreKind) async throws {
+        let (store, fixture) = try await Self.fixture(on: kind)
         let issuer = TokenIssuer()
         try await fixture.test { client in
             #expect(try await client.setUserIdentity(issuer.configuration(withSecret: true)).status == .ok)
@@ -29,10 +35,10 @@ import TestSupport
             let shown = try await client.admin(.get, "/v1/admin/user-identity").decode(UserIdentityResponse.self).configuration
             #expect(shown?.jwks == issuer.jwks() && shown?.hs256SecretSet == true && shown?.required == true)
         }
-        let stored = try await store.userIdentity(applicationId: application.id)
+        let stored = try await store.userIdentity(applicationId: fixture.applicationId)
         #expect(stored?.hs256Secret == issuer.secret && stored?.issuer == TokenIssuer.issuer && stored?.audience == TokenIssuer.audience)
-        #expect(try await store.deleteUserIdentity(applicationId: application.id))
-        #expect(try await store.userIdentity(applicationId: application.id) == nil)
+        #expect(try await store.deleteUserIdentity(applicationId: fixture.applicationId))
+        #expect(try await store.userIdentity(applicationId: fixture.applicationId) == nil)
     }
 
     /// A token with a `jti` registers one device for its lifetime (issue 49: one ES256 token
@@ -40,13 +46,7 @@ import TestSupport
     /// (`deviceId`) registers that device only.
     @Test(arguments: StoreKind.allCases)
     func aTokenRegistersOneDeviceOnEveryStore(_ kind: StoreKind) async throws {
-        let store = try await kind.make()
-        let services = BackplaneServices(store: store)
-        let (application, key) = try await services.testApplication(name: "user tokens")
-        let adminToken = try await services.applications.createToken(applicationId: application.id, scope: .admin, name: "tests")
-        let fixture = Fixture(
-            directory: temporaryDirectory("backplane-user-tokens"), services: services, applicationId: application.id,
-            signer: Signer(keyId: key.keyId, secret: key.secret), adminToken: adminToken)
+        let (store, fixture) = try await Self.fixture(on: kind)
         let issuer = TokenIssuer()
         try await fixture.test { client in
             #expect(try await client.setUserIdentity(issuer.configuration(withSecret: true)).status == .ok)
@@ -71,8 +71,8 @@ import TestSupport
         }
         // A binding lasts as long as its token, and is forgotten after.
         let now = Date()
-        #expect(try await store.bindUserToken(applicationId: application.id, tokenId: "t", deviceId: "a", expiresAt: now + 10, now: now) == "a")
-        #expect(try await store.bindUserToken(applicationId: application.id, tokenId: "t", deviceId: "b", expiresAt: now + 10, now: now) == "a")
-        #expect(try await store.bindUserToken(applicationId: application.id, tokenId: "t", deviceId: "b", expiresAt: now + 30, now: now + 20) == "b")
+        #expect(try await store.bindUserToken(applicationId: fixture.applicationId, tokenId: "t", deviceId: "a", expiresAt: now + 10, now: now) == "a")
+        #expect(try await store.bindUserToken(applicationId: fixture.applicationId, tokenId: "t", deviceId: "b", expiresAt: now + 10, now: now) == "a")
+        #expect(try await store.bindUserToken(applicationId: fixture.applicationId, tokenId: "t", deviceId: "b", expiresAt: now + 30, now: now + 20) == "b")
     }
 }
