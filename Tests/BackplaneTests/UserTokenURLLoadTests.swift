@@ -1,5 +1,6 @@
 import Backplane
 import Foundation
+import Synchronization
 import HTTPTypes
 import BackplaneWire
 import Testing
@@ -14,7 +15,9 @@ import TestSupport
         try await UserTokenURLLimitTests.withSlowHost(.trickling(every: .milliseconds(300))) { certificates, host in
             let limits = TransportLimits(maxConnections: 20)
             let fixture = try await Fixture.make(userTokens: UserTokenURLLimitTests.options(
-                certificates, timeout: .seconds(5), maxWaiting: UserTokenOptions.waitingLimit(maxConnections: limits.maxConnections)))
+                certificates, timeout: .seconds(20), maxWaiting: UserTokenOptions.waitingLimit(maxConnections: limits.maxConnections)))
+            let waitingCap = UserTokenOptions.waitingLimit(maxConnections: limits.maxConnections)
+            let answered = Count()
             let issuer = TokenIssuer()
             // Three tenants, each with its key set at a URL of the slow host.
             var signers: [Signer] = []
@@ -37,15 +40,23 @@ import TestSupport
                                 defer { connection.disconnect() }
                                 // A thread each: 25 reads blocked on GCD's few threads would starve the
                                 // Swift pool that the server and this test run on.
-                                return await connection.converse { $0.readResponse(timeout: 30)?.status }
+                                let status = await connection.converse { $0.readResponse(timeout: 60)?.status }
+                                answered.add()
+                                return status
                             }
                         }
                         return await group.reduce(into: [Int?]()) { $0.append($1) }
                     }
                 }
-                let deadline = ContinuousClock.now + .seconds(20)
-                while host.accepted < 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+                // All but the registrations the cap lets wait are refused at once; the others wait
+                // for fetches that trickle for 20 s (the deadline here, so that a loaded machine
+                // has time to reach this point while they do).
+                let deadline = ContinuousClock.now + .seconds(60)
+                while host.accepted < 1 || answered.value < requests.count - waitingCap, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
                 try #require(host.accepted >= 1, "no key set was fetched")
+                #expect(answered.value >= requests.count - waitingCap, "registrations beyond the cap were not refused at once")
 
                 // While the fetches trickle: every other request is answered within 2 s.
                 for path in ["/healthz", "/v1/admin/user-identity"] {
@@ -55,6 +66,7 @@ import TestSupport
                     connection.disconnect()
                     #expect(answer?.status == 200, "\(path) was not answered within 2 s while key sets trickled in")
                 }
+                #expect(host.open >= 1, "the fetches had ended before the node was asked: this tested nothing")
 
                 let statuses = await registrations.value
                 // Which tenants' registrations came first decides which URLs were fetched before
@@ -80,4 +92,11 @@ import TestSupport
         }
         return Data((request + "\r\n").utf8) + body
     }
+}
+
+/// A count that concurrent tasks add to.
+private final class Count: Sendable {
+    private let count = Mutex(0)
+    var value: Int { count.withLock { $0 } }
+    func add() { count.withLock { $0 += 1 } }
 }
