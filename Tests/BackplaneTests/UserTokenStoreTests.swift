@@ -74,5 +74,7 @@ import TestSupport
         #expect(try await store.bindUserToken(applicationId: fixture.applicationId, tokenId: "t", deviceId: "a", expiresAt: now + 10, now: now) == "a")
         #expect(try await store.bindUserToken(applicationId: fixture.applicationId, tokenId: "t", deviceId: "b", expiresAt: now + 10, now: now) == "a")
         #expect(try await store.bindUserToken(applicationId: fixture.applicationId, tokenId: "t", deviceId: "b", expiresAt: now + 30, now: now + 20) == "b")
+        // Kept, not merely answered: the id now belongs to "b" until its new end.
+        #expect(try await store.bindUserToken(applicationId: fixture.applicationId, tokenId: "t", deviceId: "c", expiresAt: now + 30, now: now + 21) == "b")
     }
 }

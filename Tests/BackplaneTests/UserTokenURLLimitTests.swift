@@ -114,6 +114,15 @@ import TestSupport
         }
     }
 
+    /// The key-set host writes the Cache-Control header: a directive with no name is skipped,
+    /// never a crash of the node.
+    @Test func aCacheControlOfNothingButEqualsSignsIsRead() {
+        #expect(JWKSFetcher.maxAge("=") == nil)
+        #expect(JWKSFetcher.maxAge("max-age=60, =") == 60)
+        #expect(JWKSFetcher.maxAge("a,=,b, =x, max-age=") == nil)
+        #expect(JWKSFetcher.maxAge(", ,") == nil)
+    }
+
     /// A token whose claims are refused anyway starts no fetch.
     @Test func aTokenWithRefusedClaimsStartsNoFetch() async throws {
         try await Self.withSlowHost(.silent) { certificates, host in

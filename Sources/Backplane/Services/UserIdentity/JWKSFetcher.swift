@@ -229,7 +229,9 @@ actor JWKSFetcher {
     static func maxAge(_ cacheControl: String) -> TimeInterval? {
         var age: TimeInterval?
         for directive in cacheControl.split(separator: ",") {
-            let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            // Empty pieces kept: a directive of "=" alone must not leave nothing to name it.
+            let parts = directive.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
             switch parts[0] {
             case "no-store", "no-cache": return 0
             case "max-age" where parts.count == 2:

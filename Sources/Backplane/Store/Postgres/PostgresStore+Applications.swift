@@ -62,17 +62,24 @@ extension PostgresStore {
     }
 
     public func bindUserToken(applicationId: String, tokenId: String, deviceId: String, expiresAt: Date, now: Date) async throws -> String {
-        let inserted = try await rows("""
-            WITH ended AS (DELETE FROM user_token_uses WHERE expires_at < \(now))
-            INSERT INTO user_token_uses (application_id, token_id, device_id, expires_at)
-            VALUES (\(applicationId), \(tokenId), \(deviceId), \(expiresAt))
-            ON CONFLICT (application_id, token_id) DO NOTHING RETURNING device_id
-            """)
-        if let row = inserted.first { return try row.decode(String.self) }
-        // Bound already; a statement of its own sees a binding committed while the insert waited.
-        let bound = try await rows(
-            "SELECT device_id FROM user_token_uses WHERE application_id = \(applicationId) AND token_id = \(tokenId)")
-        return try bound.first?.decode(String.self) ?? deviceId
+        try await rows("DELETE FROM user_token_uses WHERE expires_at < \(now)")
+        // Bound already: the binding is read by a statement of its own, which sees one committed
+        // while the insert waited. Should it have ended and gone meanwhile, the insert goes again.
+        while true {
+            // A binding of the same id that has ended is taken over in the same statement: a
+            // delete beside the insert (a WITH) would run on its snapshot and leave it conflicting.
+            let inserted = try await rows("""
+                INSERT INTO user_token_uses (application_id, token_id, device_id, expires_at)
+                VALUES (\(applicationId), \(tokenId), \(deviceId), \(expiresAt))
+                ON CONFLICT (application_id, token_id) DO UPDATE SET device_id = excluded.device_id, expires_at = excluded.expires_at
+                    WHERE user_token_uses.expires_at < \(now)
+                RETURNING device_id
+                """)
+            if let row = inserted.first { return try row.decode(String.self) }
+            let bound = try await rows(
+                "SELECT device_id FROM user_token_uses WHERE application_id = \(applicationId) AND token_id = \(tokenId)")
+            if let row = bound.first { return try row.decode(String.self) }
+        }
     }
 
     public func addAppKey(_ key: AppKeyRecord) async throws {

@@ -52,9 +52,14 @@ extension SQLiteStore {
     public func bindUserToken(applicationId: String, tokenId: String, deviceId: String, expiresAt: Date, now: Date) async throws -> String {
         try await write { db in
             try db.execute(sql: "DELETE FROM user_token_uses WHERE expires_at < ?", arguments: [now])
+            // The same statement as PostgreSQL's: an ended binding of the id is taken over.
             try db.execute(
-                sql: "INSERT INTO user_token_uses (application_id, token_id, device_id, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                arguments: [applicationId, tokenId, deviceId, expiresAt])
+                sql: """
+                    INSERT INTO user_token_uses (application_id, token_id, device_id, expires_at) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (application_id, token_id) DO UPDATE SET device_id = excluded.device_id, expires_at = excluded.expires_at
+                        WHERE user_token_uses.expires_at < ?
+                    """,
+                arguments: [applicationId, tokenId, deviceId, expiresAt, now])
             return try String.fetchOne(
                 db, sql: "SELECT device_id FROM user_token_uses WHERE application_id = ? AND token_id = ?", arguments: [applicationId, tokenId])
                 ?? deviceId
