@@ -47,6 +47,26 @@ import TestSupport
         }
     }
 
+    /// A stranger that sends requests back to back and reads no answer gets one answer and a
+    /// closed connection, not answers piling up in the server's memory.
+    @Test func aStrangersConnectionIsClosedAfterItsAnswer() async throws {
+        let (bench, url) = try await Self.start(PlaybackOptions(requestHeadTimeout: .seconds(300), idleTimeout: .seconds(300)))
+        let port = try #require(url.port)
+        let stranger = try RawConnection(port: port)
+        let pipelined = String(repeating: Self.request("/guess/film.mp4", port: port), count: 50)
+        #expect(await stranger.send(pipelined))
+        let (data, closed) = await stranger.readUntilClosed(timeout: 15)
+        #expect(closed, "the stranger's connection stayed open")
+        let answers = String(decoding: data, as: UTF8.self).components(separatedBy: "HTTP/1.1 404").count - 1
+        #expect(answers == 1, "\(answers) answers to a stranger's pipelined requests")
+        // A player's connection is not: the token's holder keeps it.
+        let player = try RawConnection(port: port)
+        let path = try Self.path(of: url)
+        #expect(await player.send(Self.request(path, port: port) + Self.request(path, port: port)))
+        #expect(await player.readResponse(timeout: 15)?.status == 206)
+        await bench.engine.shutdown()
+    }
+
     @Test func idleConnectionsBeyondTheCapMakeRoomForAPlayerAndNeverPushOutOne() async throws {
         // Timeouts far off: whatever closes a connection here is the cap.
         let (bench, url) = try await Self.start(PlaybackOptions(maxConnections: 8, requestHeadTimeout: .seconds(300), idleTimeout: .seconds(300)))

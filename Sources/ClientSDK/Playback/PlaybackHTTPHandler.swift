@@ -42,19 +42,24 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         case .accepted:
             break
         case .invalid:
-            return sendText(.badRequest, "One Host header is required.", head: head, context: context)
+            return sendText(.badRequest, "One Host header is required.", head: head, context: context, closing: true)
         case .foreign:
             return sendText(
-                .misdirectedRequest, "This server answers only for 127.0.0.1 and localhost on its own port.", head: head, context: context)
+                .misdirectedRequest, "This server answers only for 127.0.0.1 and localhost on its own port.", head: head, context: context,
+                closing: true)
         }
         guard head.method == .GET || head.method == .HEAD else {
             var headers = HTTPHeaders()
             headers.add(name: "Allow", value: "GET, HEAD")
-            return sendText(.methodNotAllowed, "Only GET and HEAD are served.", extra: headers, head: head, context: context)
+            return sendText(
+                .methodNotAllowed, "Only GET and HEAD are served.", extra: headers, head: head, context: context,
+                closing: !PlaybackPath.carriesToken(head.uri, token: token))
         }
         guard let target = PlaybackPath(uri: head.uri, token: token) else {
             // The same answer for a wrong token as for a missing file: nothing to learn by guessing.
-            return sendText(.notFound, "Not found.", head: head, context: context)
+            // A stranger's connection is closed after it: one that sent requests back to back
+            // and read none of the answers would otherwise pile them up in memory.
+            return sendText(.notFound, "Not found.", head: head, context: context, closing: !PlaybackPath.carriesToken(head.uri, token: token))
         }
         let library = library, origins = origins
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -198,13 +203,15 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
     /// A short text answer, or a playlist not written to disk yet (`contentType`).
     private func sendText(
         _ status: HTTPResponseStatus, _ text: String, contentType: String? = nil, extra: HTTPHeaders = HTTPHeaders(), head: HTTPRequestHead,
-        context: ChannelHandlerContext
+        context: ChannelHandlerContext, closing: Bool = false
     ) {
         var headers = extra
         let body = ByteBuffer(string: contentType == nil ? text + "\n" : text)
         headers.add(name: "Content-Type", value: contentType ?? "text/plain; charset=utf-8")
         if contentType != nil { headers.add(name: "Cache-Control", value: "no-store") }
         headers.add(name: "Content-Length", value: String(body.readableBytes))
+        var head = head
+        if closing { head.headers.replaceOrAdd(name: "connection", value: "close") }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: withConnection(headers, head)))),
                       promise: nil)
         if head.method != .HEAD { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
