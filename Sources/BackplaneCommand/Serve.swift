@@ -79,6 +79,10 @@ struct Serve: AsyncParsableCommand {
     @Option(help: Environment.help("A PEM file of certificate authorities trusted for jwksUrl besides the system's", option: "jwks-ca-file"))
     var jwksCaFile: String?
     @Option(help: Environment.help(
+        "Seconds a key-set fetch (jwksUrl) may take in all: connection, TLS, head and body", option: "jwks-timeout-seconds",
+        default: Defaults.jwksTimeoutSeconds))
+    var jwksTimeoutSeconds: Int?
+    @Option(help: Environment.help(
         "APNs base URL, for both environments (default: api.push.apple.com, or api.sandbox.push.apple.com as each application's credentials say)",
         option: "apns-url"))
     var apnsUrl: String?
@@ -119,6 +123,8 @@ struct Serve: AsyncParsableCommand {
 
         if !allowJwksUrl { allowJwksUrl = try Environment.resolve(nil, option: "allow-jwks-url", default: false) }
         jwksCaFile = Environment.resolve(jwksCaFile, option: "jwks-ca-file")
+        jwksTimeoutSeconds = try Environment.resolve(jwksTimeoutSeconds, option: "jwks-timeout-seconds", default: Defaults.jwksTimeoutSeconds)
+        guard (1...60).contains(jwksTimeoutSeconds!) else { throw ValidationError("--jwks-timeout-seconds must be 1 to 60.") }
         if let jwksCaFile, !FileManager.default.isReadableFile(atPath: jwksCaFile) {
             throw ValidationError("--jwks-ca-file: \(jwksCaFile) cannot be read.")
         }
@@ -185,6 +191,7 @@ struct Serve: AsyncParsableCommand {
             store: store,
             userTokens: UserTokenOptions(
                 allowJWKSURL: allowJwksUrl, jwksTrustedCertificateAuthorities: jwksCaFile.map(URL.init(fileURLWithPath:)),
+                jwksFetchTimeout: .seconds(jwksTimeoutSeconds!),
                 maxRegistrationsWaitingForKeySets: UserTokenOptions.waitingLimit(maxConnections: maxConnections!)),
             push: PushOptions(
                 apnsURL: apnsUrl.flatMap(URL.init(string:)), fcmURL: URL(string: fcmUrl!) ?? PushOptions.googleFCMURL,
@@ -262,6 +269,7 @@ private enum Defaults {
     static let eventRetentionDays = 365
     static let transport = TransportLimits()
     static let requestHeadTimeoutSeconds = Int(transport.requestHeadTimeout.components.seconds)
+    static let jwksTimeoutSeconds = Int(UserTokenOptions().jwksFetchTimeout.components.seconds)
     static let requestBodyTimeoutSeconds = Int(transport.requestBodyTimeout.components.seconds)
     static let rateLimits = RateLimits()
 }
