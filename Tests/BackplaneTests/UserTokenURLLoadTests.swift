@@ -11,7 +11,8 @@ import TestSupport
 /// quarter of the node's connections wait for key sets, each for one deadline, and the node
 /// answers everything else meanwhile. The node is the built `backplane serve`, in a process of
 /// its own as in production: what answers is its own threads, not this busy test process's.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct UserTokenURLLoadTests {
+@Suite(.serialized, .timeLimit(.minutes(2)), .enabled(if: FaultTests.requested, Comment(rawValue: FaultTests.skipReason)))
+struct UserTokenURLLoadTests {
     @Test func slowKeySetsLeaveTheNodeAnsweringItsOtherRequests() async throws {
         let binary = try #require(ExecutableTests.executable, "build the backplane product first")
         try await UserTokenURLLimitTests.withSlowHost(.trickling(every: .milliseconds(300))) { certificates, host in
