@@ -7,9 +7,10 @@ import Darwin
 #endif
 
 /// A plain TCP connection to a local port, for sending what no HTTP client would: oversized or
-/// trickled request heads, hand-made WebSocket upgrades and frames. Every call waits on a GCD
-/// thread, not on the Swift concurrency pool: a blocked pool thread could be the one the server
-/// under test needs to answer. Used by one task at a time.
+/// trickled request heads, hand-made WebSocket upgrades and frames. Every call waits on a thread
+/// of its own, not on the Swift concurrency pool (a blocked pool thread could be the one the
+/// server under test needs to answer) nor on GCD's global queue, whose few threads on Linux one
+/// test's forty blocked reads would take from every other test's. Used by one task at a time.
 public final class RawConnection: @unchecked Sendable {
     private let socketDescriptor: Int32
     private var isOpen = true
@@ -81,7 +82,7 @@ public final class RawConnection: @unchecked Sendable {
 
     private func offload<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: work()) }
+            Thread { continuation.resume(returning: work()) }.start()
         }
     }
 
