@@ -37,7 +37,9 @@ import TestSupport
 
     /// A network error reads as a sentence an app can show, not as NIO's text.
     @Test func aRefusedConnectionIsSaidInOneSentence() async throws {
-        let port = try freePort()
+        let refusing = try RefusingPort()
+        defer { refusing.close() }
+        let port = refusing.port
         let failure = await #expect(throws: DownloadFailure.self) {
             try await fetcher.fetch(.init(url: URL(string: "http://127.0.0.1:\(port)/movie.mp4")!), to: destination("movie.mp4"))
         }

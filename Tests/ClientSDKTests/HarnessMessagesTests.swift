@@ -40,7 +40,9 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: root) }
         let binary = try #require(BuiltProduct.url(named: "backplane-harness"))
         var environment = ProcessInfo.processInfo.environment
-        environment["BACKPLANE_URL"] = "http://127.0.0.1:\(try freePort())"
+        let refusing = try RefusingPort()
+        defer { refusing.close() }
+        environment["BACKPLANE_URL"] = "http://127.0.0.1:\(refusing.port)"
         environment["BACKPLANE_APP_KEY"] = "ak_nobody"
         environment["BACKPLANE_APP_SECRET"] = "aks_nobody"
         environment["BACKPLANE_USER"] = "nobody"

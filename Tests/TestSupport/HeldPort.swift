@@ -40,3 +40,34 @@ public func freePort() throws -> Int {
     defer { held.close() }
     return held.port
 }
+
+/// A port that refuses connections for as long as it is held: bound to 127.0.0.1 and not
+/// listening, so that no other test's server can take it meanwhile (`freePort()` can be taken
+/// between its answer and the connection a test means to see refused).
+public struct RefusingPort {
+    let descriptor: Int32
+    public let port: Int
+
+    public init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(descriptor, pointer, length) == 0 && getsockname(descriptor, pointer, &length) == 0
+            }
+        }
+        guard bound else {
+            let reason = errno
+            _ = Glibc.close(descriptor)
+            throw POSIXError(.init(rawValue: reason) ?? .EIO)
+        }
+        self.descriptor = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    public func close() { _ = Glibc.close(descriptor) }
+}
