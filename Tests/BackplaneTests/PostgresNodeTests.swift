@@ -109,7 +109,9 @@ struct PostgresNodeTests {
             return
         }
         #expect(woken == WebSocketBytes.wakeUp)
-        #expect(ContinuousClock.now - started < .seconds(1), "the wake-up took \(ContinuousClock.now - started)")
+        // What a loaded run may take (it took 1.08 s once beside the whole suite), well inside the
+        // read's 5 s: the relay is a notification, not a poll, and a poll would miss this bound.
+        #expect(ContinuousClock.now - started < .seconds(4), "the wake-up took \(ContinuousClock.now - started)")
     }
 
     @Test func theAdminCommandsWorkAgainstTheDatabase() async throws {
