@@ -92,7 +92,7 @@ public struct BackplaneServices: Sendable {
     public init(
         store: any BackplaneStore, wakeUpHub: WakeUpHub? = nil, metrics: BackplaneMetrics = BackplaneMetrics(),
         userTokens: UserTokenOptions = UserTokenOptions(), push: PushOptions = PushOptions(),
-        now: @escaping @Sendable () -> Date = { Date() }
+        commandSupport: CommandSupport = .current, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
         self.metrics = metrics
@@ -111,7 +111,8 @@ public struct BackplaneServices: Sendable {
             now: now)
         self.pushes = pushes
         self.pushCredentials = PushCredentialsService(store: store, now: now, changed: { pushes.credentialsChanged(applicationId: $0) })
-        self.commands = CommandService(store: store, wakeUps: wakeUps, pushes: pushes, metrics: metrics, now: now)
+        self.commands = CommandService(
+            store: store, wakeUps: wakeUps, pushes: pushes, metrics: metrics, support: commandSupport, now: now)
         self.entitlements = Entitlements(store: store, now: now)
         self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
         self.assetPolicies = AssetPolicyService(store: store, now: now)

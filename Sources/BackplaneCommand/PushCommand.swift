@@ -41,7 +41,7 @@ extension AppCommand {
             @OptionGroup var data: StoreOptions
 
             func run() async throws {
-                guard let environment = APNsEnvironment(rawValue: environment) else {
+                guard let environment = APNsEnvironment.known(environment) else {
                     throw ValidationError("--environment must be production or sandbox.")
                 }
                 let key: String
@@ -90,7 +90,7 @@ extension AppCommand {
             @OptionGroup var data: StoreOptions
 
             func run() async throws {
-                guard let provider = PushProvider(rawValue: provider) else { throw ValidationError("--provider must be apns or fcm.") }
+                guard let provider = PushProvider.known(provider) else { throw ValidationError("--provider must be apns or fcm.") }
                 try await data.withStore { store in
                     try await AppCommand.existing(app, in: store)
                     try await PushCredentialsService(store: store).delete(applicationId: app, provider: provider)

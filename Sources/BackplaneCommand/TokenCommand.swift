@@ -3,7 +3,10 @@ import Backplane
 import Foundation
 import BackplaneWire
 
-extension TokenScope: ExpressibleByArgument {}
+// Only the scopes this build knows (a vocabulary's own `init(rawValue:)` takes any text).
+extension TokenScope: ExpressibleByArgument {
+    public init?(argument: String) { guard let known = Self.known(argument) else { return nil }; self = known }
+}
 
 /// Bearer tokens from the host: the only way to make an admin token after the first run (the
 /// admin API makes cms and reporting tokens only).

@@ -2,13 +2,22 @@ import ArgumentParser
 import ClientSDK
 import Foundation
 
-extension EventType: ExpressibleByArgument {}
+// Only the values this build knows (a vocabulary's own `init(rawValue:)` takes any text).
+extension EventType: ExpressibleByArgument {
+    public init?(argument: String) { guard let known = Self.known(argument) else { return nil }; self = known }
+}
 
-extension AssetDeletionReason: ExpressibleByArgument {}
+extension AssetDeletionReason: ExpressibleByArgument {
+    public init?(argument: String) { guard let known = Self.known(argument) else { return nil }; self = known }
+}
 
-extension ResetType: ExpressibleByArgument {}
+extension ResetType: ExpressibleByArgument {
+    public init?(argument: String) { guard let known = Self.known(argument) else { return nil }; self = known }
+}
 
-extension DownloadLimitType: ExpressibleByArgument {}
+extension DownloadLimitType: ExpressibleByArgument {
+    public init?(argument: String) { guard let known = Self.known(argument) else { return nil }; self = known }
+}
 
 struct Log: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -66,11 +66,14 @@ public struct BackplaneClientError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Worth retrying later: no answer, an unreadable answer, or a server-side failure (5xx).
+    /// An answer with an error status is judged by the status's class, whatever its code (one
+    /// a later backplane added included) and whoever answered (a proxy without an error body).
     public var isTransient: Bool {
         switch kind {
-        case .communicationsFailure, .invalidResponse: true
-        // 429: the backplane limits this device's or this address's requests for a while.
-        case .server: (status ?? 0) >= 500 || status == 429
+        case .communicationsFailure: true
+        // An unreadable answer may read next time; a 4xx from a proxy says the same again.
+        case .invalidResponse: status.map { !(400..<500).contains($0) || RetryableStatus.contains($0) } ?? true
+        case .server: status.map(RetryableStatus.contains) ?? false
         case .download: downloadFailure.map { !$0.isFatal } ?? false
         default: false
         }

@@ -49,13 +49,17 @@ public struct SettingsResponse: Codable, Sendable, Equatable {
 }
 
 /// The scopes a bearer token can carry.
-public enum TokenScope: String, Codable, Sendable, CaseIterable {
+public struct TokenScope: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// Support and operations: devices, settings, keys, commands.
-    case admin
+    public static let admin = TokenScope(rawValue: "admin")
     /// The content management system: feeds and episodes.
-    case cms
+    public static let cms = TokenScope(rawValue: "cms")
     /// Reading the event log.
-    case reporting
+    public static let reporting = TokenScope(rawValue: "reporting")
+    public static let allCases: [TokenScope] = [.admin, .cms, .reporting]
 }
 
 /// `GET /healthz` and `GET /readyz`.

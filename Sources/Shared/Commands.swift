@@ -1,40 +1,44 @@
 import Foundation
 
 /// What the backplane can ask one device to do.
-public enum CommandType: String, Codable, Sendable, CaseIterable {
+public struct CommandType: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// Delete every downloaded asset and its files.
-    case wipe
+    public static let wipe = CommandType(rawValue: "wipe")
     /// Delete the assets listed in `assetIds`.
-    case deleteAssets
+    public static let deleteAssets = CommandType(rawValue: "deleteAssets")
     /// Wipe, unregister, and forget the device credential.
-    case kill
+    public static let kill = CommandType(rawValue: "kill")
     /// Unregister the device (it stops downloading and syncing).
-    case unregister
+    public static let unregister = CommandType(rawValue: "unregister")
     /// Sync again now (nothing else).
-    case syncNow
+    public static let syncNow = CommandType(rawValue: "syncNow")
+    public static let allCases: [CommandType] = [.wipe, .deleteAssets, .kill, .unregister, .syncNow]
 }
 
 /// pending → delivered → succeeded | failed | expired; pending → cancelled.
-public enum CommandState: String, Codable, Sendable, CaseIterable {
+public struct CommandState: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// Enqueued, not yet handed to the device.
-    case pending
+    public static let pending = CommandState(rawValue: "pending")
     /// Handed to the device in a sync answer; waiting for its acknowledgement.
-    case delivered
-    case succeeded
+    public static let delivered = CommandState(rawValue: "delivered")
+    public static let succeeded = CommandState(rawValue: "succeeded")
     /// The device reported it could not do it (`failureReason`).
-    case failed
+    public static let failed = CommandState(rawValue: "failed")
     /// Its `expiresAt` passed before the device acknowledged it.
-    case expired
+    public static let expired = CommandState(rawValue: "expired")
     /// An admin cancelled it before delivery.
-    case cancelled
+    public static let cancelled = CommandState(rawValue: "cancelled")
+    public static let allCases: [CommandState] = [.pending, .delivered, .succeeded, .failed, .expired, .cancelled]
 
     /// No further transition happens from a finished state.
-    public var isFinished: Bool {
-        switch self {
-        case .pending, .delivered: false
-        case .succeeded, .failed, .expired, .cancelled: true
-        }
-    }
+    /// A state a later backplane added counts as finished: nothing here moves it on.
+    public var isFinished: Bool { self != .pending && self != .delivered }
 }
 
 /// One command for one device, with its server UUID and its history.
@@ -120,11 +124,15 @@ public struct CommandPage: Codable, Sendable, Equatable {
 
 /// A device's answer to a command, sent in the next sync.
 public struct CommandAck: Codable, Sendable, Equatable {
-    public enum Outcome: String, Codable, Sendable {
-        case succeeded
-        case failed
+    public struct Outcome: WireVocabulary {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        public static let succeeded = Outcome(rawValue: "succeeded")
+        public static let failed = Outcome(rawValue: "failed")
         /// Not now (e.g. a file is playing); the command stays open and is sent again.
-        case deferred
+        public static let deferred = Outcome(rawValue: "deferred")
+        public static let allCases: [Outcome] = [.succeeded, .failed, .deferred]
     }
 
     public var commandId: String
@@ -140,13 +148,17 @@ public struct CommandAck: Codable, Sendable, Equatable {
 
 /// The server's answer to one acknowledgement.
 public struct CommandAckResult: Codable, Sendable, Equatable {
-    public enum Status: String, Codable, Sendable {
+    public struct Status: WireVocabulary {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
         /// Recorded.
-        case accepted
+        public static let accepted = Status(rawValue: "accepted")
         /// The command had already finished; nothing changed. Stop sending this ack.
-        case duplicate
+        public static let duplicate = Status(rawValue: "duplicate")
         /// Not this device's command, or no such command; nothing changed. Stop sending this ack.
-        case rejected
+        public static let rejected = Status(rawValue: "rejected")
+        public static let allCases: [Status] = [.accepted, .duplicate, .rejected]
     }
 
     public var commandId: String
@@ -161,17 +173,21 @@ public struct CommandAckResult: Codable, Sendable, Equatable {
 }
 
 /// Why an asset's files were deleted on a device.
-public enum AssetDeletionReason: String, Codable, Sendable, CaseIterable {
+public struct AssetDeletionReason: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// The SDK's own rules (expiry, quota).
-    case `internal`
+    public static let `internal` = AssetDeletionReason(rawValue: "internal")
     /// A remote `deleteAssets` command.
-    case remote
+    public static let remote = AssetDeletionReason(rawValue: "remote")
     /// The user deleted it.
-    case user
+    public static let user = AssetDeletionReason(rawValue: "user")
     /// Another user signed in on the device.
-    case userChange
+    public static let userChange = AssetDeletionReason(rawValue: "userChange")
     /// The download failed for good.
-    case failedDownload
+    public static let failedDownload = AssetDeletionReason(rawValue: "failedDownload")
     /// Everything was deleted: the app's delete-all or a remote wipe or kill.
-    case deleteAll
+    public static let deleteAll = AssetDeletionReason(rawValue: "deleteAll")
+    public static let allCases: [AssetDeletionReason] = [.`internal`, .remote, .user, .userChange, .failedDownload, .deleteAll]
 }

@@ -98,15 +98,19 @@ public struct RegisterDeviceRequest: Codable, Sendable, Equatable {
 }
 
 /// What a registration did.
-public enum RegistrationOutcome: String, Codable, Sendable, Equatable {
+public struct RegistrationOutcome: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// A new device row was created.
-    case created
+    public static let created = RegistrationOutcome(rawValue: "created")
     /// The device was already registered to this user; the same device is returned.
-    case existing
+    public static let existing = RegistrationOutcome(rawValue: "existing")
     /// The device was registered to another user and was moved (`moveFromOtherUser`).
-    case moved
+    public static let moved = RegistrationOutcome(rawValue: "moved")
     /// The device had been unregistered and is registered again.
-    case reactivated
+    public static let reactivated = RegistrationOutcome(rawValue: "reactivated")
+    public static let allCases: [RegistrationOutcome] = [.created, .existing, .moved, .reactivated]
 }
 
 public struct RegisterDeviceResponse: Codable, Sendable, Equatable {

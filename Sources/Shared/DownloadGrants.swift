@@ -26,16 +26,20 @@ public struct DownloadPermissionRequest: Codable, Sendable, Equatable {
 }
 
 /// The rules a download permission is checked against, in the order they are checked.
-public enum DownloadRule: String, Codable, Sendable, CaseIterable {
+public struct DownloadRule: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// Downloads of one asset by one account, ever (`maxLifetimeDownloadsPerAsset`): permanent
     /// until an admin resets the count.
-    case assetLifetime
+    public static let assetLifetime = DownloadRule(rawValue: "assetLifetime")
     /// Assets held at once across the account's devices (`maxDownloadsPerAccount`).
-    case account
+    public static let account = DownloadRule(rawValue: "account")
     /// Copies of one asset held at once across the account's devices (`maxCopiesPerAccount`).
-    case copies
+    public static let copies = DownloadRule(rawValue: "copies")
     /// Assets held at once on the device (`maxDownloadsPerDevice`).
-    case device
+    public static let device = DownloadRule(rawValue: "device")
+    public static let allCases: [DownloadRule] = [.assetLifetime, .account, .copies, .device]
 
     /// A denial by this rule lasts until an admin resets the count; the others may clear once a
     /// held download is deleted, fails or is released.
@@ -70,12 +74,14 @@ public struct DownloadCounts: Codable, Sendable, Equatable {
         self.device = device
     }
 
+    /// The count of a rule; a rule a later backplane added has none here (no limit, none used).
     public subscript(rule: DownloadRule) -> DownloadCount {
         switch rule {
         case .assetLifetime: assetLifetime
         case .account: account
         case .copies: copies
         case .device: device
+        default: DownloadCount(used: 0, limit: -1)
         }
     }
 }
@@ -83,18 +89,22 @@ public struct DownloadCounts: Codable, Sendable, Equatable {
 /// Where a grant is. `active` and `completed` grants hold a download (they count); the others
 /// have ended and free their place. Every grant stays in the asset's lifetime count (a failed
 /// download too: a permission was spent) until an admin resets it.
-public enum DownloadGrantState: String, Codable, Sendable, CaseIterable {
+public struct DownloadGrantState: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// Granted; the download is under way.
-    case active
+    public static let active = DownloadGrantState(rawValue: "active")
     /// The download completed: the asset is on the device.
-    case completed
+    public static let completed = DownloadGrantState(rawValue: "completed")
     /// The download failed.
-    case failed
+    public static let failed = DownloadGrantState(rawValue: "failed")
     /// The asset was deleted from the device.
-    case deleted
+    public static let deleted = DownloadGrantState(rawValue: "deleted")
     /// Ended by the backplane: the device was wiped, killed, unregistered or moved to another
     /// user, or deleted the asset on command.
-    case released
+    public static let released = DownloadGrantState(rawValue: "released")
+    public static let allCases: [DownloadGrantState] = [.active, .completed, .failed, .deleted, .released]
 
     public var holdsDownload: Bool { self == .active || self == .completed }
 }
@@ -145,8 +155,14 @@ public struct DownloadPermissionResponse: Codable, Sendable, Equatable {
 
 /// What became of a granted download, reported by the device in a sync.
 public struct DownloadReport: Codable, Sendable, Equatable {
-    public enum Outcome: String, Codable, Sendable {
-        case completed, failed, deleted
+    public struct Outcome: WireVocabulary {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        public static let completed = Outcome(rawValue: "completed")
+        public static let failed = Outcome(rawValue: "failed")
+        public static let deleted = Outcome(rawValue: "deleted")
+        public static let allCases: [Outcome] = [.completed, .failed, .deleted]
     }
 
     public var grantId: String
@@ -160,14 +176,18 @@ public struct DownloadReport: Codable, Sendable, Equatable {
 
 /// One per report sent. Like command acknowledgements: send a report until its result comes back.
 public struct DownloadReportResult: Codable, Sendable, Equatable {
-    public enum Status: String, Codable, Sendable {
+    public struct Status: WireVocabulary {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
         /// Recorded.
-        case accepted
+        public static let accepted = Status(rawValue: "accepted")
         /// The grant is already there (a repeated report), or was released; nothing changed.
-        case duplicate
+        public static let duplicate = Status(rawValue: "duplicate")
         /// Not this device's grant, or a step the grant cannot take (completed after deleted,
         /// completed after failed); nothing changed.
-        case rejected
+        public static let rejected = Status(rawValue: "rejected")
+        public static let allCases: [Status] = [.accepted, .duplicate, .rejected]
     }
 
     public var grantId: String

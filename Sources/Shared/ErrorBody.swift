@@ -2,56 +2,60 @@ import Foundation
 
 /// Stable error codes. Every non-2xx answer of the backplane carries exactly one of these;
 /// clients switch on the code, never on the message.
-public enum ErrorCode: String, Codable, Sendable, CaseIterable {
+public struct ErrorCode: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// Malformed JSON, wrong types, missing required fields, bad query parameters.
-    case badRequest = "bad_request"
+    public static let badRequest = ErrorCode(rawValue: "bad_request")
     /// Well-formed input whose values break a documented rule (range, length, format).
-    case validationFailed = "validation_failed"
+    public static let validationFailed = ErrorCode(rawValue: "validation_failed")
     /// The request body is larger than the documented limit.
-    case payloadTooLarge = "payload_too_large"
+    public static let payloadTooLarge = ErrorCode(rawValue: "payload_too_large")
     /// The request head (request line and header fields) is larger than the documented limit (431).
-    case headersTooLarge = "headers_too_large"
+    public static let headersTooLarge = ErrorCode(rawValue: "headers_too_large")
     /// Unknown app key, unknown or revoked bearer token, wrong device credential.
-    case invalidCredentials = "invalid_credentials"
+    public static let invalidCredentials = ErrorCode(rawValue: "invalid_credentials")
     /// The request signature does not match, or signing headers are missing.
-    case invalidSignature = "invalid_signature"
+    public static let invalidSignature = ErrorCode(rawValue: "invalid_signature")
     /// The signed timestamp is outside the accepted window.
-    case staleTimestamp = "stale_timestamp"
+    public static let staleTimestamp = ErrorCode(rawValue: "stale_timestamp")
     /// The nonce was already used with this app key inside the replay window.
-    case nonceReused = "nonce_reused"
+    public static let nonceReused = ErrorCode(rawValue: "nonce_reused")
     /// The application requires a user token (`X-Backplane-User-Token`) and none was sent.
-    case userTokenRequired = "user_token_required"
+    public static let userTokenRequired = ErrorCode(rawValue: "user_token_required")
     /// The user token was refused: bad signature, unknown key, expired, wrong issuer or
     /// audience, or a refused algorithm. The message says which.
-    case userTokenInvalid = "user_token_invalid"
+    public static let userTokenInvalid = ErrorCode(rawValue: "user_token_invalid")
     /// A valid user token names another user than the request's `userId`.
-    case userTokenMismatch = "user_token_mismatch"
+    public static let userTokenMismatch = ErrorCode(rawValue: "user_token_mismatch")
     /// Authenticated, but not allowed (wrong scope, a device acting as another).
-    case forbidden = "forbidden"
+    public static let forbidden = ErrorCode(rawValue: "forbidden")
     /// The device was unregistered; it must register again before anything else.
-    case deviceUnregistered = "device_unregistered"
+    public static let deviceUnregistered = ErrorCode(rawValue: "device_unregistered")
     /// The resource does not exist (or belongs to another application).
-    case notFound = "not_found"
+    public static let notFound = ErrorCode(rawValue: "not_found")
     /// The device id is registered already (to another user, or by an install that could not
     /// prove it is that device).
-    case deviceAlreadyRegistered = "device_already_registered"
+    public static let deviceAlreadyRegistered = ErrorCode(rawValue: "device_already_registered")
     /// Enabling download would exceed the per-user device limit.
-    case deviceLimitReached = "device_limit_reached"
+    public static let deviceLimitReached = ErrorCode(rawValue: "device_limit_reached")
     /// A download permission is denied by a limit: `details.rule` names it (`DownloadRule`),
     /// `details.counts` carries every count and limit.
-    case downloadLimitReached = "download_limit_reached"
+    public static let downloadLimitReached = ErrorCode(rawValue: "download_limit_reached")
     /// A download permission is denied because the device is not download-enabled.
-    case downloadNotEnabled = "download_not_enabled"
+    public static let downloadNotEnabled = ErrorCode(rawValue: "download_not_enabled")
     /// The request conflicts with the current state (e.g. revoking the last key).
-    case conflict = "conflict"
+    public static let conflict = ErrorCode(rawValue: "conflict")
     /// The route exists but not with this HTTP method.
-    case methodNotAllowed = "method_not_allowed"
+    public static let methodNotAllowed = ErrorCode(rawValue: "method_not_allowed")
     /// Too many requests from this device or this address; retry after `Retry-After` seconds.
-    case rateLimited = "rate_limited"
+    public static let rateLimited = ErrorCode(rawValue: "rate_limited")
     /// The server cannot answer now (e.g. its database is unreachable); retry later.
-    case serviceUnavailable = "service_unavailable"
+    public static let serviceUnavailable = ErrorCode(rawValue: "service_unavailable")
     /// A server bug. The message carries the request id to quote in a report.
-    case internalError = "internal_error"
+    public static let internalError = ErrorCode(rawValue: "internal_error")
+    public static let allCases: [ErrorCode] = [.badRequest, .validationFailed, .payloadTooLarge, .headersTooLarge, .invalidCredentials, .invalidSignature, .staleTimestamp, .nonceReused, .userTokenRequired, .userTokenInvalid, .userTokenMismatch, .forbidden, .deviceUnregistered, .notFound, .deviceAlreadyRegistered, .deviceLimitReached, .downloadLimitReached, .downloadNotEnabled, .conflict, .methodNotAllowed, .rateLimited, .serviceUnavailable, .internalError]
 }
 
 /// The JSON error body: `{"error": {"code": "...", "message": "...", "details": {...}}}`.

@@ -55,13 +55,17 @@ public struct ReceivedEventBatch: Decodable, Sendable {
 
 /// What became of one event of a batch.
 public struct EventResult: Codable, Sendable, Equatable {
-    public enum Status: String, Codable, Sendable {
+    public struct Status: WireVocabulary {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
         /// Stored now.
-        case accepted
+        public static let accepted = Status(rawValue: "accepted")
         /// Stored before (same device and sequence): nothing changed. Delete it from the queue.
-        case duplicate
+        public static let duplicate = Status(rawValue: "duplicate")
         /// Refused for good (`code`, `message`): retrying the same event cannot succeed.
-        case rejected
+        public static let rejected = Status(rawValue: "rejected")
+        public static let allCases: [Status] = [.accepted, .duplicate, .rejected]
     }
 
     /// Position in the batch.

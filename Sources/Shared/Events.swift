@@ -4,25 +4,29 @@ import Foundation
 // `POST /v1/events`, queried and exported by the reporting API.
 
 /// What happened. The wire value is the case name.
-public enum EventType: String, Codable, Sendable, CaseIterable {
-    case appLaunch
-    case queuedForDownload
-    case removedFromQueue
-    case downloadStart
-    case downloadComplete
-    case downloadError
-    case downloadWarning
-    case maxErrorsReset
-    case assetDeleted
-    case assetExpired
-    case playStart
-    case playStop
+public struct EventType: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let appLaunch = EventType(rawValue: "appLaunch")
+    public static let queuedForDownload = EventType(rawValue: "queuedForDownload")
+    public static let removedFromQueue = EventType(rawValue: "removedFromQueue")
+    public static let downloadStart = EventType(rawValue: "downloadStart")
+    public static let downloadComplete = EventType(rawValue: "downloadComplete")
+    public static let downloadError = EventType(rawValue: "downloadError")
+    public static let downloadWarning = EventType(rawValue: "downloadWarning")
+    public static let maxErrorsReset = EventType(rawValue: "maxErrorsReset")
+    public static let assetDeleted = EventType(rawValue: "assetDeleted")
+    public static let assetExpired = EventType(rawValue: "assetExpired")
+    public static let playStart = EventType(rawValue: "playStart")
+    public static let playStop = EventType(rawValue: "playStop")
     /// The SDK's data was reset: a fresh install or a remote wipe (`resetType`).
-    case reset
-    case downloadLimitReached
-    case playbackInitiated
+    public static let reset = EventType(rawValue: "reset")
+    public static let downloadLimitReached = EventType(rawValue: "downloadLimitReached")
+    public static let playbackInitiated = EventType(rawValue: "playbackInitiated")
     /// The app's own event, with `customName` and a string or numeric value.
-    case custom
+    public static let custom = EventType(rawValue: "custom")
+    public static let allCases: [EventType] = [.appLaunch, .queuedForDownload, .removedFromQueue, .downloadStart, .downloadComplete, .downloadError, .downloadWarning, .maxErrorsReset, .assetDeleted, .assetExpired, .playStart, .playStop, .reset, .downloadLimitReached, .playbackInitiated, .custom]
 
     /// The types the business depends on: they cannot be disabled on the device.
     public static let mandatory: Set<EventType> = [.queuedForDownload, .downloadStart, .downloadComplete, .downloadError, .maxErrorsReset, .reset]
@@ -30,51 +34,49 @@ public enum EventType: String, Codable, Sendable, CaseIterable {
     public var isMandatory: Bool { Self.mandatory.contains(self) }
 
     /// Types that are about one asset and must name it.
-    public var requiresAssetId: Bool {
-        switch self {
-        case .queuedForDownload, .removedFromQueue, .downloadStart, .downloadComplete, .downloadError, .downloadWarning,
-             .assetDeleted, .assetExpired, .playStart, .playStop, .playbackInitiated:
-            true
-        case .appLaunch, .maxErrorsReset, .reset, .downloadLimitReached, .custom:
-            false
-        }
-    }
+    public var requiresAssetId: Bool { Self.aboutOneAsset.contains(self) }
 
-    /// A clear message for an unknown type instead of the decoder's generic one.
-    public init(from decoder: Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        let raw = try container.decode(String.self)
-        guard let type = EventType(rawValue: raw) else {
-            throw DecodingError.dataCorruptedError(
-                in: container, debugDescription: "Unknown event type '\(raw)'; known types: \(Self.allCases.map(\.rawValue).joined(separator: ", ")).")
-        }
-        self = type
-    }
+    private static let aboutOneAsset: Set<EventType> = [
+        .queuedForDownload, .removedFromQueue, .downloadStart, .downloadComplete, .downloadError, .downloadWarning,
+        .assetDeleted, .assetExpired, .playStart, .playStop, .playbackInitiated,
+    ]
 }
 
 /// Why the SDK's data was reset.
-public enum ResetType: String, Codable, Sendable, CaseIterable {
+public struct ResetType: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// The SDK started with no data: a new install (or its data was cleared).
-    case install
+    public static let install = ResetType(rawValue: "install")
     /// A remote wipe or kill deleted every download.
-    case remoteWipe
+    public static let remoteWipe = ResetType(rawValue: "remoteWipe")
+    public static let allCases: [ResetType] = [.install, .remoteWipe]
 }
 
 /// Which download permission denied a download.
-public enum DownloadLimitType: String, Codable, Sendable, CaseIterable {
-    case account
-    case asset
-    case copies
-    case device
+public struct DownloadLimitType: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let account = DownloadLimitType(rawValue: "account")
+    public static let asset = DownloadLimitType(rawValue: "asset")
+    public static let copies = DownloadLimitType(rawValue: "copies")
+    public static let device = DownloadLimitType(rawValue: "device")
     /// The app's own rule said no.
-    case external
+    public static let external = DownloadLimitType(rawValue: "external")
+    public static let allCases: [DownloadLimitType] = [.account, .asset, .copies, .device, .external]
 }
 
 /// Whether the app was in front when the event was logged.
-public enum AppState: String, Codable, Sendable, CaseIterable {
-    case foreground
-    case background
-    case unknown
+public struct AppState: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let foreground = AppState(rawValue: "foreground")
+    public static let background = AppState(rawValue: "background")
+    public static let unknown = AppState(rawValue: "unknown")
+    public static let allCases: [AppState] = [.foreground, .background, .unknown]
 }
 
 /// What an event says: its type and the fields that type uses. Build it with the static

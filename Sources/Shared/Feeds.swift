@@ -38,13 +38,17 @@ public struct FeedList: Codable, Sendable, Equatable {
 }
 
 /// How an episode is downloaded.
-public enum MediaType: String, Codable, Sendable, CaseIterable {
+public struct MediaType: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// One file (e.g. MP4).
-    case file
+    public static let file = MediaType(rawValue: "file")
     /// An HLS manifest and its segments.
-    case hls
+    public static let hls = MediaType(rawValue: "hls")
     /// A static DASH MPD and its segments.
-    case dash
+    public static let dash = MediaType(rawValue: "dash")
+    public static let allCases: [MediaType] = [.file, .hls, .dash]
 }
 
 /// An episode as the CMS announces it: either with full metadata, or with only `assetId` (the
@@ -188,8 +192,14 @@ public struct SubscriptionList: Codable, Sendable, Equatable {
 
 /// One change in a subscribed feed.
 public struct EpisodeChange: Codable, Sendable, Equatable {
-    public enum Kind: String, Codable, Sendable {
-        case added, updated, retracted
+    public struct Kind: WireVocabulary {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        public static let added = Kind(rawValue: "added")
+        public static let updated = Kind(rawValue: "updated")
+        public static let retracted = Kind(rawValue: "retracted")
+        public static let allCases: [Kind] = [.added, .updated, .retracted]
     }
 
     public var kind: Kind

@@ -1,9 +1,13 @@
 import Foundation
 
 /// The services that wake an app that is not running: Apple's (APNs) and Google's (FCM).
-public enum PushProvider: String, Codable, Sendable, Equatable, CaseIterable {
-    case apns
-    case fcm
+public struct PushProvider: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let apns = PushProvider(rawValue: "apns")
+    public static let fcm = PushProvider(rawValue: "fcm")
+    public static let allCases: [PushProvider] = [.apns, .fcm]
 
     /// The provider of a device that sent a push token without naming one (SDKs before
     /// `pushProvider` existed): Apple's platforms use APNs, Android FCM; anything else none.
@@ -26,9 +30,13 @@ public enum PushWakeUpPayload {
 
 /// Which of Apple's two push environments an app's tokens belong to: development builds get
 /// sandbox tokens, App Store and TestFlight builds production ones.
-public enum APNsEnvironment: String, Codable, Sendable, Equatable, CaseIterable {
-    case production
-    case sandbox
+public struct APNsEnvironment: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let production = APNsEnvironment(rawValue: "production")
+    public static let sandbox = APNsEnvironment(rawValue: "sandbox")
+    public static let allCases: [APNsEnvironment] = [.production, .sandbox]
 }
 
 /// `PUT /v1/admin/push/apns`: the application's APNs provider key (token-based authentication).

@@ -19,12 +19,13 @@ struct Fixture {
 
     static func make(
         deviceLimit: Int? = nil, directory: URL? = nil, clock: TestClock? = nil, userTokens: UserTokenOptions = UserTokenOptions(),
-        push: PushOptions = PushOptions()
+        push: PushOptions = PushOptions(), commandSupport: CommandSupport = .current
     ) async throws -> Fixture {
         let directory = directory ?? temporaryDirectory("backplane-tests")
         let store = try SQLiteStore(directory: directory)
-        let services = clock.map { clock in BackplaneServices(store: store, userTokens: userTokens, push: push, now: { clock.now }) }
-            ?? BackplaneServices(store: store, userTokens: userTokens, push: push)
+        let services = clock.map { clock in
+            BackplaneServices(store: store, userTokens: userTokens, push: push, commandSupport: commandSupport, now: { clock.now })
+        } ?? BackplaneServices(store: store, userTokens: userTokens, push: push, commandSupport: commandSupport)
         let (application, key) = try await services.testApplication(name: "test app", deviceLimit: deviceLimit)
         let token = try await services.applications.createToken(applicationId: application.id, scope: .admin, name: "tests")
         return Fixture(

@@ -201,7 +201,7 @@ extension ConsoleController {
     /// hash is stored.
     @Sendable func createToken(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         let form = try await context.form(TokenForm.self, from: request, needs: .admin, toDo: "Creating a token")
-        guard let scope = TokenScope(rawValue: form.scope), scope != .admin else {
+        guard let scope = TokenScope.known(form.scope), scope != .admin else {
             throw ServiceError.validation("The console makes cms and reporting tokens; admin tokens come from 'backplane token create'.", field: "scope")
         }
         var expiresAt: Date?

@@ -122,6 +122,7 @@ extension ConsoleController {
         case .kill: "Kill"
         case .unregister: "Unregister"
         case .syncNow: "Sync now"
+        default: type.rawValue
         }
     }
 
@@ -133,6 +134,7 @@ extension ConsoleController {
         case .kill: "wipes the device, unregisters it and makes it forget its credential"
         case .unregister: "unregisters the device: it stops downloading and syncing"
         case .syncNow: "asks the device to sync at once"
+        default: "runs '\(type.rawValue)' on the device"
         }
     }
 
@@ -149,7 +151,7 @@ extension ConsoleController {
     @Sendable func enqueueCommand(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
         let form = try await context.form(CommandForm.self, from: request, needs: .admin, toDo: "Sending a command")
         let deviceId = try context.pathValue("deviceId")
-        guard let type = CommandType(rawValue: form.type) else { throw ServiceError.validation("Unknown command type '\(form.type)'.", field: "type") }
+        guard let type = CommandType.known(form.type) else { throw ServiceError.validation("Unknown command type '\(form.type)'.", field: "type") }
         let assetIds = form.assetIds.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
         let devicePath = ConsolePaths.device(deviceId)
         guard ConsoleForms.confirmed(form.confirm) else {

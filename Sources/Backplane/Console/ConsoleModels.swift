@@ -136,8 +136,7 @@ struct FilterOption {
     let value: String
     let selected: Bool
 
-    static func all<Value: RawRepresentable & CaseIterable>(_ type: Value.Type, selected: Value?) -> [FilterOption]
-    where Value.RawValue == String {
+    static func all<Value: WireVocabulary>(_ type: Value.Type, selected: Value?) -> [FilterOption] {
         Value.allCases.map { FilterOption(value: $0.rawValue, selected: $0.rawValue == selected?.rawValue) }
     }
 }

@@ -130,6 +130,7 @@ enum ConsoleNavigation {
             case .admin: true
             case .cms: self == .feeds
             case .reporting: self == .events
+            default: false
             }
         }
     }

@@ -93,6 +93,8 @@ extension ErrorCode {
         case .rateLimited: .tooManyRequests
         case .serviceUnavailable: .serviceUnavailable
         case .internalError: .internalServerError
+        // (Every code this server sends is listed above; a later release's is its own.)
+        default: .internalServerError
         }
     }
 }

@@ -118,7 +118,11 @@ public struct BackplaneRequestDecoder: RequestDecoder {
             throw ServiceError.badRequest("The body has the key '\(key)' twice in one object; each key may appear once.")
         }
         do {
-            return try WireJSON.decoder().decode(T.self, from: Data(buffer: buffer))
+            let decoder = WireJSON.decoder()
+            // What a client sends must be a value this server knows (a 400 naming the field
+            // otherwise); only clients accept values a later release adds.
+            decoder.userInfo[WireVocabularyDecoding.knownValuesOnly] = true
+            return try decoder.decode(T.self, from: Data(buffer: buffer))
         } catch let error as DecodingError {
             throw ServiceError.badRequest(DecodingProblem.message(error, subject: "The body"))
         }

@@ -10,13 +10,16 @@ public struct CommandService: Sendable {
     /// Pushes the targeted devices that no channel reaches (`PushDispatcher`).
     let pushes: (any CommandPushes)?
     let metrics: BackplaneMetrics
+    /// Which SDKs run which types: a command for a device whose SDK predates its type fails.
+    let support: CommandSupport
     let now: @Sendable () -> Date
 
     public init(
         store: any BackplaneStore, wakeUps: any WakeUpPublisher, pushes: (any CommandPushes)? = nil, metrics: BackplaneMetrics = .none,
-        now: @escaping @Sendable () -> Date = { Date() }
+        support: CommandSupport = .current, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
+        self.support = support
         self.wakeUps = wakeUps
         self.pushes = pushes
         self.metrics = metrics
@@ -41,16 +44,21 @@ public struct CommandService: Sendable {
 
         let devices = try await targetDevices(applicationId: applicationId, request)
         let records = devices.map { device in
-            CommandRecord(
-                commandId: UUID().uuidString.lowercased(), applicationId: applicationId, deviceId: device.deviceId,
-                type: request.type, assetIds: assetIds, state: .pending, createdAt: now, updatedAt: now,
-                expiresAt: request.expiresAt, deferrals: 0)
+            support.refusing(
+                CommandRecord(
+                    commandId: UUID().uuidString.lowercased(), applicationId: applicationId, deviceId: device.deviceId,
+                    type: request.type, assetIds: assetIds, state: .pending, createdAt: now, updatedAt: now,
+                    expiresAt: request.expiresAt, deferrals: 0),
+                onSDK: device.sdkVersion, now: now)
         }
         let stored = try await store.insertCommands(records)
         metrics.count(.enqueued, stored.count)
-        let deviceIds = devices.map(\.deviceId)
-        wakeUps.publish(.devices(applicationId: applicationId, deviceIds: deviceIds))
-        pushes?.commandsEnqueued(applicationId: applicationId, devices: devices)
+        // A device whose SDK cannot run the type has its command failed already: nothing to wake it for.
+        let woken = devices.filter { support.supports(request.type, onSDK: $0.sdkVersion) }
+        if !woken.isEmpty {
+            wakeUps.publish(.devices(applicationId: applicationId, deviceIds: woken.map(\.deviceId)))
+            pushes?.commandsEnqueued(applicationId: applicationId, devices: woken)
+        }
         return CommandList(commands: stored.map(\.wire))
     }
 
@@ -114,6 +122,7 @@ public struct CommandService: Sendable {
             case .succeeded: metrics.count(.succeeded)
             case .failed: metrics.count(.failed)
             case .deferred: metrics.count(.deferred)
+            default: break  // (the request's decoder refused any other outcome)
             }
         }
         metrics.count(.delivered, open.filter { $0.state == .delivered && $0.deliveredAt == now }.count)

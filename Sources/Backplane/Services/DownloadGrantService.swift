@@ -101,10 +101,13 @@ public struct DownloadGrantService: Sendable {
         guard let grant, grant.deviceId == deviceId else {
             return (nil, .init(grantId: report.grantId, status: .rejected, message: "No such grant for this device."))
         }
-        let target: DownloadGrantState = switch report.outcome {
-        case .completed: .completed
-        case .failed: .failed
-        case .deleted: .deleted
+        let target: DownloadGrantState
+        switch report.outcome {
+        case .completed: target = .completed
+        case .failed: target = .failed
+        case .deleted: target = .deleted
+        default:  // (the request's decoder refuses any other outcome)
+            return (nil, .init(grantId: report.grantId, status: .rejected, message: "Unknown outcome '\(report.outcome)'."))
         }
         switch (grant.state, target) {
         case (.active, _), (.completed, .deleted):

@@ -19,13 +19,11 @@ enum QueryValue {
         return date
     }
 
-    /// One of an enumeration's raw values; an unknown one is refused with the list of known ones.
-    static func option<Value: RawRepresentable & CaseIterable>(_ text: String?, name: String, as: Value.Type) throws -> Value?
-    where Value.RawValue == String {
+    /// One of a vocabulary's known values; an unknown one is refused with the list of known ones.
+    static func option<Value: WireVocabulary>(_ text: String?, name: String, as: Value.Type) throws -> Value? {
         guard let text else { return nil }
-        guard let value = Value(rawValue: text) else {
-            throw ServiceError.validation(
-                "Unknown \(name) '\(text)'; known: \(Value.allCases.map(\.rawValue).joined(separator: ", ")).", field: name)
+        guard let value = Value.known(text) else {
+            throw ServiceError.validation("Unknown \(name) '\(text)'; known: \(Value.knownList).", field: name)
         }
         return value
     }

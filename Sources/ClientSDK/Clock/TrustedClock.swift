@@ -1,4 +1,5 @@
 import Foundation
+import BackplaneWire
 import Synchronization
 
 /// Time for rights checks that setting the device's clock cannot move: the backplane's time at
@@ -21,11 +22,15 @@ public enum TrustedTime: Sendable, Equatable {
     }
 }
 
-public enum UntrustedReason: String, Sendable, Equatable, Codable {
+public struct UntrustedReason: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// No sync has told the device the backplane's time yet.
-    case neverSynced
+    public static let neverSynced = UntrustedReason(rawValue: "neverSynced")
     /// The device's clock was set (forward or back) beyond the tolerance since the last sync.
-    case deviceClockChanged
+    public static let deviceClockChanged = UntrustedReason(rawValue: "deviceClockChanged")
+    public static let allCases: [UntrustedReason] = [.neverSynced, .deviceClockChanged]
 }
 
 final class TrustedClock: Sendable {

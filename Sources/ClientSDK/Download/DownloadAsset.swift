@@ -3,13 +3,17 @@ import BackplaneWire
 
 /// What the app asks the SDK to download: `engine.downloads.enqueue(_:)`.
 public struct DownloadRequest: Sendable, Equatable, Codable {
-    public enum Kind: String, Sendable, Codable {
+    public struct Kind: WireVocabulary {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
         /// One file (an MP4, …), fetched as a single resumable download.
-        case file
+        public static let file = Kind(rawValue: "file")
         /// An HLS VOD asset: the URL is a master or a media playlist.
-        case hls
+        public static let hls = Kind(rawValue: "hls")
         /// A DASH VOD asset: the URL is a static MPD.
-        case dash
+        public static let dash = Kind(rawValue: "dash")
+        public static let allCases: [Kind] = [.file, .hls, .dash]
     }
 
     /// The app's id of the asset (the CMS's): 1 to `WireLimits.maxIdentifierLength` bytes.
@@ -111,6 +115,7 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false else {
             return "The asset URL \(url.absoluteString.prefix(200)) is not an http(s) URL."
         }
+        guard kind.isKnown else { return "This SDK does not download assets of kind '\(kind)'." }
         if let maxVideoBitrate, maxVideoBitrate < 0 { return "maxVideoBitrate must not be negative." }
         if let declaredSize, declaredSize < 0 { return "declaredSize must not be negative." }
         if let problem = availability?.problem { return problem.message }
@@ -128,24 +133,28 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
 
 /// Why downloads wait although the queue holds work. Each clears by itself when its cause does:
 /// the engine looks again when it changes (or, for storage, every `DownloadOptions.storageRecheck`).
-public enum DownloadBlock: String, Sendable, Equatable, Codable {
+public struct DownloadBlock: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// The app turned downloads off (`engine.downloads.setEnabled(false)`).
-    case switchedOff
+    public static let switchedOff = DownloadBlock(rawValue: "switchedOff")
     /// The backplane has not enabled this device for download (device limit), or has not said yet.
-    case deviceNotDownloadEnabled
+    public static let deviceNotDownloadEnabled = DownloadBlock(rawValue: "deviceNotDownloadEnabled")
     /// No network.
-    case networkUnavailable
+    public static let networkUnavailable = DownloadBlock(rawValue: "networkUnavailable")
     /// Only an expensive (cellular) network, and `downloadOverCellular` is off.
-    case cellularNotAllowed
+    public static let cellularNotAllowed = DownloadBlock(rawValue: "cellularNotAllowed")
     /// `maxStorage` or `headroom` leaves no room for the next file.
-    case storage
+    public static let storage = DownloadBlock(rawValue: "storage")
     /// `maxDownloadedAssets` completed assets are on the device.
-    case maxDownloadedAssets
+    public static let maxDownloadedAssets = DownloadBlock(rawValue: "maxDownloadedAssets")
     /// The application's `maxDownloadsPerDevice` completed assets are on the device.
-    case maxDownloadsPerDevice
+    public static let maxDownloadsPerDevice = DownloadBlock(rawValue: "maxDownloadsPerDevice")
     /// This asset only: the backplane denied its download by a rule that can change (see
     /// `DownloadAsset.permission`); it is asked again after the next sync or retry pass.
-    case permissionDenied
+    public static let permissionDenied = DownloadBlock(rawValue: "permissionDenied")
+    public static let allCases: [DownloadBlock] = [.switchedOff, .deviceNotDownloadEnabled, .networkUnavailable, .cellularNotAllowed, .storage, .maxDownloadedAssets, .maxDownloadsPerDevice, .permissionDenied]
 }
 
 /// Where an asset is.

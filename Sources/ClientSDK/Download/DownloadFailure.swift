@@ -1,37 +1,42 @@
 import Foundation
+import BackplaneWire
 
 /// Why a file of a download could not be fetched. `isFatal` failures are not retried: fetching
 /// again would give the same answer (a captive portal's HTML instead of video, a file that
 /// changed size under a resumed download, a playlist the SDK cannot use, an answer whose
 /// numbers cannot be true).
 public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomStringConvertible {
-    public enum Kind: String, Sendable, Codable {
+    public struct Kind: WireVocabulary {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
         /// The connection failed, timed out or ended early.
-        case network
+        public static let network = Kind(rawValue: "network")
         /// The origin answered with an error status (`status`).
-        case http
+        public static let http = Kind(rawValue: "http")
         /// The answer's `Content-Type` is not one the asset allows.
-        case mimeType
+        public static let mimeType = Kind(rawValue: "mimeType")
         /// The file's size on the origin changed under a resumed download.
-        case sizeChanged
+        public static let sizeChanged = Kind(rawValue: "sizeChanged")
         /// The origin's answer breaks HTTP's rules for what was asked (a wrong `Content-Range`).
-        case protocolViolation
+        public static let protocolViolation = Kind(rawValue: "protocolViolation")
         /// The origin's answer cannot be used, however often it is asked: a length beyond what
         /// the storage rules could ever hold, a number out of any sensible range.
-        case origin
+        public static let origin = Kind(rawValue: "origin")
         /// An HLS playlist or a DASH manifest that cannot be downloaded (see the message).
-        case playlist
+        public static let playlist = Kind(rawValue: "playlist")
         /// The device's storage refused the write (full, read-only, …).
-        case storage
+        public static let storage = Kind(rawValue: "storage")
         /// A storage rule (`maxStorage`, `headroom`) leaves no room: the asset is blocked, not
         /// failed, and goes on when there is room.
-        case noSpace
+        public static let noSpace = Kind(rawValue: "noSpace")
         /// The backplane denied the download permission (the message names the rule). Only the
         /// lifetime rule fails the asset; the others are asked again at the next pass.
-        case permissionDenied
+        public static let permissionDenied = Kind(rawValue: "permissionDenied")
         /// The app's license provider could not acquire the asset's license (see the message):
         /// tried again on the next pass, like a network failure.
-        case license
+        public static let license = Kind(rawValue: "license")
+        public static let allCases: [Kind] = [.network, .http, .mimeType, .sizeChanged, .protocolViolation, .origin, .playlist, .storage, .noSpace, .permissionDenied, .license]
     }
 
     public var kind: Kind
@@ -71,8 +76,8 @@ public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomString
     var isPassing: Bool {
         switch kind {
         case .network, .protocolViolation, .noSpace: true
-        case .http: status.map { $0 >= 500 || $0 == 408 || $0 == 429 } ?? true
-        case .mimeType, .sizeChanged, .origin, .playlist, .storage, .permissionDenied, .license: false
+        case .http: status.map(RetryableStatus.contains) ?? true
+        default: false
         }
     }
 }

@@ -124,6 +124,8 @@ struct DownloadPermission: Sendable {
         case .account: .account
         case .copies: .copies
         case .device: .device
+        // A rule of a later backplane: logged by its own name.
+        default: DownloadLimitType(rawValue: rule.rawValue)
         }
     }
 }

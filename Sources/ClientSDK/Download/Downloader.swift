@@ -18,6 +18,18 @@ protocol Downloader: Sendable {
     func preparedPlan(_ request: DownloadRequest, in directory: URL) -> DownloadPlan?
 }
 
+/// The downloader of a kind this SDK does not know: a request of a later SDK's kind, read from
+/// its database after the app was rolled back. It fails at once, for good.
+struct UnsupportedKind: Downloader {
+    let kind: DownloadRequest.Kind
+
+    func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) -> DownloadPlan {
+        throw DownloadFailure(.playlist, "This SDK does not download assets of kind '\(kind)'.")
+    }
+
+    func preparedPlan(_ request: DownloadRequest, in directory: URL) -> DownloadPlan? { nil }
+}
+
 /// The downloader of each kind of request.
 struct DownloaderFactory: Sendable {
     let fetcher: FileFetcher
@@ -30,6 +42,7 @@ struct DownloaderFactory: Sendable {
         case .file: ProgressiveDownloader()
         case .hls: HLSDownloader(fetcher: fetcher, limits: playlistLimits, retry: retry)
         case .dash: DASHDownloader(fetcher: fetcher, limits: playlistLimits, retry: retry)
+        default: UnsupportedKind(kind: kind)
         }
         return AncillaryAdding(format: format)
     }

@@ -36,6 +36,9 @@ struct CommandExecutor: Sendable {
                     // Unregistering takes effect when the backplane has the acknowledgement; a
                     // syncNow is done by the sync that acknowledges it.
                     break
+                default:
+                    // A type a later backplane added: said so, and the rest of the sync goes on.
+                    outcome = CommandAck(commandId: command.commandId, outcome: .failed, reason: Self.unsupported)
                 }
             } catch {
                 outcome = CommandAck(commandId: command.commandId, outcome: .failed, reason: "\(error)".prefix(utf8Bytes: WireLimits.maxReasonLength))
@@ -43,6 +46,10 @@ struct CommandExecutor: Sendable {
             try local.access { try $0.recordOutcome(SDKDatabase.Outcome(ack: outcome, type: command.type)) }
         }
     }
+
+    /// The reason acknowledged for a command type this SDK does not know (added to the backplane
+    /// after it shipped): the command fails on this device and the admin sees why.
+    static let unsupported = "unsupported"
 
     /// Stops the download under way, empties the queue, deletes every downloaded asset and
     /// logs it: each asset deleted (reason deleteAll), then the reset.

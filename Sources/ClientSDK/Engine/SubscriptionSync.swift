@@ -132,6 +132,8 @@ struct SubscriptionSync: Sendable {
             }
             guard await dataSource.willAdd(metadata, feedId: change.feedId) else { result = .skipped(reason: "refused by the data source"); break }
             result = try await add(metadata, feedId: change.feedId, rules: rules, summary: &summary)
+        default:
+            result = .skipped(reason: "a change of kind '\(change.kind)' this SDK does not know")
         }
         await dataSource.didProcess(change, result: result)
     }
@@ -195,11 +197,11 @@ extension SubscriptionSync {
 extension EpisodeInput {
     /// What to download for an episode with a download URL.
     var downloadRequest: DownloadRequest? {
-        guard let downloadURL, let url = URL(string: downloadURL) else { return nil }
+        guard let downloadURL, let url = URL(string: downloadURL), let kind = DownloadRequest.Kind(mediaType) else { return nil }
         var metadata: [String: String] = [:]
         if let title { metadata["title"] = String(title.prefix(200)) }
         return DownloadRequest(
-            assetId: assetId, url: url, kind: DownloadRequest.Kind(mediaType),
+            assetId: assetId, url: url, kind: kind,
             allowedMIMETypes: permittedMimeTypes.map { Set($0.map { $0.lowercased() }) }, maxVideoBitrate: maxBitrate,
             metadata: metadata, declaredSize: sizeBytes, availability: downloadAvailability)
     }
@@ -247,12 +249,14 @@ struct CursorTrail {
 }
 
 extension DownloadRequest.Kind {
-    /// The kind of download an episode's media type is.
-    init(_ mediaType: MediaType?) {
-        self = switch mediaType {
-        case .hls: .hls
-        case .dash: .dash
-        case .file, nil: .file
+    /// The kind of download an episode's media type is; nil for a media type of a later
+    /// backplane, which this SDK cannot download (the item is tracked, not downloaded).
+    init?(_ mediaType: MediaType?) {
+        switch mediaType {
+        case .hls: self = .hls
+        case .dash: self = .dash
+        case .file, nil: self = .file
+        default: return nil
         }
     }
 }
@@ -263,6 +267,7 @@ extension MediaType {
         case .file: .file
         case .hls: .hls
         case .dash: .dash
+        default: MediaType(rawValue: kind.rawValue)
         }
     }
 }

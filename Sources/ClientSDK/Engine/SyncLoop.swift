@@ -118,8 +118,10 @@ actor SyncLoop {
         _ = try await session.credentials()
         let pending = try local.access { try $0.unacknowledgedOutcomes(limit: WireLimits.maxAcksPerSync) }
         let grantReports = try local.access { try $0.pendingGrantReports(limit: WireLimits.maxDownloadReportsPerSync) }
+        // The SDK's version goes with every sync: an app update brings a new SDK without a new
+        // registration, and the backplane sends a command only to an SDK that knows its type.
         let report = SyncRequest(
-            appVersion: configuration.device.appVersion, osVersion: configuration.device.osVersion,
+            sdkVersion: BackplaneSDK.version, appVersion: configuration.device.appVersion, osVersion: configuration.device.osVersion,
             acks: pending.isEmpty ? nil : pending.map(\.ack), downloadReports: grantReports.isEmpty ? nil : grantReports)
         let sentAt = Date()
         let sentMonotonic = trustedClock.monotonicNow

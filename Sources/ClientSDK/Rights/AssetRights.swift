@@ -36,13 +36,17 @@ public enum AssetRights: Sendable, Equatable {
 }
 
 /// Which end of the window passed.
-public enum ExpiryReason: String, Sendable, Equatable, Codable {
+public struct ExpiryReason: WireVocabulary {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
     /// The asset's expiry date.
-    case expiryDate
+    public static let expiryDate = ExpiryReason(rawValue: "expiryDate")
     /// Expiry after download (EAD).
-    case afterDownload
+    public static let afterDownload = ExpiryReason(rawValue: "afterDownload")
     /// Expiry after first play (EAP).
-    case afterPlay
+    public static let afterPlay = ExpiryReason(rawValue: "afterPlay")
+    public static let allCases: [ExpiryReason] = [.expiryDate, .afterDownload, .afterPlay]
 }
 
 /// What the rights of one downloaded asset are judged on.

@@ -30,8 +30,9 @@ extension SDKDatabase {
                 db, sql: "SELECT command_id, type, outcome, reason FROM command_outcomes WHERE acked_at IS NULL ORDER BY executed_at LIMIT ?",
                 arguments: [limit]
             ).compactMap { row in
-                guard let type = CommandType(rawValue: try row.decode(forColumn: "type")),
-                    let outcome = CommandAck.Outcome(rawValue: try row.decode(forColumn: "outcome"))
+                // Any type: an outcome of one this SDK does not know ("unsupported") is acknowledged too.
+                let type = CommandType(rawValue: try row.decode(forColumn: "type"))
+                guard let outcome = CommandAck.Outcome.known(try row.decode(forColumn: "outcome"))
                 else { return nil }
                 return try Outcome(ack: CommandAck(commandId: row.decode(forColumn: "command_id"), outcome: outcome, reason: row.decode(forColumn: "reason")), type: type)
             }

@@ -80,7 +80,7 @@ extension SDKDatabase {
         try read { db in
             try Row.fetchAll(db, sql: "SELECT grant_id, outcome FROM grant_reports ORDER BY recorded_at, grant_id LIMIT ?", arguments: [limit])
                 .compactMap { row in
-                    try DownloadReport.Outcome(rawValue: row.decode(forColumn: "outcome")).map { try DownloadReport(grantId: row.decode(forColumn: "grant_id"), outcome: $0) }
+                    try DownloadReport.Outcome.known(row.decode(forColumn: "outcome")).map { try DownloadReport(grantId: row.decode(forColumn: "grant_id"), outcome: $0) }
                 }
         }
     }

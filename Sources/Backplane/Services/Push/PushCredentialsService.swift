@@ -33,6 +33,8 @@ public struct PushCredentialsService: Sendable {
             case .fcm:
                 guard let account = try? FCMServiceAccount(record) else { continue }
                 response.fcm = FCMConfiguration(projectId: account.projectId, setAt: record.setAt, broken: record.broken)
+            default:
+                continue  // a provider of a later release, stored before a downgrade
             }
         }
         return response

@@ -199,6 +199,7 @@ public final class PushDispatcher: CommandPushes, Service {
             let result = switch provider {
             case .apns: await apns.send(target, measure: measure)
             case .fcm: await fcm.send(target, measure: measure)
+            default: PushResult.failed(reason: "no sender for provider '\(provider)'")
             }
             let metadata: Logger.Metadata = [
                 "applicationId": "\(target.applicationId)", "deviceId": "\(target.deviceId)", "provider": "\(provider.rawValue)",

@@ -12,6 +12,7 @@ struct SyncRules: Sendable {
     let reports: [DownloadReport]
     let acks: [CommandAck]
     let versions: ReportedVersions
+    let support: CommandSupport
 
     /// What a device reports of itself with each sync; nil leaves a version as it is.
     struct ReportedVersions: Sendable {
@@ -58,9 +59,11 @@ struct SyncRules: Sendable {
             }
             decision.ackResults.append(outcome.result)
         }
+        // Delivered to the SDK the device reports in this very sync (it may have just updated).
+        let sdkVersion = versions.sdkVersion ?? device.sdkVersion
         for read in snapshot.openCommands {
             guard let current = commands[read.commandId], !current.state.isFinished else { continue }
-            let delivered = Self.deliver(current, now: now)
+            let delivered = Self.deliver(support.refusing(current, onSDK: sdkVersion, now: now), now: now)
             store(delivered)
             if !delivered.state.isFinished { decision.openCommands.append(delivered) }
         }
@@ -116,6 +119,8 @@ struct SyncRules: Sendable {
         case .deferred:
             updated.deferrals += 1
             updated.failureReason = ack.reason
+        default:  // (the request's decoder refuses any other outcome)
+            return .init(updated: nil, result: .init(commandId: ack.commandId, status: .rejected, message: "Unknown outcome."), detachesDevice: false)
         }
         let succeeded = updated.state == .succeeded
         let detaches = succeeded && (command.type == .kill || command.type == .unregister)

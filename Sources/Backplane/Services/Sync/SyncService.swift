@@ -31,7 +31,8 @@ public struct SyncService: Sendable {
         try Self.validate(request, reports: reports, acks: acks)
         let rules = SyncRules(
             deviceId: deviceId, now: now(), reports: reports, acks: acks,
-            versions: .init(sdkVersion: request.sdkVersion, appVersion: request.appVersion, osVersion: request.osVersion))
+            versions: .init(sdkVersion: request.sdkVersion, appVersion: request.appVersion, osVersion: request.osVersion),
+            support: commands.support)
         let plan = SyncPlan(
             applicationId: applicationId, deviceId: deviceId, signedIn: signedIn, reportedGrantIds: reports.map(\.grantId),
             ackedCommandIds: acks.map(\.commandId), decide: rules.decide)

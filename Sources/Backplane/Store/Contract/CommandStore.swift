@@ -38,13 +38,34 @@ public struct CommandRecord: Sendable, Equatable, Codable {
     public var completedAt: Date?
     public var failureReason: String?
     public var deferrals: Int
+
+    public init(
+        rowId: Int64? = nil, commandId: String, applicationId: String, deviceId: String, type: CommandType, assetIds: [String]? = nil,
+        state: CommandState, createdAt: Date, updatedAt: Date, expiresAt: Date? = nil, deliveredAt: Date? = nil, completedAt: Date? = nil,
+        failureReason: String? = nil, deferrals: Int = 0
+    ) {
+        self.rowId = rowId
+        self.commandId = commandId
+        self.applicationId = applicationId
+        self.deviceId = deviceId
+        self.type = type
+        self.assetIds = assetIds
+        self.state = state
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.expiresAt = expiresAt
+        self.deliveredAt = deliveredAt
+        self.completedAt = completedAt
+        self.failureReason = failureReason
+        self.deferrals = deferrals
+    }
 }
 
 extension CommandState {
     /// Stored state names with their counts (`commandCounts`, in either store); a name this
     /// version does not know is left out.
     static func counts(_ rows: [(String, Int)]) -> [CommandState: Int] {
-        Dictionary(rows.compactMap { name, count in CommandState(rawValue: name).map { ($0, count) } }, uniquingKeysWith: +)
+        Dictionary(rows.compactMap { name, count in CommandState.known(name).map { ($0, count) } }, uniquingKeysWith: +)
     }
 }
 

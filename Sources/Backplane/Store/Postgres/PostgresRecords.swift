@@ -25,7 +25,8 @@ struct StoredRow {
         try row[prefix.isEmpty ? column : prefix + column].decode(T.self)
     }
 
-    /// A text column holding a raw value of `T`.
+    /// A text column holding a raw value of `T`. A `WireVocabulary` reads any value (one a later
+    /// version wrote included: its `isKnown` tells); another type's unknown value throws.
     func value<T: RawRepresentable>(_ column: String, as type: T.Type = T.self) throws -> T where T.RawValue == String {
         let raw = try self(column, as: String.self)
         guard let value = T(rawValue: raw) else { throw StoredValueError(column: column, value: raw) }
@@ -127,7 +128,7 @@ extension DeviceRecord {
             credentialHash: try row("credential_hash"), publicKey: try row("public_key"), registeredAt: try row("registered_at"),
             updatedAt: try row("updated_at"), lastSeenAt: try row("last_seen_at"), unregisteredAt: try row("unregistered_at"),
             pushProvider: try row("push_provider", as: String?.self).map { raw in
-                guard let provider = PushProvider(rawValue: raw) else { throw StoredValueError(column: "push_provider", value: raw) }
+                guard let provider = PushProvider.known(raw) else { throw StoredValueError(column: "push_provider", value: raw) }
                 return provider
             })
     }

@@ -120,7 +120,7 @@ extension PostgresStore {
             FROM events WHERE \(conditions.joined(separator: " AND ")) GROUP BY day, type ORDER BY day, type
             """
         return try await rows(PostgresQuery(unsafeSQL: sql, binds: binds)).records { row in
-            guard let type = EventType(rawValue: try row("type")) else { return nil }
+            guard let type = EventType.known(try row("type")) else { return nil }
             return EventCounts.Row(day: try row("day"), type: type, count: try row("count", as: Int.self))
         }.compactMap { $0 }
     }
@@ -176,7 +176,7 @@ extension PostgresStore {
 
     private static func eventRecord(_ row: StoredRow) throws -> EventRecord {
         let content = EventContent(
-            type: EventType(rawValue: try row("type")) ?? .custom, assetId: try row("asset_id"),
+            type: EventType(rawValue: try row("type")), assetId: try row("asset_id"),
             deletionReason: try row("deletion_reason", as: String?.self).flatMap(AssetDeletionReason.init(rawValue:)),
             resetType: try row("reset_type", as: String?.self).flatMap(ResetType.init(rawValue:)),
             limitType: try row("limit_type", as: String?.self).flatMap(DownloadLimitType.init(rawValue:)),

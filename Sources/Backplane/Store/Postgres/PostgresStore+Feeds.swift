@@ -193,7 +193,7 @@ extension PostgresStore {
             """).records { row in
             EpisodeChangeRecord(
                 seq: try row("seq"), feedId: try row("feed_id"), assetId: try row("asset_id"),
-                kind: EpisodeChange.Kind(rawValue: try row("kind")) ?? .updated,
+                kind: EpisodeChange.Kind(rawValue: try row("kind")),
                 snapshot: try row.json("snapshot", as: EpisodeRecord?.self))
         }
     }

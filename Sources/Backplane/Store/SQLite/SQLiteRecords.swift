@@ -138,10 +138,9 @@ extension CommandRecord: SnakeCaseRecord {
     public init(row: Row) throws { try self.init(columns: row) }
 
     init(columns: some ColumnValues) throws {
-        let typeName = try columns.text(4), stateName = try columns.text(6)
-        guard let type = CommandType(rawValue: typeName), let state = CommandState(rawValue: stateName) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Unknown command type '\(typeName)' or state '\(stateName)'."))
-        }
+        // A type or state this version does not know (written by a later one, before a
+        // downgrade) reads as it is: the device decides what it can run.
+        let type = CommandType(rawValue: try columns.text(4)), state = CommandState(rawValue: try columns.text(6))
         let assetIds = try columns.optionalText(5)
         self.init(
             rowId: try columns.value(0), commandId: try columns.text(1), applicationId: try columns.text(2), deviceId: try columns.text(3),

@@ -56,7 +56,7 @@ extension SQLiteStore {
             return try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).compactMap { row in
                 // `date()` is NULL for a time SQLite cannot place on a calendar; ingestion refuses
                 // such times, but a row stored before it did must not break the report.
-                guard let day: String = row["day"], let type = EventType(rawValue: row["type"]) else { return nil }
+                guard let day: String = row["day"], let type = EventType.known(row["type"]) else { return nil }
                 return EventCounts.Row(day: day, type: type, count: row["count"])
             }
         }
@@ -112,7 +112,7 @@ extension SQLiteStore {
 
     private static func eventRecord(_ row: Row) -> EventRecord {
         let content = EventContent(
-            type: EventType(rawValue: row["type"]) ?? .custom, assetId: row["asset_id"],
+            type: EventType(rawValue: row["type"]), assetId: row["asset_id"],
             deletionReason: (row["deletion_reason"] as String?).flatMap(AssetDeletionReason.init(rawValue:)),
             resetType: (row["reset_type"] as String?).flatMap(ResetType.init(rawValue:)),
             limitType: (row["limit_type"] as String?).flatMap(DownloadLimitType.init(rawValue:)),

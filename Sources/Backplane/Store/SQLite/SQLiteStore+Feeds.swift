@@ -151,7 +151,7 @@ extension SQLiteStore {
                 let snapshot: String? = row["snapshot"]
                 return EpisodeChangeRecord(
                     seq: row["seq"], feedId: row["feed_id"], assetId: row["asset_id"],
-                    kind: EpisodeChange.Kind(rawValue: row["kind"]) ?? .updated,
+                    kind: EpisodeChange.Kind(rawValue: row["kind"]),
                     snapshot: try snapshot.map { try StoredJSON.decode(EpisodeRecord.self, $0) })
             }
         }
