@@ -12,14 +12,14 @@ struct Register: AsyncParsableCommand {
     @Option(help: "Who delivers to --push-token: apns or fcm.") var pushProvider: String?
 
     func validate() throws {
-        if pushToken != nil, pushProvider.flatMap(PushProvider.init(rawValue:)) == nil {
+        if pushToken != nil, pushProvider.flatMap(PushProvider.known) == nil {
             throw ValidationError("--push-token needs --push-provider apns or fcm.")
         }
         if pushToken == nil, pushProvider != nil { throw ValidationError("--push-provider goes with --push-token.") }
     }
 
     func run() async throws {
-        let push = pushToken.flatMap { token in pushProvider.flatMap(PushProvider.init(rawValue:)).map { (token, $0) } }
+        let push = pushToken.flatMap { token in pushProvider.flatMap(PushProvider.known).map { (token, $0) } }
         try await Session.run(try connection.configuration()) { engine in
             _ = try await Session.requireSynced(engine)
             if let (token, provider) = push { _ = try await engine.updatePushToken(token, provider: provider) }

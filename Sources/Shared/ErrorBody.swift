@@ -55,7 +55,12 @@ public struct ErrorCode: WireVocabulary {
     public static let serviceUnavailable = ErrorCode(rawValue: "service_unavailable")
     /// A server bug. The message carries the request id to quote in a report.
     public static let internalError = ErrorCode(rawValue: "internal_error")
-    public static let allCases: [ErrorCode] = [.badRequest, .validationFailed, .payloadTooLarge, .headersTooLarge, .invalidCredentials, .invalidSignature, .staleTimestamp, .nonceReused, .userTokenRequired, .userTokenInvalid, .userTokenMismatch, .forbidden, .deviceUnregistered, .notFound, .deviceAlreadyRegistered, .deviceLimitReached, .downloadLimitReached, .downloadNotEnabled, .conflict, .methodNotAllowed, .rateLimited, .serviceUnavailable, .internalError]
+    public static let allCases: [ErrorCode] = [
+        .badRequest, .validationFailed, .payloadTooLarge, .headersTooLarge, .invalidCredentials, .invalidSignature,
+        .staleTimestamp, .nonceReused, .userTokenRequired, .userTokenInvalid, .userTokenMismatch, .forbidden,
+        .deviceUnregistered, .notFound, .deviceAlreadyRegistered, .deviceLimitReached, .downloadLimitReached,
+        .downloadNotEnabled, .conflict, .methodNotAllowed, .rateLimited, .serviceUnavailable, .internalError,
+    ]
 }
 
 /// The JSON error body: `{"error": {"code": "...", "message": "...", "details": {...}}}`.

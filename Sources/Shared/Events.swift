@@ -26,7 +26,11 @@ public struct EventType: WireVocabulary {
     public static let playbackInitiated = EventType(rawValue: "playbackInitiated")
     /// The app's own event, with `customName` and a string or numeric value.
     public static let custom = EventType(rawValue: "custom")
-    public static let allCases: [EventType] = [.appLaunch, .queuedForDownload, .removedFromQueue, .downloadStart, .downloadComplete, .downloadError, .downloadWarning, .maxErrorsReset, .assetDeleted, .assetExpired, .playStart, .playStop, .reset, .downloadLimitReached, .playbackInitiated, .custom]
+    public static let allCases: [EventType] = [
+        .appLaunch, .queuedForDownload, .removedFromQueue, .downloadStart, .downloadComplete, .downloadError, .downloadWarning,
+        .maxErrorsReset, .assetDeleted, .assetExpired, .playStart, .playStop, .reset, .downloadLimitReached, .playbackInitiated,
+        .custom,
+    ]
 
     /// The types the business depends on: they cannot be disabled on the device.
     public static let mandatory: Set<EventType> = [.queuedForDownload, .downloadStart, .downloadComplete, .downloadError, .maxErrorsReset, .reset]
@@ -161,6 +165,18 @@ public struct EventContent: Codable, Sendable, Equatable {
             if value.utf8.count > max { return EventProblem(field: field, message: "'\(field)' is longer than \(max) bytes.") }
             return nil
         }
+        // Values an app built itself (`EventType(rawValue:)`) must be ones this build knows.
+        var unknown: (value: String, field: String)?
+        if !type.isKnown {
+            unknown = (type.rawValue, "type")
+        } else if let reason = deletionReason, !reason.isKnown {
+            unknown = (reason.rawValue, "deletionReason")
+        } else if let reset = resetType, !reset.isKnown {
+            unknown = (reset.rawValue, "resetType")
+        } else if let limit = limitType, !limit.isKnown {
+            unknown = (limit.rawValue, "limitType")
+        }
+        if let unknown { return EventProblem(field: unknown.field, message: "'\(unknown.value)' is not a known \(unknown.field).") }
         if type.requiresAssetId, assetId == nil {
             return EventProblem(field: "assetId", message: "A \(type.rawValue) event needs 'assetId'.")
         }

@@ -83,6 +83,13 @@ import TestSupport
         #expect(tooLong?.message.contains("customString") == true)
         let noAsset = #expect(throws: BackplaneClientError.self) { try engine.eventLogger.log(EventContent(type: .assetDeleted)) }
         #expect(noAsset?.kind == .invalidInput)
+        // A vocabulary's values are open to decoding, not to making up: the backplane knows only its own.
+        let madeUp = #expect(throws: BackplaneClientError.self) { try engine.eventLogger.log(EventContent(type: EventType(rawValue: "teleport"))) }
+        #expect(madeUp?.message.contains("'teleport' is not a known type") == true, "\(String(describing: madeUp))")
+        let madeUpReason = #expect(throws: BackplaneClientError.self) {
+            try engine.eventLogger.log(.assetDeleted(assetId: "a", reason: AssetDeletionReason(rawValue: "vanished")))
+        }
+        #expect(madeUpReason?.message.contains("deletionReason") == true)
         #expect(try engine.eventLogger.queuedCount() == before)
     }
 

@@ -15,7 +15,7 @@ public struct CommandSupport: Sendable {
         self.firstSDKVersion = firstSDKVersion
     }
 
-    /// Every type of this release runs on every SDK released so far (0.1.0 has them all).
+    /// Every type of this release runs on every SDK released so far (0.1.0 had them all).
     public static let current = CommandSupport(firstSDKVersion: [:])
 
     /// The failure reason of a command a device's SDK cannot run.

@@ -154,7 +154,10 @@ public struct DownloadBlock: WireVocabulary {
     /// This asset only: the backplane denied its download by a rule that can change (see
     /// `DownloadAsset.permission`); it is asked again after the next sync or retry pass.
     public static let permissionDenied = DownloadBlock(rawValue: "permissionDenied")
-    public static let allCases: [DownloadBlock] = [.switchedOff, .deviceNotDownloadEnabled, .networkUnavailable, .cellularNotAllowed, .storage, .maxDownloadedAssets, .maxDownloadsPerDevice, .permissionDenied]
+    public static let allCases: [DownloadBlock] = [
+        .switchedOff, .deviceNotDownloadEnabled, .networkUnavailable, .cellularNotAllowed, .storage, .maxDownloadedAssets,
+        .maxDownloadsPerDevice, .permissionDenied,
+    ]
 }
 
 /// Where an asset is.

@@ -36,7 +36,10 @@ public struct DownloadFailure: Error, Sendable, Equatable, Codable, CustomString
         /// The app's license provider could not acquire the asset's license (see the message):
         /// tried again on the next pass, like a network failure.
         public static let license = Kind(rawValue: "license")
-        public static let allCases: [Kind] = [.network, .http, .mimeType, .sizeChanged, .protocolViolation, .origin, .playlist, .storage, .noSpace, .permissionDenied, .license]
+        public static let allCases: [Kind] = [
+            .network, .http, .mimeType, .sizeChanged, .protocolViolation, .origin, .playlist, .storage, .noSpace,
+            .permissionDenied, .license,
+        ]
     }
 
     public var kind: Kind

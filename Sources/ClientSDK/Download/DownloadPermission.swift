@@ -114,18 +114,18 @@ struct DownloadPermission: Sendable {
 
     /// Logs `downloadLimitReached` and emits `downloadDenied`.
     private func announce(_ denial: DownloadDenial, assetId: String) {
-        _ = try? eventLogger.log(.downloadLimitReached(Self.limitType(denial.rule), assetId: assetId))
+        // A rule of a later backplane has no limit type this SDK could log; the app still hears.
+        if let limit = Self.limitType(denial.rule) { _ = try? eventLogger.log(.downloadLimitReached(limit, assetId: assetId)) }
         broadcaster.emit(.downloadDenied(assetId: assetId, rule: denial.rule, counts: denial.counts, permanent: denial.permanent))
     }
 
-    private static func limitType(_ rule: DownloadRule) -> DownloadLimitType {
+    private static func limitType(_ rule: DownloadRule) -> DownloadLimitType? {
         switch rule {
         case .assetLifetime: .asset
         case .account: .account
         case .copies: .copies
         case .device: .device
-        // A rule of a later backplane: logged by its own name.
-        default: DownloadLimitType(rawValue: rule.rawValue)
+        default: nil
         }
     }
 }

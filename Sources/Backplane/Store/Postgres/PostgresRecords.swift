@@ -127,10 +127,8 @@ extension DeviceRecord {
             appVersion: try row("app_version"), pushToken: try row("push_token"), downloadEnabled: try row("download_enabled"),
             credentialHash: try row("credential_hash"), publicKey: try row("public_key"), registeredAt: try row("registered_at"),
             updatedAt: try row("updated_at"), lastSeenAt: try row("last_seen_at"), unregisteredAt: try row("unregistered_at"),
-            pushProvider: try row("push_provider", as: String?.self).map { raw in
-                guard let provider = PushProvider.known(raw) else { throw StoredValueError(column: "push_provider", value: raw) }
-                return provider
-            })
+            // A provider of a later release reads as it is (as on SQLite); no sender takes it.
+            pushProvider: try row("push_provider", as: String?.self).map(PushProvider.init(rawValue:)))
     }
 }
 
