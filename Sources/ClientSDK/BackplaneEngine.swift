@@ -227,7 +227,9 @@ public actor BackplaneEngine {
             let session = try DeviceSession(
                 deviceId: deviceId, deviceKey: deviceKey, configuration: configuration, local: local, clock: clock,
                 broadcaster: broadcaster, snapshot: snapshot)
-            let content = ContentStore(dataDirectory: configuration.dataDirectory, local: local, licenses: configuration.rights.licenseProvider)
+            let content = ContentStore(
+                dataDirectory: configuration.dataDirectory, local: local, licenses: configuration.rights.licenseProvider,
+                eventLogger: eventLogger, broadcaster: broadcaster, downloadSignal: downloadSignal)
             // Best effort: what it cannot move now it moves at the next start.
             try? DirectoryNameMigration.run(content: content)
             let trustedClock = TrustedClock(
@@ -238,7 +240,7 @@ public actor BackplaneEngine {
             }
             let rights = RightsKeeper(
                 local: local, content: content, clock: trustedClock, snapshot: snapshot, options: configuration.rights,
-                eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle, downloadSignal: downloadSignal,
+                eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle,
                 askBackplane: askBackplane, requestSync: { [weak self] in Task { await self?.syncNow() } })
             let downloads = DownloadRunner(
                 local: local, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
@@ -380,5 +382,5 @@ extension BackplaneEngine: EngineControl {
 
 /// SDK-wide facts.
 public enum BackplaneSDK {
-    public static let version = "0.1.0"
+    public static let version = "0.2.0"
 }

@@ -3,17 +3,30 @@ import Foundation
 import BackplaneWire
 
 /// Downloaded content on the device: files under `<dataDirectory>/content` and their records in
-/// the SDK's database. The download engine writes here; remote wipe and delete remove from here.
+/// the SDK's database. The download engine writes here, and every asset that leaves the device
+/// leaves through here (`removeDownloaded`, `removeDequeued`), with the same events whatever
+/// the reason.
 struct ContentStore: Sendable {
     let root: URL
     let local: SDKDatabase
     /// Told of every deleted asset that held a license.
     let licenses: (any LicenseProvider)?
+    /// Where each removal is logged (uploaded) and announced (in-app).
+    let eventLogger: EventLogger
+    let broadcaster: EventBroadcaster
+    /// The download loop's: a removal may free the room or the asset count it waits for.
+    let downloadSignal: WakeSignal
 
-    init(dataDirectory: URL, local: SDKDatabase, licenses: (any LicenseProvider)? = nil) {
+    init(
+        dataDirectory: URL, local: SDKDatabase, licenses: (any LicenseProvider)?, eventLogger: EventLogger,
+        broadcaster: EventBroadcaster, downloadSignal: WakeSignal
+    ) {
         self.root = dataDirectory.appendingPathComponent("content", isDirectory: true)
         self.local = local
         self.licenses = licenses
+        self.eventLogger = eventLogger
+        self.broadcaster = broadcaster
+        self.downloadSignal = downloadSignal
     }
 
     /// Copies `file` in as the content of `assetId`, replacing what the asset had.
@@ -31,10 +44,41 @@ struct ContentStore: Sendable {
         return asset
     }
 
+    /// The one way a downloaded asset leaves the device, whatever the reason: its files and
+    /// record deleted (all assets when nil, stray files in the content directory too), its
+    /// license released, one event logged (`assetDeleted` with `reason`) and one announced
+    /// (`downloadRemoved`) for each, and the download loop woken. Returns the ids that existed.
+    /// Synchronous, so that a caller that judged the assets (the expiry sweep) deletes them with
+    /// no suspension in between. Queued assets leave through `DownloadRunner.remove`, which
+    /// stops their download and comes here for both kinds.
+    @discardableResult
+    func removeDownloaded(_ assetIds: [String]?, reason: AssetDeletionReason) throws -> [String] {
+        let deleted = try delete(assetIds)
+        for assetId in deleted {
+            _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: reason))
+            broadcaster.emit(.downloadRemoved(assetId: assetId, reason: reason))
+        }
+        if !deleted.isEmpty { downloadSignal.signal() }
+        return deleted
+    }
+
+    /// The queued assets `DownloadRunner.remove` took out of the queue (their download stopped):
+    /// their files deleted, the licenses of those in `licensed` released, one event logged
+    /// (`removedFromQueue`) and one announced (`downloadRemoved`) for each.
+    func removeDequeued(_ assetIds: [String], licensed: Set<String>, reason: AssetDeletionReason) {
+        release(assetIds.filter(licensed.contains))
+        for assetId in assetIds {
+            try? removeFiles(of: assetId)
+            _ = try? eventLogger.log(.removedFromQueue(assetId: assetId))
+            broadcaster.emit(.downloadRemoved(assetId: assetId, reason: reason))
+        }
+        if !assetIds.isEmpty { downloadSignal.signal() }
+    }
+
     /// Deletes the listed assets' files, then their records; returns the ids that existed.
     /// Deleting everything (`nil`) also clears stray files from the content directory.
     /// Safe to run again after a crash part-way: what is gone stays gone.
-    func delete(_ assetIds: [String]?) throws -> [String] {
+    private func delete(_ assetIds: [String]?) throws -> [String] {
         let fileManager = FileManager.default
         let existing = try local.assets().filter { asset in assetIds.map { $0.contains(asset.assetId) } ?? true }
         for asset in existing {

@@ -180,7 +180,7 @@ import TestSupport
         defer { Task { await origin.stop() } }
         let bytes = TestOrigin.content(200_000)
         origin.serve("/main.mp4", bytes)
-        let range = HLSMediaPlaylist.ByteRange(length: 70_000, offset: 100_000)
+        let range = ByteRange(length: 70_000, offset: 100_000)
         let ranged = destination("seg1.mp4")
         try await fetcher.fetch(.init(url: origin.url("/main.mp4"), byteRange: range), to: ranged)
         #expect(try Data(contentsOf: ranged) == bytes[100_000..<170_000])

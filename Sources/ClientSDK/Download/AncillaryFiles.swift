@@ -50,8 +50,8 @@ public struct DownloadedAncillary: Sendable, Equatable {
 /// Adds the request's ancillary files to whatever plan its format's downloader makes (a plan
 /// kept before a request named any gains them as well), so that every format downloads,
 /// counts and serves them the same way.
-struct AncillaryAdding: Downloader {
-    let format: any Downloader
+struct AncillaryAdding: DownloadPlanner {
+    let format: any DownloadPlanner
 
     func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) -> DownloadPlan {
         Self.adding(request, to: try await format.prepare(request, in: directory, room: room, ceiling: ceiling))

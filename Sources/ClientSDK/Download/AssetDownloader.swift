@@ -2,7 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import Synchronization
 
-/// Carries out an asset's plan (`DownloadPlan`, made by its format's `Downloader`): fetches its
+/// Carries out an asset's plan (`DownloadPlan`, made by its format's `DownloadPlanner`): fetches its
 /// files `parallelFiles` at a time, each file's fetch tried under `FetchRetry` (the rule of
 /// threes' inner part: the engine counts the passes; a failure to flush or rename a fetched
 /// file is a storage failure, not retried), then writes the files the plan writes itself. What
@@ -13,40 +13,32 @@ import Synchronization
 struct AssetDownloader: Sendable {
     let fetcher: FileFetcher
     let parallelFiles: Int
-    let downloaders: DownloaderFactory
+    let planners: DownloadPlanners
     /// The app refreshes expired URLs (`DownloadOptions.urlRefresher`): a `401`, `403` or `410`
     /// ends the download at once, for a fresh URL, instead of being tried again as it is.
     var refreshesURLs = false
     /// How often a file is tried in a row, and the waits between.
-    var retry: FetchRetry { downloaders.retry }
+    var retry: FetchRetry { planners.retry }
 
-    /// Makes the asset's plan when it is queued (its format's `Downloader.prepare`), each
+    /// Makes the asset's plan when it is queued (its format's `DownloadPlanner.prepare`), each
     /// manifest tried once: the app hears at once, and a passing failure leaves the asset
     /// queued for the engine, which fetches under the whole policy when the download starts.
-    func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) {
-        _ = try await downloaders.tryingOnce.downloader(for: request.kind).prepare(request, in: directory, room: room, ceiling: ceiling)
+    func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) -> DownloadPlan {
+        try await planners.tryingOnce.planner(for: request.kind).prepare(request, in: directory, room: room, ceiling: ceiling)
     }
 
-    /// Downloads every file of `request`'s plan into `directory` and writes the files the plan
-    /// writes; returns the asset's record (path relative to `contentRoot`).
+    /// Downloads every file of `plan` (`request`'s, made by the engine before the download
+    /// starts) into `directory` and writes the files the plan writes; returns the asset's
+    /// record (path relative to `contentRoot`).
     ///
     /// `beforeFile` runs before each try of a file with the asset's bytes on disk (the engine
     /// refreshes `budget` and checks the network there; it throws to stop). Throws a `DownloadFailure` (`.noSpace` when the budget
     /// ran out), or `CancellationError` when the task was cancelled.
     func download(
-        _ request: DownloadRequest, in directory: URL, relativeTo contentRoot: URL, budget: StorageBudget,
+        _ request: DownloadRequest, plan: DownloadPlan, in directory: URL, relativeTo contentRoot: URL, budget: StorageBudget,
         beforeFile: @escaping @Sendable (_ assetBytes: Int64) throws -> Void, progress: @escaping @Sendable (AssetProgress) -> Void,
         ancillaryFailed: @escaping @Sendable (AncillaryFile, DownloadFailure) -> Void = { _, _ in }
     ) async throws -> LocalAsset {
-        // Not planned yet (the asset was queued while its origin could not be reached): planned
-        // now, under the same limits, and counted as this pass's try.
-        let downloader = downloaders.downloader(for: request.kind)
-        let plan: DownloadPlan
-        if let prepared = downloader.preparedPlan(request, in: directory) {
-            plan = prepared
-        } else {
-            plan = try await downloader.prepare(request, in: directory, room: budget.available, ceiling: budget.ceiling)
-        }
         let files = plan.files
         let tracker = ProgressTracker(files: files, directory: directory, report: progress)
         // `parallelFiles` files are fetched at once; a fetched file is flushed to disk beside

@@ -50,16 +50,22 @@ public struct DownloadManager: Sendable {
     /// if it is complete; its files are deleted either way. Throws `.invalidInput` for an
     /// asset the SDK does not hold.
     public func remove(assetId: String) async throws {
-        let runner = try await engine.downloadRunner()
-        guard try await runner.remove([assetId], reason: .user).isEmpty else { return }
-        guard try await !runner.deleteCompleted([assetId]).isEmpty else {
+        let removal: AssetRemoval
+        do {
+            removal = try await engine.downloadRunner().remove(.assets([assetId]), reason: .user)
+        } catch let error as BackplaneClientError {
+            throw error
+        } catch {
+            throw BackplaneClientError(kind: .localStorage, message: "Could not delete the files of \(assetId).", underlying: error)
+        }
+        guard !removal.all.isEmpty else {
             throw BackplaneClientError(kind: .invalidInput, message: "Asset \(assetId) is neither queued nor downloaded.")
         }
     }
 
     /// Empties the queue (completed assets stay).
     public func flush() async throws {
-        try await engine.downloadRunner().remove(nil, reason: .user)
+        try await engine.downloadRunner().remove(.wholeQueue, reason: .user)
     }
 
     /// Pauses one asset, or the whole queue (nil); the asset downloading stops and keeps its

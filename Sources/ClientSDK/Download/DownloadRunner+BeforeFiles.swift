@@ -11,17 +11,18 @@ extension DownloadRunner {
         guard let expiry = [queued.window?.expiryDate, queued.request.availability?.expiryDate].compactMap({ $0 }).min(),
               clock.isConfirmed, let now = clock.now().date, expiry <= now
         else { return false }
-        guard (try? await remove([queued.assetId], reason: .internal))?.isEmpty == false else { return false }
+        guard (try? await remove(.assets([queued.assetId]), reason: .internal))?.dequeued.isEmpty == false else { return false }
         _ = try? eventLogger.log(.assetExpired(assetId: queued.assetId))
         broadcaster.emit(.assetExpired(assetId: queued.assetId, reason: .expiryDate))
         return true
     }
 
-    /// The asset's plan: its request's for a flat file, else the one kept, made now when there is
+    /// The asset's plan, once per download, handed on by value to every step that needs it: its
+    /// request's for a flat file, else the one kept when it was queued, made now when there is
     /// none (the asset was queued while its origin could not be reached). A failure to make it is
     /// this pass's failure, recorded; no room for its manifests blocks the queue on storage.
     func plan(for queued: QueuedDownload) async -> DownloadPlan? {
-        let downloader = downloader.downloaders.downloader(for: queued.request.kind)
+        let downloader = downloader.planners.planner(for: queued.request.kind)
         let directory = content.directory(for: queued.assetId)
         if let plan = downloader.preparedPlan(queued.request, in: directory) { return plan }
         do {
@@ -43,11 +44,10 @@ extension DownloadRunner {
         return nil
     }
 
-    /// The asset with its size estimated (`SizeEstimator`) and stored, its plan made if it was
-    /// not; nil when the plan could not be made (recorded) or the asset left the queue meanwhile.
-    /// An origin that does not say enough leaves the estimate unknown, and the download goes on.
-    func planAndEstimate(_ queued: QueuedDownload) async -> QueuedDownload? {
-        guard let plan = await plan(for: queued) else { return nil }
+    /// The asset with its size estimated from its plan (`SizeEstimator`) and stored; nil when
+    /// the asset left the queue meanwhile. An origin that does not say enough leaves the
+    /// estimate unknown, and the download goes on.
+    func estimated(_ queued: QueuedDownload, plan: DownloadPlan) async -> QueuedDownload? {
         guard let estimate = await estimator.estimate(plan) else {
             estimateTried.insert(queued.assetId)
             return stillWanted(queued.assetId)
@@ -60,15 +60,14 @@ extension DownloadRunner {
         }
     }
 
-    /// The asset with its plan made and its size estimated, when it fits under the storage rules
-    /// now; nil when it waits for room (the queue blocks on storage until there is more), failed
-    /// (its plan could not be made, or it is known to be larger than the rules could ever
-    /// allow), or left the queue meanwhile.
-    func sizedToFit(_ queued: QueuedDownload) async -> QueuedDownload? {
+    /// The asset with its size estimated from `plan`, when it fits under the storage rules now;
+    /// nil when it waits for room (the queue blocks on storage until there is more), failed (it
+    /// is known to be larger than the rules could ever allow), or left the queue meanwhile.
+    func sizedToFit(_ queued: QueuedDownload, plan: DownloadPlan) async -> QueuedDownload? {
         var queued = queued
         if queued.estimatedBytes == nil, !estimateTried.contains(queued.assetId) {
-            guard let planned = await planAndEstimate(queued) else { return nil }
-            queued = planned
+            guard let estimated = await estimated(queued, plan: plan) else { return nil }
+            queued = estimated
         }
         let ceiling = requirements.storageCeiling()
         guard let estimate = queued.estimateToFit(ceiling: ceiling) else { return queued }
@@ -125,14 +124,13 @@ extension DownloadRunner {
 
     /// Asks the app's license provider for the asset's license before its files come; its
     /// outcome is stored with the asset. False when it failed (a try of the download that failed).
-    func acquireLicense(for queued: QueuedDownload, grant: DownloadGrant?) async -> Bool {
+    func acquireLicense(for queued: QueuedDownload, plan: DownloadPlan, grant: DownloadGrant?) async -> Bool {
         // A grant from an earlier pass (or from queue time) gets a fresh entitlement.
         var entitlement = grant?.entitlement
         if entitlement == nil, let grantId = queued.grantId {
             entitlement = await permission.freshEntitlement(assetId: queued.assetId, grantId: grantId)
         }
         // A DASH license is made from the manifest's PSSH, which the plan keeps.
-        guard let plan = await plan(for: queued) else { return false }
         let request = LicenseRequest(
             assetId: queued.assetId, url: queued.request.url, kind: queued.request.kind, entitlement: entitlement,
             window: grant?.window ?? queued.window, contentProtection: plan.contentProtection ?? [])

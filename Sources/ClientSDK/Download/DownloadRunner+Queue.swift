@@ -27,10 +27,9 @@ extension DownloadRunner {
         defer { preparing.remove(request.assetId) }
         var estimate: (bytes: Int64, basis: EstimateBasis)?
         do {
-            try await prepareWithinDeadline(request)
+            let plan = try await prepareWithinDeadline(request)
             // What it will take, shown on the asset and checked before its download starts.
-            let plan = downloader.downloaders.downloader(for: request.kind).preparedPlan(request, in: content.directory(for: request.assetId))
-            if let plan { estimate = await estimator.estimate(plan) }
+            estimate = await estimator.estimate(plan)
         } catch where error.isPassing {
             // Queued all the same; what was fetched is fetched again when the download starts.
             try? content.removeFiles(of: request.assetId)
@@ -62,15 +61,14 @@ extension DownloadRunner {
     /// engine fetches them when the download starts.
     static let queueingDeadline = Duration.seconds(60)
 
-    /// The asset's plan made (`Downloader.prepare`) under `queueingDeadline`; running past it is a passing fault.
-    private func prepareWithinDeadline(_ request: DownloadRequest) async throws(DownloadFailure) {
+    /// The asset's plan made (`DownloadPlanner.prepare`) under `queueingDeadline`; running past it is a passing fault.
+    private func prepareWithinDeadline(_ request: DownloadRequest) async throws(DownloadFailure) -> DownloadPlan {
         let (downloader, directory) = (downloader, content.directory(for: request.assetId))
         let (room, ceiling) = (requirements.storageRoom(assetBytes: 0), requirements.storageCeiling())
-        let outcome = await withTaskGroup(of: Result<Void, DownloadFailure>?.self) { group in
+        let outcome = await withTaskGroup(of: Result<DownloadPlan, DownloadFailure>?.self) { group in
             group.addTask {
                 do throws(DownloadFailure) {
-                    try await downloader.prepare(request, in: directory, room: room, ceiling: ceiling)
-                    return .success(())
+                    return .success(try await downloader.prepare(request, in: directory, room: room, ceiling: ceiling))
                 } catch {
                     return .failure(error)
                 }
@@ -84,7 +82,7 @@ extension DownloadRunner {
             return first
         }
         switch outcome {
-        case .success?: return
+        case .success(let plan)?: return plan
         case .failure(let failure)?: throw failure
         case nil: throw DownloadFailure(.network, "The playlists of \(request.assetId) took more than \(Self.queueingDeadline) to fetch.")
         }
@@ -97,25 +95,24 @@ extension DownloadRunner {
         signal.signal()
     }
 
-    /// Takes these assets out of the queue (all when nil), stopping the one downloading and
-    /// deleting their files; returns the ones that were queued.
+    /// Takes assets off the device, whatever the reason (the user, a remote command, a wipe, a
+    /// subscription's quota): queued ones out of the queue, the one downloading stopped;
+    /// downloaded ones deleted. Files go, licenses are released, and each asset gets the same
+    /// events: `removedFromQueue` or `assetDeleted(reason)` logged, `downloadRemoved(reason)`
+    /// announced (`ContentStore.removeDequeued` and `removeDownloaded`, which say it once).
     @discardableResult
-    func remove(_ assetIds: [String]?, reason: AssetDeletionReason) async throws -> [String] {
+    func remove(_ selection: AssetSelection, reason: AssetDeletionReason) async throws -> AssetRemoval {
         // Out of the queue before the wait for the download to stop: the loop, which goes on
         // while this waits, must not pick the asset up again.
         let licensed = try local.access { try $0.assetIdsHoldingLicense(queued: true) }
-        let removed = try local.access { try $0.removeDownloads(assetIds) }
-        content.release(removed.filter(licensed.contains))
-        await cancelCurrent(ifAmong: assetIds)
-        if !removed.isEmpty { roomWhenStorageRanOut = nil }
-        for assetId in removed {
-            try? content.removeFiles(of: assetId)
-            erroredThisPass.remove(assetId)
-            _ = try? eventLogger.log(.removedFromQueue(assetId: assetId))
-            broadcaster.emit(.downloadRemoved(assetId: assetId, reason: reason))
-        }
+        let dequeued = try local.access { try $0.removeDownloads(selection.assetIds) }
+        await cancelCurrent(ifAmong: selection.assetIds)
+        if !dequeued.isEmpty { roomWhenStorageRanOut = nil }
+        erroredThisPass.subtract(dequeued)
+        content.removeDequeued(dequeued, licensed: licensed, reason: reason)
+        let deleted = selection.includesDownloaded ? try content.removeDownloaded(selection.assetIds, reason: reason) : []
         signal.signal()
-        return removed
+        return AssetRemoval(dequeued: dequeued, deleted: deleted)
     }
 
     /// Pauses these assets (all when nil); the one downloading stops, keeping its partial files.
@@ -216,7 +213,7 @@ extension DownloadRunner {
         let plan: DownloadPlan
         do {
             // The manifests are deleted again: held to their own budget only, not the storage rules.
-            plan = try await downloader.downloaders.downloader(for: request.kind).prepare(request, in: scratch, room: .max, ceiling: .max)
+            plan = try await downloader.planners.planner(for: request.kind).prepare(request, in: scratch, room: .max, ceiling: .max)
         } catch {
             throw BackplaneClientError(kind: .download, message: "The size of \(request.assetId) cannot be estimated: \(error)", underlying: error)
         }
@@ -271,21 +268,39 @@ extension DownloadAsset {
     }
 }
 
-extension DownloadRunner {
-    /// Deletes completed assets' files and records (the user's delete); returns those deleted.
-    func deleteCompleted(_ assetIds: [String]) throws -> [String] {
-        let deleted: [String]
-        do {
-            deleted = try content.delete(assetIds)
-        } catch {
-            throw BackplaneClientError(kind: .localStorage, message: "Could not delete the downloaded files.", underlying: error)
+/// Which assets `DownloadRunner.remove` takes off the device.
+enum AssetSelection: Sendable, Equatable {
+    /// These, queued or downloaded.
+    case assets([String])
+    /// These if they are queued (all queued assets when nil); downloaded ones stay.
+    case queued([String]?)
+    /// Every asset, queued or downloaded, and any stray file in the content directory.
+    case everything
+
+    /// Every queued asset; downloaded ones stay.
+    static let wholeQueue = AssetSelection.queued(nil)
+
+    /// The ids, nil for all.
+    var assetIds: [String]? {
+        switch self {
+        case .assets(let ids): ids
+        case .queued(let ids): ids
+        case .everything: nil
         }
-        for assetId in deleted {
-            _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .user))
-            broadcaster.emit(.downloadRemoved(assetId: assetId, reason: .user))
-        }
-        // Room and the asset count may let a blocked queue go on.
-        signal.signal()
-        return deleted
     }
+
+    var includesDownloaded: Bool {
+        if case .queued = self { return false }
+        return true
+    }
+}
+
+/// What `DownloadRunner.remove` took off the device.
+struct AssetRemoval: Sendable, Equatable {
+    /// Taken out of the queue (a download under way stopped), partial files deleted.
+    var dequeued: [String] = []
+    /// Downloaded assets deleted, files and records.
+    var deleted: [String] = []
+
+    var all: [String] { dequeued + deleted }
 }

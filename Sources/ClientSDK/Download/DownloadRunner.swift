@@ -34,7 +34,7 @@ actor DownloadRunner {
     private nonisolated let tasks = Mutex(Tasks())
     /// The asset being downloaded, from its permission until its record is an asset's, with a
     /// number that tells one download of it from the next.
-    private nonisolated let downloadingNow = Mutex<(current: (assetId: String, session: Int)?, count: Int)>((nil, 0))
+    private nonisolated let downloadingNow = Mutex<(current: (assetId: String, session: Int, plan: DownloadPlan)?, count: Int)>((nil, 0))
     /// The system run files are written in without flushes (`noteUnflushed`); nil when the
     /// engine flushes them.
     nonisolated let unflushedBoot: String?
@@ -111,7 +111,7 @@ actor DownloadRunner {
         let fetcher = FileFetcher(client: Self.client, flushes: boot == nil, minimumRate: options.minimumTransferRate)
         self.downloader = AssetDownloader(
             fetcher: fetcher, parallelFiles: options.parallelFiles,
-            downloaders: DownloaderFactory(fetcher: fetcher, playlistLimits: options.playlistLimits, retry: FetchRetry(sleep: options.waitBeforeRetry)),
+            planners: DownloadPlanners(fetcher: fetcher, playlistLimits: options.playlistLimits, retry: FetchRetry(sleep: options.waitBeforeRetry)),
             refreshesURLs: options.urlRefresher != nil)
         self.signal = signal
     }
@@ -173,8 +173,7 @@ actor DownloadRunner {
     /// The plan of the asset the engine is downloading now, once it is made; nil for any other
     /// asset. The playback server plays it from this while it downloads.
     nonisolated func planInProgress(assetId: String) -> DownloadPlan? {
-        guard downloadSession(of: assetId) != nil, let queued = try? local.queuedDownload(assetId: assetId) else { return nil }
-        return downloader.downloaders.downloader(for: queued.request.kind).preparedPlan(queued.request, in: content.directory(for: assetId))
+        downloadingNow.withLock { $0.current.flatMap { $0.assetId == assetId ? $0.plan : nil } }
     }
 
     // MARK: the loop
@@ -230,8 +229,13 @@ actor DownloadRunner {
         let assetId = queued.assetId
         var queued = queued
         if await leftExpired(queued) { return }
-        // Its plan and size before anything else: an asset that cannot fit is never started.
-        guard let sized = await sizedToFit(queued) else { return }
+        // Its plan, made (or read back) once and handed on by value; then its size: an asset
+        // that cannot fit is never started.
+        guard var plan = await plan(for: queued), let current = stillWanted(assetId) else { return }
+        // The request the plan was made from: a new URL that came since needs its own.
+        var plannedFor = queued.request
+        queued = current
+        guard let sized = await sizedToFit(queued, plan: plan) else { return }
         queued = sized
         var grant: DownloadGrant?
         if queued.grantId == nil, permission.isNeeded() {
@@ -243,17 +247,24 @@ actor DownloadRunner {
             queued = current
         }
         if queued.license?.isUsable != true {
-            guard await acquireLicense(for: queued, grant: grant), let current = stillWanted(assetId) else { return }
+            guard await acquireLicense(for: queued, plan: plan, grant: grant), let current = stillWanted(assetId) else { return }
             queued = current
         }
-        // As it is now (a new URL may have come while the steps above awaited).
+        // As it is now: a new URL may have come while the steps above awaited (`updateURL`
+        // planned it anew and kept that plan).
+        if queued.request != plannedFor {
+            guard let replanned = await self.plan(for: queued), let current = stillWanted(assetId) else { return }
+            (plan, plannedFor, queued) = (replanned, queued.request, current)
+            // (Another URL still, from the await just now: the next pass takes it.)
+            guard queued.request == plannedFor else { return }
+        }
         let request = queued.request
         let directory = content.directory(for: assetId)
         // Playable while it downloads from here (permission and license are in) until its
         // record is an asset's or it stopped: `planInProgress`.
         let session = downloadingNow.withLock { now in
             now.count += 1
-            now.current = (assetId, now.count)
+            now.current = (assetId, now.count, plan)
             return now.count
         }
         defer { downloadingNow.withLock { if $0.current?.session == session { $0.current = nil } } }
@@ -274,7 +285,7 @@ actor DownloadRunner {
         noteUnflushed(assetId)
         let task = Task { [downloader, content] in
             try await downloader.download(
-                request, in: directory, relativeTo: content.root, budget: budget,
+                request, plan: plan, in: directory, relativeTo: content.root, budget: budget,
                 beforeFile: { [weak self] assetBytes in
                     guard let self else { throw CancellationError() }
                     if let reason = self.requirements.networkBlock() { throw Blocked(reason: reason) }

@@ -19,7 +19,7 @@ struct FileFetcher: Sendable {
     struct Request: Sendable {
         var url: URL
         /// Only these bytes of the remote file (an HLS `EXT-X-BYTERANGE`).
-        var byteRange: HLSMediaPlaylist.ByteRange?
+        var byteRange: ByteRange?
         /// `Content-Type`s accepted (without parameters, lowercase); nil accepts any.
         var allowedMIMETypes: Set<String>?
         /// The size the file's format fixes or bounds (a key, an init section); nil: none.
@@ -310,7 +310,7 @@ struct FileFetcher: Sendable {
     }
 
     /// The range to ask for: the rest of the sub-range, or of the file after what is held.
-    private static func range(for byteRange: HLSMediaPlaylist.ByteRange?, have: Int64) -> (start: Int64, end: Int64?)? {
+    private static func range(for byteRange: ByteRange?, have: Int64) -> (start: Int64, end: Int64?)? {
         if let byteRange {
             return (Int64(byteRange.offset) + have, Int64(byteRange.offset) + Int64(byteRange.length) - 1)
         }

@@ -33,7 +33,7 @@ struct ManifestFetcher {
     /// budget or `maxBytes` the asset fails as `.playlist` (`tooLarge` says why); past the
     /// storage rules' room it waits for room (`.noSpace`), as any file does.
     mutating func fetch(
-        _ url: URL, byteRange: HLSMediaPlaylist.ByteRange? = nil, to file: URL, maxBytes: Int, tooLarge: String
+        _ url: URL, byteRange: ByteRange? = nil, to file: URL, maxBytes: Int, tooLarge: String
     ) async throws(DownloadFailure) -> Data {
         let allowance = min(bytes, Int64(maxBytes))
         let size: Int64
@@ -62,31 +62,6 @@ struct ManifestFetcher {
             return try Data(contentsOf: file)
         } catch {
             throw DownloadFailure(.storage, "Could not read back \(file.lastPathComponent): \(error).")
-        }
-    }
-}
-
-extension DownloadPlan {
-    /// The plan kept in `directory`, or nil (none yet, or one this version cannot read).
-    static func kept(in directory: URL) -> DownloadPlan? {
-        guard let data = try? Data(contentsOf: directory.appendingPathComponent(AssetLayout.plan, isDirectory: false)) else { return nil }
-        return try? JSONDecoder().decode(DownloadPlan.self, from: data)
-    }
-
-    /// Keeps the plan in `directory`. The download is carried out from it whenever it runs, also
-    /// after a system crash: the plan and the manifests (each flushed before its rename) are
-    /// flushed, then their names, up to the data directory.
-    func keep(in directory: URL, assetId: String) async throws(DownloadFailure) {
-        let planFile = directory.appendingPathComponent(AssetLayout.plan, isDirectory: false)
-        do {
-            try JSONEncoder().encode(self).write(to: planFile, options: .atomic)
-            try await LocalFiles.waitingForTheDisk {
-                try LocalFiles.flush(path: planFile, fully: false)
-                try LocalFiles.flush(path: directory.appendingPathComponent(AssetLayout.originalDirectory), isDirectory: true, fully: false)
-                try LocalFiles.flushAssetDirectory(directory)
-            }
-        } catch {
-            throw DownloadFailure(.storage, "Could not keep the plan of \(assetId): \(error).")
         }
     }
 }

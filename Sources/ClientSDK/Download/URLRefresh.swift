@@ -102,7 +102,7 @@ extension DownloadRunner {
     /// cannot be planned or its media is not the same.
     private func replaceURL(of queued: QueuedDownload, with request: DownloadRequest) async throws {
         let directory = content.directory(for: queued.assetId)
-        let format = downloader.downloaders.downloader(for: request.kind)
+        let format = downloader.planners.planner(for: request.kind)
         if request.kind != .file, let kept = format.preparedPlan(queued.request, in: directory) {
             let scratch = content.scratchDirectory()
             defer { try? FileManager.default.removeItem(at: scratch) }

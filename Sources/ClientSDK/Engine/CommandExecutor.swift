@@ -24,11 +24,8 @@ struct CommandExecutor: Sendable {
                     try await wipe()
                 case .deleteAssets:
                     // A download of a listed asset stops and leaves the queue with its files.
-                    let dequeued = try await downloads.remove(command.assetIds ?? [], reason: .remote)
-                    let deleted = try content.delete(command.assetIds ?? [])
-                    downloads.signal.signal()
-                    for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .remote)) }
-                    broadcaster.emit(.assetsDeleted(assetIds: deleted + dequeued, reason: .remote))
+                    let removal = try await downloads.remove(.assets(command.assetIds ?? []), reason: .remote)
+                    broadcaster.emit(.assetsDeleted(assetIds: removal.deleted + removal.dequeued, reason: .remote))
                 case .kill:
                     broadcaster.emit(.startingRemoteKill)
                     try await wipe()
@@ -51,14 +48,11 @@ struct CommandExecutor: Sendable {
     /// after it shipped): the command fails on this device and the admin sees why.
     static let unsupported = "unsupported"
 
-    /// Stops the download under way, empties the queue, deletes every downloaded asset and
-    /// logs it: each asset deleted (reason deleteAll), then the reset.
+    /// Stops the download under way, empties the queue, deletes every downloaded asset (each
+    /// logged with reason deleteAll), then logs the reset.
     private func wipe() async throws {
-        try await downloads.remove(nil, reason: .deleteAll)
-        let deleted = try content.delete(nil)
-        downloads.signal.signal()
-        for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .deleteAll)) }
+        let removal = try await downloads.remove(.everything, reason: .deleteAll)
         _ = try? eventLogger.log(.reset(.remoteWipe))
-        broadcaster.emit(.remoteWipe(deletedAssetIds: deleted))
+        broadcaster.emit(.remoteWipe(deletedAssetIds: removal.deleted))
     }
 }

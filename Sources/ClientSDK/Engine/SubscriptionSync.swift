@@ -102,7 +102,7 @@ struct SubscriptionSync: Sendable {
             if let existing, existing.state != .downloaded {
                 try local.access { try $0.deleteItem(assetId: change.assetId) }
                 // The download queue logs the removal of what it held.
-                if try await downloads.remove([change.assetId], reason: .remote).isEmpty {
+                if try await downloads.remove(.queued([change.assetId]), reason: .remote).dequeued.isEmpty {
                     _ = try? eventLogger.log(.removedFromQueue(assetId: change.assetId))
                 }
                 broadcaster.emit(.subscriptionAssetDeleted(assetId: change.assetId, feedId: change.feedId, reason: .remote))
@@ -160,10 +160,9 @@ struct SubscriptionSync: Sendable {
             }
             while counted.count >= quota, !counted.isEmpty {
                 var oldest = counted.removeFirst()
-                // Downloaded or still downloading: either way its files go.
-                try await downloads.remove([oldest.assetId], reason: .internal)
-                let deleted = (try? content.delete([oldest.assetId])) ?? []
-                for assetId in deleted { _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: .internal)) }
+                // Downloaded or still downloading: either way its files go (a file that cannot be
+                // deleted now does not stop the feed's sync).
+                _ = try? await downloads.remove(.assets([oldest.assetId]), reason: .internal)
                 oldest.state = .reset
                 try local.access { try $0.saveItem(oldest) }
                 broadcaster.emit(.subscriptionAssetDeleted(assetId: oldest.assetId, feedId: feedId, reason: .internal))

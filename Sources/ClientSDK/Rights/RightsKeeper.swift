@@ -15,8 +15,6 @@ final class RightsKeeper: Sendable {
     let eventLogger: EventLogger
     let broadcaster: EventBroadcaster
     let lifecycle: EngineLifecycle
-    /// Wakes the download engine: an expired asset frees room and a place under the asset limits.
-    let downloadSignal: WakeSignal
     /// Asks the backplane again for a held grant: the answer carries a fresh entitlement.
     let askBackplane: @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
     /// Asks the engine for a sync now (time became untrusted).
@@ -37,7 +35,7 @@ final class RightsKeeper: Sendable {
 
     init(
         local: SDKDatabase, content: ContentStore, clock: TrustedClock, snapshot: DeviceSnapshot, options: RightsOptions,
-        eventLogger: EventLogger, broadcaster: EventBroadcaster, lifecycle: EngineLifecycle, downloadSignal: WakeSignal,
+        eventLogger: EventLogger, broadcaster: EventBroadcaster, lifecycle: EngineLifecycle,
         askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse,
         requestSync: @escaping @Sendable () -> Void = {}
     ) {
@@ -51,7 +49,6 @@ final class RightsKeeper: Sendable {
         self.eventLogger = eventLogger
         self.broadcaster = broadcaster
         self.lifecycle = lifecycle
-        self.downloadSignal = downloadSignal
     }
 
     // MARK: rights
@@ -260,12 +257,13 @@ final class RightsKeeper: Sendable {
         // On a new process's estimate of the time, an expired window only locks its asset: a
         // clock set forward while the app was not running must not delete downloads.
         if !expired.isEmpty, clock.isConfirmed {
-            let deleted = Set((try? content.delete(expired.map(\.0))) ?? [])
+            // Each leaves as every asset does (`removeDownloaded`: deleted with reason internal),
+            // and is said to have expired, and why.
+            let deleted = Set((try? content.removeDownloaded(expired.map(\.0), reason: .internal)) ?? [])
             for (assetId, reason) in expired where deleted.contains(assetId) {
                 _ = try? eventLogger.log(.assetExpired(assetId: assetId))
                 broadcaster.emit(.assetExpired(assetId: assetId, reason: reason))
             }
-            downloadSignal.signal()
         }
         var next: Date?
         for (stored, rights) in all {

@@ -239,7 +239,7 @@ enum MPDNumbers {
     }
 
     /// `first-last`, a byte range as `mediaRange`, `indexRange` and `Initialization@range` write it.
-    static func byteRange(_ text: String, _ name: String) throws(MPDError) -> HLSMediaPlaylist.ByteRange {
+    static func byteRange(_ text: String, _ name: String) throws(MPDError) -> ByteRange {
         let parts = text.trimmingCharacters(in: .whitespaces).split(separator: "-", omittingEmptySubsequences: false)
         // Below 2^62, as every offset of the MPD: what follows a range (a sidx's anchor) cannot overflow.
         guard parts.count == 2, let first = Int64(httpDecimal: parts[0]), let last = Int64(httpDecimal: parts[1]), first <= last,
@@ -247,6 +247,6 @@ enum MPDNumbers {
         else {
             throw MPDError("\(name) \"\(text.prefix(60))\" is not a byte range first-last below 2^62")
         }
-        return HLSMediaPlaylist.ByteRange(length: length, offset: offset)
+        return ByteRange(length: length, offset: offset)
     }
 }

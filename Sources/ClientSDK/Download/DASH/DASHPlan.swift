@@ -1,7 +1,7 @@
 import Foundation
 
 /// What downloading a DASH asset means, worked out once from its MPD (and, for single-file
-/// Representations, their `sidx`) as `DASHDownloader` fetched them when it was queued: in each
+/// Representations, their `sidx`) as `DASHPlanner` fetched them when it was queued: in each
 /// Period the video Representation the bit-rate rule picks (`BitrateChoice`, as for HLS), one
 /// Representation of each audio and text AdaptationSet in the languages asked for, every file
 /// to fetch, and the local MPD (`MPDWriter`) that plays the download with no network.

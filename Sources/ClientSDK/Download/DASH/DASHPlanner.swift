@@ -5,7 +5,7 @@ import Foundation
 /// (`SegmentBase@indexRange`), and keeps the plan made from them (`DASHPlan`), so the download
 /// never reads the manifest again. An HTML page, malformed XML, a live MPD, or manifests past
 /// `limits`, fail here as `.playlist`.
-struct DASHDownloader: Downloader {
+struct DASHPlanner: DownloadPlanner {
     let fetcher: FileFetcher
     let limits: PlaylistLimits
     let retry: FetchRetry

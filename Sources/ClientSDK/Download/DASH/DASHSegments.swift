@@ -9,13 +9,13 @@ import Foundation
 struct DASHTrack: Sendable, Equatable {
     struct Segment: Sendable, Equatable {
         var url: URL
-        var byteRange: HLSMediaPlaylist.ByteRange?
+        var byteRange: ByteRange?
         /// In `timescale` units, as the MPD's timeline counts (presentation time offset included).
         var time: Int64
         var duration: Int64
     }
 
-    var initialization: (url: URL, byteRange: HLSMediaPlaylist.ByteRange?)?
+    var initialization: (url: URL, byteRange: ByteRange?)?
     var segments: [Segment]
     var timescale: Int64
     var presentationTimeOffset: Int64
@@ -36,8 +36,8 @@ struct DASHTrack: Sendable, Equatable {
     /// A `SegmentBase` Representation's index: where its `sidx` is, and its initialization range.
     struct Index: Sendable {
         var url: URL
-        var indexRange: HLSMediaPlaylist.ByteRange
-        var initialization: HLSMediaPlaylist.ByteRange?
+        var indexRange: ByteRange
+        var initialization: ByteRange?
         /// `Initialization@sourceURL`, when the initialization is in a file of its own.
         var initializationURL: URL?
         var timescale: Int64?
@@ -228,7 +228,7 @@ enum DASHSegments {
             segments.append(.init(url: url, byteRange: range, time: slot.time, duration: slot.duration))
         }
         var initURL: URL?
-        var initRange: HLSMediaPlaylist.ByteRange?
+        var initRange: ByteRange?
         if let initialization {
             initURL = try initialization.attributes["sourceURL"].map { text throws(MPDError) in try DASHManifest.resolve(text, against: base) } ?? base
             initRange = try initialization.attributes["range"].map { value throws(MPDError) in try MPDNumbers.byteRange(value, "Initialization@range") }
@@ -243,11 +243,11 @@ enum DASHSegments {
     static func track(_ index: DASHTrack.Index, sidx data: Data, maxSegments: Int) throws(MPDError) -> DASHTrack {
         let sidx = try SegmentIndex.parse(data, at: Int64(index.indexRange.offset), maxReferences: maxSegments)
         // Without `Initialization@range`, the initialization segment is what comes before the index.
-        let initialization: (url: URL, byteRange: HLSMediaPlaylist.ByteRange?)?
+        let initialization: (url: URL, byteRange: ByteRange?)?
         if let url = index.initializationURL {
             initialization = (url, index.initialization)
         } else {
-            let range = index.initialization ?? (index.indexRange.offset > 0 ? HLSMediaPlaylist.ByteRange(length: index.indexRange.offset, offset: 0) : nil)
+            let range = index.initialization ?? (index.indexRange.offset > 0 ? ByteRange(length: index.indexRange.offset, offset: 0) : nil)
             initialization = range.map { (index.url, $0) }
         }
         var time = sidx.earliestPresentationTime

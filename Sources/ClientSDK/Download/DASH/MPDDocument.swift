@@ -39,8 +39,8 @@ struct MPDError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 enum MPDDocument {
-    /// Largest MPD read: the same as an HLS playlist's.
-    static let maxBytes = HLSPlaylist.maxBytes
+    /// Largest MPD read: 16 MiB, as for an HLS playlist (`HLSPlaylist.maxBytes`).
+    static let maxBytes = 16 << 20
     /// Elements in one MPD: a ten-hour title in 2-second segments listed one by one
     /// (`SegmentList`) is 18,000 per Representation.
     static let maxElements = 250_000

@@ -6,7 +6,7 @@ import Foundation
 /// holds is refused.
 struct SegmentIndex: Equatable, Sendable {
     struct Reference: Equatable, Sendable {
-        var range: HLSMediaPlaylist.ByteRange
+        var range: ByteRange
         var duration: Int64
     }
 

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What downloading an HLS asset means, worked out once from its playlists as `HLSDownloader`
+/// What downloading an HLS asset means, worked out once from its playlists as `HLSPlanner`
 /// fetched and parsed them when it was queued (kept under `original/` in the asset's directory):
 /// the variant and renditions the request chose, every segment, init section and key to fetch,
 /// and the local playlists (`HLSPlaylistWriter`) that let a player play the download from

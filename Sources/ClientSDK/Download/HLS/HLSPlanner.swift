@@ -4,7 +4,7 @@ import Foundation
 /// streams the request chooses (kept under `original/`), parses each once as it arrives, and
 /// keeps the plan made from them (`AssetLayout.plan`), so the download never reads a playlist
 /// again. An HTML page, a malformed or a live playlist, or playlists past `limits`, fail here.
-struct HLSDownloader: Downloader {
+struct HLSPlanner: DownloadPlanner {
     let fetcher: FileFetcher
     let limits: PlaylistLimits
     let retry: FetchRetry

@@ -152,13 +152,6 @@ struct HLSMasterPlaylist: Equatable, Sendable {
 
 /// A media playlist: the segments of one rendition, in order.
 struct HLSMediaPlaylist: Equatable, Sendable {
-    struct ByteRange: Hashable, Sendable, Codable {
-        var length: Int
-        var offset: Int
-        /// As an HTTP `Range` header value.
-        var httpRange: String { "bytes=\(offset)-\(offset + length - 1)" }
-    }
-
     struct Key: Hashable, Sendable {
         enum Method: Hashable, Sendable {
             case none, aes128, sampleAES, other(String)

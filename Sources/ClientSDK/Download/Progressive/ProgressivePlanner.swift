@@ -3,7 +3,7 @@ import Foundation
 /// A flat file (progressive download): one file, fetched whole, under the URL's file name when
 /// it is a safe one. Its plan is its request's, so there is nothing to fetch first and nothing
 /// to keep.
-struct ProgressiveDownloader: Downloader {
+struct ProgressivePlanner: DownloadPlanner {
     func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) -> DownloadPlan {
         Self.plan(request)
     }
