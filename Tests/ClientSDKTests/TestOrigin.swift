@@ -18,6 +18,10 @@ final class TestOrigin: Sendable {
         case ignoreIfRange
         /// Wait this long before answering, every time (a slow origin).
         case delay(Duration)
+        /// Hold the first request until the path is asked a second time (or `timeout` passes),
+        /// then answer both: two clients are sure to reach the origin for it, whichever comes
+        /// first and however slow the machine, with no fixed wait.
+        case holdUntilAskedAgain(timeout: Duration)
     }
 
     private struct File {
@@ -31,6 +35,8 @@ final class TestOrigin: Sendable {
         var files: [String: File] = [:]
         var faults: [String: Fault] = [:]
         var requests: [String: Int] = [:]
+        /// Requests that arrived, before any wait (`holdUntilAskedAgain`).
+        var arrivals: [String: Int] = [:]
         var bytesServed: [String: Int] = [:]
         /// `HEAD` requests, counted apart: they send no bytes.
         var heads: [String: Int] = [:]
@@ -128,8 +134,21 @@ final class TestOrigin: Sendable {
     }
 
     private func answer(_ request: Request) async -> Response {
-        if case .delay(let duration) = state.withLock({ $0.faults[request.uri.path] }) {
+        let path = request.uri.path
+        let (fault, arrival) = state.withLock { state in
+            state.arrivals[path, default: 0] += 1
+            return (state.faults[path], state.arrivals[path]!)
+        }
+        switch fault {
+        case .delay(let duration)?:
             try? await Task.sleep(for: duration)
+        case .holdUntilAskedAgain(let timeout)? where arrival == 1:
+            let deadline = ContinuousClock.now + timeout
+            while state.withLock({ $0.arrivals[path, default: 0] }) < 2, ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+        default:
+            break
         }
         return respond(request)
     }
