@@ -87,6 +87,8 @@ public struct BackplaneServices: Sendable {
     public let credentialUse = CredentialUseLog()
     /// What `/metrics` reports.
     public let metrics: BackplaneMetrics
+    /// Whether the database answers (`/readyz`), and its gauges.
+    public let health: StoreHealth
     let now: @Sendable () -> Date
 
     public init(
@@ -95,6 +97,7 @@ public struct BackplaneServices: Sendable {
         commandSupport: CommandSupport = .current, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
+        self.health = StoreHealth(store: store)
         self.metrics = metrics
         store.transactionTimings.attach(metrics)
         let wakeUpHub = wakeUpHub ?? WakeUpHub(metrics: metrics)
@@ -141,7 +144,7 @@ public func buildRouter(
     router.add(middleware: ErrorMiddleware(allowedMethods: allowedMethods))
     router.add(middleware: AddressRateLimitMiddleware(
         limiter: limiters.address, fromForwardedFor: limiters.addressFromForwardedFor, metrics: services.metrics))
-    HealthController(store: services.store).addRoutes(to: router)
+    HealthController(health: services.health).addRoutes(to: router)
     MetricsController(services: services, token: metricsToken).addRoutes(to: router)
     // Who may call what is decided here, once: each group proves its caller, and its handlers
     // run in a context where that caller is not optional.

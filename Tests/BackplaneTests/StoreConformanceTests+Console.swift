@@ -35,7 +35,7 @@ extension StoreConformanceTests {
         let third = try #require(inserted[3].rowId)
         #expect(try await ids(CommandFilter(), before: third, limit: 2) == ["c2", "c1"])
 
-        let counts = try await store.commandCounts(applicationId: applicationId)
+        let counts = try await store.commandCounts(applicationId: applicationId, at: Self.now)
         #expect(counts == [.pending: 2, .succeeded: 1, .failed: 2, .delivered: 1])
     }
 
@@ -54,9 +54,13 @@ extension StoreConformanceTests {
                 commandId: id, applicationId: app, deviceId: "phone", type: .wipe, assetIds: nil, state: state, createdAt: Self.now.addingTimeInterval(-120),
                 updatedAt: Self.now.addingTimeInterval(-120), expiresAt: expiry.map { Self.now.addingTimeInterval($0) }, deferrals: 0)
         })
+        // Counted with expiry applied before any is marked: the three past their expiry are expired already.
+        #expect(try await store.commandCounts(applicationId: first, at: Self.now) == [.expired: 2, .pending: 2, .succeeded: 1])
+        #expect(try await store.commandCounts(applicationId: second, at: Self.now) == [.expired: 1])
         #expect(try await store.expireCommands(at: Self.now, limit: 2) == 2)
         #expect(try await store.expireCommands(at: Self.now, limit: 2) == 1)
         #expect(try await store.expireCommands(at: Self.now, limit: 2) == 0)
+        #expect(try await store.commandCounts(applicationId: first, at: Self.now) == [.expired: 2, .pending: 2, .succeeded: 1])
         for (id, app, state, expiry) in plan {
             let command = try #require(try await store.command(applicationId: app, commandId: id))
             let expected: CommandState = state.isFinished || (expiry ?? 1) > 0 ? state : .expired

@@ -46,7 +46,7 @@ extension ConsoleController {
         for feed in try await services.feeds.feeds(applicationId: applicationId).feeds {
             lines.append(FeedLine(
                 feedId: feed.feedId, href: ConsolePaths.feed(feed.feedId), title: feed.title,
-                subscribers: try await services.store.subscriberCount(applicationId: applicationId, feedId: feed.feedId),
+                subscribers: try await services.subscriptions.subscriberCount(applicationId: applicationId, feedId: feed.feedId),
                 updated: ConsoleFormat.time(feed.updatedAt)))
         }
         return renderer.page("feeds", title: "Feeds", model: FeedsModel(feeds: lines), session: context.session, current: .feeds)
@@ -75,15 +75,12 @@ extension ConsoleController {
         let feedId = try context.pathValue("feedId")
         let applicationId = context.applicationId
         let feed = try await services.feeds.feed(applicationId: applicationId, feedId: feedId)
-        let limit = WireLimits.defaultPageSize
-        let after = try ConsoleForms.query(request)["cursor"].map(EpisodeCursor.decode)
-        let rows = try await services.store.episodes(
-            applicationId: applicationId, updatedSince: Date(timeIntervalSince1970: 0), feedIds: [feedId], after: after, limit: limit + 1)
-        let page = rows.prefix(limit)
+        let (page, nextCursor) = try await services.feeds.episodePage(
+            applicationId: applicationId, feedId: feedId, cursor: try ConsoleForms.query(request)["cursor"])
         let canEdit = context.session.scope == .cms
         let path = ConsolePaths.feed(feedId)
         let model = FeedModel(
-            title: feed.title, subscribers: try await services.store.subscriberCount(applicationId: applicationId, feedId: feedId),
+            title: feed.title, subscribers: try await services.subscriptions.subscriberCount(applicationId: applicationId, feedId: feedId),
             canEdit: canEdit, publishAction: path + "/episodes",
             episodes: page.map { row in
                 EpisodeLine(
@@ -91,9 +88,7 @@ extension ConsoleController {
                     expiryDate: ConsoleFormat.time(row.episode.expiryDate), updated: ConsoleFormat.time(row.updatedAt),
                     retractAction: canEdit ? "\(path)/episodes/\(ConsoleFormat.encoded(row.assetId))/retract" : nil)
             },
-            next: rows.count > limit ? page.last.map {
-                ConsoleFormat.link(path, [("cursor", EpisodeCursor.encode(EpisodeKey(updatedAt: $0.updatedAt, feedId: $0.feedId, assetId: $0.assetId)))])
-            } : nil)
+            next: nextCursor.map { ConsoleFormat.link(path, [("cursor", $0)]) })
         return renderer.page("feed", title: "Feed \(feedId)", model: model, session: context.session, current: .feeds)
     }
 
@@ -113,8 +108,7 @@ extension ConsoleController {
         try Validate.identifier(form.assetId, field: "assetId")
         // The form holds three of an episode's fields; publishing over a live episode would drop
         // the others (its window, types, custom fields). Updates go through the CMS API.
-        if let live = try await services.store.episode(applicationId: context.applicationId, feedId: feedId, assetId: form.assetId),
-           live.retractedAt == nil {
+        if try await services.feeds.hasLiveEpisode(applicationId: context.applicationId, feedId: feedId, assetId: form.assetId) {
             throw ServiceError.conflict(
                 "Episode '\(form.assetId)' is already published in this feed. Retract it first, or update it with PUT /v1/cms/feeds/{feedId}/episodes/{assetId}.")
         }

@@ -39,7 +39,7 @@ extension ConsoleController {
         try Validate.identifier(userId, field: "userId")
         let applicationId = context.applicationId
         // A user's registered devices are bounded by what registration allows; read them whole.
-        let devices = try await services.store.devices(applicationId: applicationId, userId: userId).map(services.lastSeen.latest)
+        let devices = try await services.devices.devices(applicationId: applicationId, userId: userId)
         let settings = try await services.applications.settings(applicationId: applicationId)
         let grants = try await services.grants.list(
             applicationId: applicationId, userId: userId, deviceId: nil, cursor: try ConsoleForms.query(request)["cursor"], limit: nil)

@@ -112,8 +112,8 @@ struct ConsoleController {
         }
         let applicationId = context.applicationId
         let now = services.now()
-        let fleet = try await services.store.fleetSummary(applicationId: applicationId, seenSince: now.addingTimeInterval(-3600))
-        let commands = try await services.store.commandCounts(applicationId: applicationId)
+        let fleet = try await services.devices.fleetSummary(applicationId: applicationId)
+        let commands = try await services.commands.counts(applicationId: applicationId)
         let days = Self.chartDays
         let from = Calendar.utc.startOfDay(for: now).addingTimeInterval(-Double(days - 1) * 86400)
         let counts = try await services.events.counts(applicationId: applicationId, filter: EventFilter(from: from))
@@ -166,25 +166,10 @@ struct ConsoleController {
                 "find", title: "Find", model: FindModel(query: "", searched: false, userHref: nil, devices: []), session: context.session,
                 current: .find)
         }
-        try Validate.identifier(query, field: "q")
-        let applicationId = context.applicationId, store = services.store
-        let limit = WireLimits.defaultPageSize
-        var found: [DeviceRecord] = []
-        if let device = try await store.device(applicationId: applicationId, deviceId: query) { found.append(device) }
-        var truncated = false
-        var userHasDevices = false
-        for filter in [DeviceFilter(userId: query), DeviceFilter(externalDeviceId: query), DeviceFilter(nickname: query)] {
-            var filter = filter
-            filter.includeUnregistered = true
-            let page = try await store.devices(applicationId: applicationId, filter: filter, afterRowId: nil, limit: limit + 1)
-            truncated = truncated || page.count > limit
-            if filter.userId != nil { userHasDevices = !page.isEmpty }
-            found += page.prefix(limit)
-        }
-        var seen = Set<String>()
-        let devices = found.filter { seen.insert($0.deviceId).inserted }.map { DeviceRow(services.lastSeen.latest($0)) }
+        let search = try await services.devices.find(applicationId: context.applicationId, query: query)
         let model = FindModel(
-            query: query, searched: true, userHref: userHasDevices ? ConsolePaths.user(query) : nil, devices: devices, truncated: truncated)
+            query: query, searched: true, userHref: search.userHasDevices ? ConsolePaths.user(query) : nil,
+            devices: search.devices.map(DeviceRow.init), truncated: search.truncated)
         return renderer.page("find", title: "Find", model: model, session: context.session, current: .find)
     }
 }

@@ -22,7 +22,7 @@ struct MetricsController {
             guard let registry = services.metrics.registry else { throw ServiceError.notFound("Metrics are off.") }
             // Gauges read when scraped rather than kept up to date on every change.
             services.metrics.channelsOpen.set(services.wakeUpHub.channelCount)
-            if let nonces = try? await services.store.nonceCount() { services.metrics.nonces.set(nonces) }
+            if let nonces = try? await services.health.nonceCount() { services.metrics.nonces.set(nonces) }
             var buffer = ByteBuffer()
             buffer.writeBytes(registry.emitToBuffer())
             return Response(

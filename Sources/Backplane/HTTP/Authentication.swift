@@ -20,7 +20,6 @@ struct SignedRequestMiddleware: RouterMiddleware {
     /// cannot spend another's requests, and a refused request may be sent again.
     let deviceLimiter: RateLimiter
 
-    private var store: any BackplaneStore { services.store }
     private static let keyedMACs = KeyedMACs()
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -67,7 +66,7 @@ struct SignedRequestMiddleware: RouterMiddleware {
         guard RequestSigning.isValidNonce(nonce) else {
             throw ServiceError.invalidSignature("\(RequestSigning.Header.nonce) must be 16 to 64 characters of A-Z, a-z, 0-9, '-' and '_'.")
         }
-        guard let key = try await store.appKey(id: keyId), key.revokedAt == nil else {
+        guard let key = try await services.applications.signingKey(id: keyId) else {
             throw ServiceError.invalidCredentials("Unknown or revoked app key '\(keyId)'.")
         }
         let deviceId = headers.deviceId
@@ -111,10 +110,10 @@ struct SpendNonceMiddleware: RouterMiddleware {
         var context = context
         switch context.identity {
         case .appKey(let applicationId, let stringToSign, let nonce, spent: false)?:
-            try await services.store.spend(nonce)
+            try await services.applications.spend(nonce)
             context.identity = .appKey(applicationId: applicationId, stringToSign: stringToSign, nonce: nonce, spent: true)
         case .device(let signed, spent: false)?:
-            try await services.store.spend(signed.nonce)
+            try await services.applications.spend(signed.nonce)
             services.lastSeen.saw(applicationId: signed.device.applicationId, deviceId: signed.device.deviceId, at: services.now())
             context.identity = .device(signed, spent: true)
         default:

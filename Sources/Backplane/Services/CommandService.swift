@@ -96,6 +96,12 @@ public struct CommandService: Sendable {
         return CommandPage(commands: shown.map(\.wire), nextCursor: next)
     }
 
+    /// How many of the application's commands are in each state, with expiry applied as in every
+    /// other answer (an open command past its `expiresAt` is expired).
+    public func counts(applicationId: String) async throws -> [CommandState: Int] {
+        try await store.commandCounts(applicationId: applicationId, at: now())
+    }
+
     /// Cancels a command that was not delivered yet; a delivered or finished one is a 409.
     public func cancel(applicationId: String, commandId: String) async throws -> Command {
         let now = now()

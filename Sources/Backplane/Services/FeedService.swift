@@ -115,6 +115,25 @@ public struct FeedService: Sendable {
         try await wakeSubscribers(applicationId, feedId, if: true)
     }
 
+    /// One page of a feed's live episodes, oldest update first, after the cursor's position
+    /// (`EpisodeCursor`); `nextCursor` is nil on the last page.
+    public func episodePage(
+        applicationId: String, feedId: String, cursor: String?, limit: Int = WireLimits.defaultPageSize
+    ) async throws -> (episodes: [EpisodeRecord], nextCursor: String?) {
+        let after = try cursor.map(EpisodeCursor.decode)
+        let rows = try await store.episodes(
+            applicationId: applicationId, updatedSince: Date(timeIntervalSince1970: 0), feedIds: [feedId], after: after, limit: limit + 1)
+        let page = Array(rows.prefix(limit))
+        let next = rows.count > limit
+            ? page.last.map { EpisodeCursor.encode(EpisodeKey(updatedAt: $0.updatedAt, feedId: $0.feedId, assetId: $0.assetId)) } : nil
+        return (page, next)
+    }
+
+    /// Whether the feed has a live (published, not retracted) episode of this asset.
+    public func hasLiveEpisode(applicationId: String, feedId: String, assetId: String) async throws -> Bool {
+        try await store.episode(applicationId: applicationId, feedId: feedId, assetId: assetId).map { $0.retractedAt == nil } ?? false
+    }
+
     // MARK: helpers
 
     private func episode(_ applicationId: String, _ feedId: String, _ assetId: String) async throws -> Episode {

@@ -6,6 +6,11 @@ public struct SubscriptionService: Sendable {
     public let store: any BackplaneStore
     let now: @Sendable () -> Date
 
+    /// How many devices follow a feed.
+    public func subscriberCount(applicationId: String, feedId: String) async throws -> Int {
+        try await store.subscriberCount(applicationId: applicationId, feedId: feedId)
+    }
+
     public init(store: any BackplaneStore, now: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
         self.now = now

@@ -14,8 +14,9 @@ public protocol CommandStore: Sendable {
     /// `now` as expired (`completedAt` their expiry), in one transaction; returns how many. A
     /// command being acknowledged or cancelled meanwhile keeps that outcome.
     func expireCommands(at now: Date, limit: Int) async throws -> Int
-    /// How many of the application's commands are in each stored state (absent: none).
-    func commandCounts(applicationId: String) async throws -> [CommandState: Int]
+    /// How many of the application's commands are in each state (absent: none), an open command
+    /// whose expiry is at or before `now` counted as expired, as the API shows it.
+    func commandCounts(applicationId: String, at now: Date) async throws -> [CommandState: Int]
     /// Replaces a command with what `change` returns, in one transaction. Nil when there is none.
     func updateCommand(
         applicationId: String, commandId: String, _ change: @escaping @Sendable (CommandRecord) throws -> CommandRecord

@@ -64,8 +64,11 @@ extension PostgresStore {
         return rows.count
     }
 
-    public func commandCounts(applicationId: String) async throws -> [CommandState: Int] {
-        let rows = try await rows("SELECT state, COUNT(*) FROM commands WHERE application_id = \(applicationId) GROUP BY state")
+    public func commandCounts(applicationId: String, at now: Date) async throws -> [CommandState: Int] {
+        let rows = try await rows("""
+            SELECT CASE WHEN state IN ('pending', 'delivered') AND expires_at <= \(now) THEN 'expired' ELSE state END, COUNT(*)
+            FROM commands WHERE application_id = \(applicationId) GROUP BY 1
+            """)
         return CommandState.counts(try rows.map { row in
             let (state, count) = try row.decode((String, Int64).self)
             return (state, Int(count))

@@ -49,10 +49,13 @@ extension SQLiteStore {
         }
     }
 
-    public func commandCounts(applicationId: String) async throws -> [CommandState: Int] {
+    public func commandCounts(applicationId: String, at now: Date) async throws -> [CommandState: Int] {
         try await read { db in
-            let rows = try Row.fetchAll(
-                db, sql: "SELECT state, COUNT(*) AS n FROM commands WHERE application_id = ? GROUP BY state", arguments: [applicationId])
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT CASE WHEN state IN ('pending', 'delivered') AND expires_at <= ? THEN 'expired' ELSE state END AS state,
+                    COUNT(*) AS n
+                FROM commands WHERE application_id = ? GROUP BY 1
+                """, arguments: [now, applicationId])
             return CommandState.counts(rows.map { ($0["state"] as String, $0["n"] as Int) })
         }
     }
