@@ -26,9 +26,9 @@ enum DirectoryNameMigration {
     }
 
     static func run(content: ContentStore) throws {
-        let local = content.local
-        let (completed, queued, plainNames) = try local.access { local in
-            try local.read { db in
+        let database = content.database
+        let (completed, queued, plainNames) = try database.access { database in
+            try database.read { db in
                 let long = "length(CAST(asset_id AS BLOB)) > \(ContentStore.plainIdBytes)"
                 let exact = "length(CAST(asset_id AS BLOB)) = \(ContentStore.plainIdBytes)"
                 return (
@@ -54,13 +54,13 @@ enum DirectoryNameMigration {
         }
         guard !moves.isEmpty else { return }
         // Listed before anything moves: a kill after a move must not leave it unchecked.
-        try local.access { local in
-            var record = try local.load(UnflushedDownloads.self, .unflushedDownloads) ?? UnflushedDownloads()
+        try database.access { database in
+            var record = try database.load(UnflushedDownloads.self, .unflushedDownloads) ?? UnflushedDownloads()
             let listed = Set(record.assetIdsByBoot[pseudoBoot] ?? [])
             let adding = moves.map(\.assetId).filter { !listed.contains($0) }
             guard !adding.isEmpty else { return }
             record.assetIdsByBoot[pseudoBoot, default: []].append(contentsOf: adding)
-            try local.save(record, .unflushedDownloads)
+            try database.save(record, .unflushedDownloads)
         }
         var claimed: Set<String> = []
         for move in moves {
@@ -76,8 +76,8 @@ enum DirectoryNameMigration {
             }
             guard let path = move.path else { continue }
             let relocated = new + path.dropFirst(move.old.count)
-            try local.access { local in
-                try local.write { db in
+            try database.access { database in
+                try database.write { db in
                     try db.execute(sql: "UPDATE assets SET relative_path = ? WHERE asset_id = ?", arguments: [relocated, move.assetId])
                 }
             }

@@ -6,7 +6,7 @@ import BackplaneWire
 /// (its grant, or its denial) and tells the app, but keeps no state of the queue's: the
 /// scheduler (`DownloadRunner`) applies the outcome.
 struct DownloadPermission: Sendable {
-    let local: SDKDatabase
+    let database: SDKDatabase
     let options: DownloadOptions
     let snapshot: DeviceSnapshot
     let eventLogger: EventLogger
@@ -46,11 +46,11 @@ struct DownloadPermission: Sendable {
         let assetId = queued.assetId
         do {
             guard let grant = try await ask(for: queued.request) else { return .later(deniedByRule: false) }
-            return try local.recordGrant(grant.grantId, window: grant.window, forDownload: assetId) ? .granted(grant) : .notQueued
+            return try database.recordGrant(grant.grantId, window: grant.window, forDownload: assetId) ? .granted(grant) : .notQueued
         } catch let error as BackplaneClientError where error.code == .downloadLimitReached {
             let denial = Self.denial(from: error)
             let failure = DownloadFailure(.permissionDenied, error.message)
-            _ = try? local.updateDownload(assetId: assetId) { download in
+            _ = try? database.updateDownload(assetId: assetId) { download in
                 download.lastFailure = failure
                 download.denial = denial
             }
@@ -60,7 +60,7 @@ struct DownloadPermission: Sendable {
         } catch let error as BackplaneClientError where error.code == .downloadNotEnabled {
             // The backplane turned download off since the last sync: a sync now says so, and
             // the queue blocks until it is on again.
-            _ = try? local.updateDownload(assetId: assetId) { $0.lastFailure = DownloadFailure(.permissionDenied, error.message) }
+            _ = try? database.updateDownload(assetId: assetId) { $0.lastFailure = DownloadFailure(.permissionDenied, error.message) }
             requestSync()
             return .later(deniedByRule: false)
         } catch let error as BackplaneClientError where error.isTransient {

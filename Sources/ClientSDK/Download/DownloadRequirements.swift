@@ -6,7 +6,7 @@ import Foundation
 /// and the volume, and holds no state: the scheduler (`DownloadRunner`) keeps what it learned
 /// (the room when the head of the queue did not fit) and passes it in.
 struct DownloadRequirements: Sendable {
-    let local: SDKDatabase
+    let database: SDKDatabase
     let content: ContentStore
     let options: DownloadOptions
     let snapshot: DeviceSnapshot
@@ -14,10 +14,10 @@ struct DownloadRequirements: Sendable {
     /// The rule that keeps the queue from running now, if any. `roomWhenStorageRanOut`: the room
     /// the storage rules left when the asset at the head ran out of it; it waits for more.
     func block(roomWhenStorageRanOut: Int64?) -> DownloadBlock? {
-        if (try? local.load(Bool.self, .downloadsSwitchedOff)) ?? false == true { return .switchedOff }
+        if (try? database.load(Bool.self, .downloadsSwitchedOff)) ?? false == true { return .switchedOff }
         guard let lastSync = snapshot.current, lastSync.device.downloadEnabled else { return .deviceNotDownloadEnabled }
         if let reason = networkBlock() { return reason }
-        let completed = (try? local.assets().count) ?? 0
+        let completed = (try? database.assets().count) ?? 0
         if completed >= options.maxDownloadedAssets { return .maxDownloadedAssets }
         let perDevice = lastSync.settings.maxDownloadsPerDevice
         if perDevice >= 0, completed >= perDevice { return .maxDownloadsPerDevice }
@@ -51,7 +51,7 @@ struct DownloadRequirements: Sendable {
 
     /// The bytes of the completed assets, as recorded.
     func completedSize() -> Int64 {
-        ((try? local.assets()) ?? []).reduce(0) { $0.addingClamped(max($1.size, 0)) }
+        ((try? database.assets()) ?? []).reduce(0) { $0.addingClamped(max($1.size, 0)) }
     }
 
     /// The most the storage rules could ever leave one asset, whatever is deleted: `maxStorage`

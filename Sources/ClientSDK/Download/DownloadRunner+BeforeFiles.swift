@@ -29,7 +29,7 @@ extension DownloadRunner {
             let plan = try await downloader.prepare(
                 queued.request, in: directory, room: requirements.storageRoom(assetBytes: 0), ceiling: requirements.storageCeiling())
             // Removed while its manifests came: they go too.
-            guard (try? local.queuedDownload(assetId: queued.assetId)) != nil else {
+            guard (try? database.queuedDownload(assetId: queued.assetId)) != nil else {
                 try? content.removeFiles(of: queued.assetId)
                 return nil
             }
@@ -53,7 +53,7 @@ extension DownloadRunner {
             return stillWanted(queued.assetId)
         }
         return stillWanted(queued.assetId).flatMap { _ in
-            try? local.updateDownload(assetId: queued.assetId) { download in
+            try? database.updateDownload(assetId: queued.assetId) { download in
                 download.estimatedBytes = estimate.bytes
                 download.estimateBasis = estimate.basis
             }
@@ -102,7 +102,7 @@ extension DownloadRunner {
             deniedThisPass.insert(assetId)
         case .noAnswer:
             erroredThisPass.insert(assetId)
-            erroredThisPass.formUnion((try? local.runnableDownloadIdsWithoutGrant()) ?? [])
+            erroredThisPass.formUnion((try? database.runnableDownloadIdsWithoutGrant()) ?? [])
         case .deniedForGood(let failure):
             failed(assetId, failure, forGood: true)
         case .notQueued:
@@ -136,11 +136,11 @@ extension DownloadRunner {
             window: grant?.window ?? queued.window, contentProtection: plan.contentProtection ?? [])
         do {
             let license = try await licenses.acquireLicense(for: request)
-            try local.recordLicense(license, assetId: queued.assetId)
+            try database.recordLicense(license, assetId: queued.assetId)
             return true
         } catch {
             let message = "The license provider failed: \(error)"
-            try? local.recordLicense(.failed(message), assetId: queued.assetId)
+            try? database.recordLicense(.failed(message), assetId: queued.assetId)
             failed(queued.assetId, DownloadFailure(.license, message))
             return false
         }
@@ -151,7 +151,7 @@ extension DownloadRunner {
     /// stopped, or a rule may now block the queue.
     func stillWanted(_ assetId: String) -> QueuedDownload? {
         guard lifecycle.isRunning, !Task.isCancelled, currentBlock() == nil, !updatingURL.contains(assetId),
-              let current = try? local.queuedDownload(assetId: assetId), !current.paused, !current.failed
+              let current = try? database.queuedDownload(assetId: assetId), !current.paused, !current.failed
         else { return nil }
         return current
     }

@@ -6,7 +6,7 @@ import BackplaneWire
 extension DownloadRunner {
     func completed(_ asset: LocalAsset, after elapsed: Duration) {
         do {
-            guard try local.completeDownload(asset, downloadedAt: clock.now().date ?? clock.latestTrusted ?? Date()) else {
+            guard try database.completeDownload(asset, downloadedAt: clock.now().date ?? clock.latestTrusted ?? Date()) else {
                 // Removed while it finished: whoever removed it has said so; the files go too.
                 try? content.removeFiles(of: asset.assetId)
                 return
@@ -24,13 +24,13 @@ extension DownloadRunner {
             broadcaster.emit(.downloadWarning(assetId: asset.assetId, message: mismatch))
         }
         // As recorded, with the grant it came with.
-        let recorded = (try? local.asset(assetId: asset.assetId)) ?? asset
+        let recorded = (try? database.asset(assetId: asset.assetId)) ?? asset
         broadcaster.emit(.downloadCompleted(DownloadAsset(completed: recorded, root: content.root)))
     }
 
     func failed(_ assetId: String, _ failure: DownloadFailure, forGood: Bool = false) {
         refreshesInARow[assetId] = nil
-        let updated = try? local.recordFailure(assetId: assetId) { download in
+        let updated = try? database.recordFailure(assetId: assetId) { download in
             download.errorCount = download.errorCount.addingClamped(1)
             download.lastFailure = failure
             download.failed = forGood || failure.isFatal || download.errorCount >= Self.maxErrorPasses

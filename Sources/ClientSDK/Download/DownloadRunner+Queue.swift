@@ -44,9 +44,9 @@ extension DownloadRunner {
             try? content.removeFiles(of: request.assetId)
             throw error
         }
-        let added = try local.access { try $0.enqueueDownload(request, at: index, estimate: estimate) }
+        let added = try database.access { try $0.enqueueDownload(request, at: index, estimate: estimate) }
         // With no await between, the loop cannot take the asset before its grant is recorded.
-        if let grant { try local.adoptGrant(grant.grantId, window: grant.window, assetId: request.assetId) }
+        if let grant { try database.adoptGrant(grant.grantId, window: grant.window, assetId: request.assetId) }
         // Not added: queued meanwhile by another path, returned as it is.
         guard let queued = try asset(request.assetId) else { throw notQueued(request.assetId) }
         guard added else { return queued }
@@ -90,7 +90,7 @@ extension DownloadRunner {
 
     /// Moves a queued asset to `index`; the asset downloading now goes on.
     func move(_ assetId: String, to index: Int) throws {
-        guard try local.access({ try $0.moveDownload(assetId: assetId, to: index) }) else { throw notQueued(assetId) }
+        guard try database.access({ try $0.moveDownload(assetId: assetId, to: index) }) else { throw notQueued(assetId) }
         roomWhenStorageRanOut = nil
         signal.signal()
     }
@@ -104,8 +104,8 @@ extension DownloadRunner {
     func remove(_ selection: AssetSelection, reason: AssetDeletionReason) async throws -> AssetRemoval {
         // Out of the queue before the wait for the download to stop: the loop, which goes on
         // while this waits, must not pick the asset up again.
-        let licensed = try local.access { try $0.assetIdsHoldingLicense(queued: true) }
-        let dequeued = try local.access { try $0.removeDownloads(selection.assetIds) }
+        let licensed = try database.access { try $0.assetIdsHoldingLicense(queued: true) }
+        let dequeued = try database.access { try $0.removeDownloads(selection.assetIds) }
         await cancelCurrent(ifAmong: selection.assetIds)
         if !dequeued.isEmpty { roomWhenStorageRanOut = nil }
         erroredThisPass.subtract(dequeued)
@@ -144,19 +144,19 @@ extension DownloadRunner {
 
     /// The app's master switch; off stops the download under way.
     func setEnabled(_ enabled: Bool) async throws {
-        try local.access { try $0.save(enabled ? nil : true, .downloadsSwitchedOff) }
+        try database.access { try $0.save(enabled ? nil : true, .downloadsSwitchedOff) }
         if !enabled { await cancelCurrent(ifAmong: nil) }
         signal.signal()
     }
 
     var isEnabled: Bool {
-        get throws { try !(local.access { try $0.load(Bool.self, .downloadsSwitchedOff) } ?? false) }
+        get throws { try !(database.access { try $0.load(Bool.self, .downloadsSwitchedOff) } ?? false) }
     }
 
     /// The queue in order (completed assets are not in it).
     func queue() throws -> [DownloadAsset] {
         let block = currentBlock()
-        let queue = try local.access { try $0.queuedDownloads() }.map(withLiveProgress)
+        let queue = try database.access { try $0.queuedDownloads() }.map(withLiveProgress)
         let shortfalls = storageShortfalls(of: queue)
         return queue.map { queued in
             let shortfall = shortfalls[queued.assetId]
@@ -166,10 +166,10 @@ extension DownloadRunner {
 
     /// A queued or completed asset.
     func asset(_ assetId: String) throws -> DownloadAsset? {
-        if try local.access({ try $0.queuedDownload(assetId: assetId) }) != nil {
+        if try database.access({ try $0.queuedDownload(assetId: assetId) }) != nil {
             return try queue().first { $0.assetId == assetId }
         }
-        return try local.access { try $0.asset(assetId: assetId) }.map { DownloadAsset(completed: $0, root: content.root) }
+        return try database.access { try $0.asset(assetId: assetId) }.map { DownloadAsset(completed: $0, root: content.root) }
     }
 
     /// `block`: the rule that stops the queue now, if any; `shortfall`: the bytes the asset
@@ -220,7 +220,7 @@ extension DownloadRunner {
         guard let size = await estimator.estimate(plan) else {
             throw BackplaneClientError(kind: .download, message: "The size of \(request.assetId) cannot be estimated: the origin stated no size for its files (HEAD, a ranged GET) and the manifest no bandwidth.")
         }
-        let queue = try local.access { try $0.queuedDownloads() }.map(withLiveProgress).filter { !$0.paused && !$0.failed && $0.assetId != request.assetId }
+        let queue = try database.access { try $0.queuedDownloads() }.map(withLiveProgress).filter { !$0.paused && !$0.failed && $0.assetId != request.assetId }
         let held = queue.reduce(Int64(0)) { $0.addingClamped(max($1.bytesDownloaded, 0)) }
         let ceiling = requirements.storageCeiling()
         let ahead = queue.reduce(Int64(0)) { $0.addingClamped(max(($1.estimateToFit(ceiling: ceiling) ?? 0).subtractingClamped($1.bytesDownloaded), 0)) }
@@ -228,11 +228,11 @@ extension DownloadRunner {
     }
 
     private func update(_ assetIds: [String]?, _ change: (inout QueuedDownload) -> Void) throws {
-        try local.access { local in
+        try database.access { database in
             if let assetIds {
-                for assetId in assetIds where try local.updateDownload(assetId: assetId, change) == nil { throw notQueued(assetId) }
+                for assetId in assetIds where try database.updateDownload(assetId: assetId, change) == nil { throw notQueued(assetId) }
             } else {
-                try local.updateAllDownloads(change)
+                try database.updateAllDownloads(change)
             }
         }
     }

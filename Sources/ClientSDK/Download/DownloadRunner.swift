@@ -12,7 +12,7 @@ import BackplaneWire
 /// errored assets are left, the next pass starts after `retryPassDelay`. An asset whose third
 /// pass fails, or whose failure is fatal, is `failed` until the app clears its retries.
 actor DownloadRunner {
-    let local: SDKDatabase
+    let database: SDKDatabase
     let content: ContentStore
     nonisolated let options: DownloadOptions
     let snapshot: DeviceSnapshot
@@ -87,7 +87,7 @@ actor DownloadRunner {
     }()
 
     init(
-        local: SDKDatabase, content: ContentStore, options: DownloadOptions, snapshot: DeviceSnapshot, lifecycle: EngineLifecycle,
+        database: SDKDatabase, content: ContentStore, options: DownloadOptions, snapshot: DeviceSnapshot, lifecycle: EngineLifecycle,
         broadcaster: EventBroadcaster, eventLogger: EventLogger, signal: WakeSignal, clock: TrustedClock, licenses: any LicenseProvider,
         requestSync: @escaping @Sendable () -> Void = {},
         askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
@@ -95,16 +95,16 @@ actor DownloadRunner {
         self.clock = clock
         self.licenses = licenses
         self.permission = DownloadPermission(
-            local: local, options: options, snapshot: snapshot, eventLogger: eventLogger, broadcaster: broadcaster,
+            database: database, options: options, snapshot: snapshot, eventLogger: eventLogger, broadcaster: broadcaster,
             askBackplane: askBackplane, requestSync: requestSync)
-        self.local = local
+        self.database = database
         self.content = content
         self.options = options
         self.snapshot = snapshot
         self.lifecycle = lifecycle
         self.broadcaster = broadcaster
         self.eventLogger = eventLogger
-        self.requirements = DownloadRequirements(local: local, content: content, options: options, snapshot: snapshot)
+        self.requirements = DownloadRequirements(database: database, content: content, options: options, snapshot: snapshot)
         // Files go unflushed only where a restart of the system can be told at the next start.
         let boot = options.flushesFiles ? nil : options.bootSession()
         self.unflushedBoot = boot
@@ -191,9 +191,9 @@ actor DownloadRunner {
         await settleUnflushed()
         while lifecycle.isRunning, !Task.isCancelled {
             // Ids only: the one chosen is the only row decoded.
-            let runnable = (try? local.runnableDownloadIds()) ?? []
+            let runnable = (try? database.runnableDownloadIds()) ?? []
             guard let next = runnable.first(where: { !erroredThisPass.contains($0) && !updatingURL.contains($0) })
-                .flatMap({ try? local.queuedDownload(assetId: $0) })
+                .flatMap({ try? database.queuedDownload(assetId: $0) })
             else {
                 setBlock(nil)
                 if runnable.isEmpty {
@@ -280,7 +280,7 @@ actor DownloadRunner {
         let budget = StorageBudget(
             requirements.storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes),
             ceiling: ceiling.subtractingClamped(queued.bytesDownloaded))
-        let progress = ProgressReporter(assetId: assetId, local: local, broadcaster: broadcaster)
+        let progress = ProgressReporter(assetId: assetId, database: database, broadcaster: broadcaster)
         tasks.withLock { $0.progress = progress }
         noteUnflushed(assetId)
         let task = Task { [downloader, content] in

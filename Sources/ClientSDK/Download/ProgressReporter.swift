@@ -9,7 +9,7 @@ final class ProgressReporter: Sendable {
     static let storeInterval = Duration.seconds(2)
 
     let assetId: String
-    let local: SDKDatabase
+    let database: SDKDatabase
     let broadcaster: EventBroadcaster
     private let state = Mutex(State())
 
@@ -20,9 +20,9 @@ final class ProgressReporter: Sendable {
         var storedAt = ContinuousClock.now
     }
 
-    init(assetId: String, local: SDKDatabase, broadcaster: EventBroadcaster) {
+    init(assetId: String, database: SDKDatabase, broadcaster: EventBroadcaster) {
         self.assetId = assetId
-        self.local = local
+        self.database = database
         self.broadcaster = broadcaster
     }
 
@@ -52,7 +52,7 @@ final class ProgressReporter: Sendable {
     }
 
     private func store(_ progress: AssetProgress) {
-        _ = try? local.updateDownload(assetId: assetId) { download in
+        _ = try? database.updateDownload(assetId: assetId) { download in
             download.bytesDownloaded = progress.bytes
             download.expectedBytes = progress.expected
             download.expectedIsEstimate = progress.isEstimate

@@ -46,11 +46,11 @@ extension DownloadRunner {
     func noteUnflushed(_ assetId: String) {
         guard let boot = unflushedBoot else { return }
         do {
-            try local.access { local in
-                var record = try local.load(UnflushedDownloads.self, .unflushedDownloads) ?? UnflushedDownloads()
+            try database.access { database in
+                var record = try database.load(UnflushedDownloads.self, .unflushedDownloads) ?? UnflushedDownloads()
                 guard !(record.assetIdsByBoot[boot]?.contains(assetId) ?? false) else { return }
                 record.assetIdsByBoot[boot, default: []].append(assetId)
-                try local.save(record, .unflushedDownloads)
+                try database.save(record, .unflushedDownloads)
             }
         } catch {
             // Unlisted, a system crash in the next seconds could leave it short unnoticed.
@@ -75,7 +75,7 @@ extension DownloadRunner {
     /// kept); a queued one starts over, any of its files being possibly short. Each asset is
     /// unlisted once settled, so a crash part-way leaves the rest for the next start.
     func settleUnflushed() async {
-        guard let record = try? local.access({ try $0.load(UnflushedDownloads.self, .unflushedDownloads) }) else { return }
+        guard let record = try? database.access({ try $0.load(UnflushedDownloads.self, .unflushedDownloads) }) else { return }
         let current = options.bootSession()
         for (boot, assetIds) in record.assetIdsByBoot {
             for assetId in assetIds {
@@ -93,7 +93,7 @@ extension DownloadRunner {
             return true
         } catch {
             // Deleted meanwhile, or the flush failed: listed still, unless the asset is gone.
-            return (try? local.access { try $0.asset(assetId: assetId) == nil && $0.queuedDownload(assetId: assetId) == nil }) ?? false
+            return (try? database.access { try $0.asset(assetId: assetId) == nil && $0.queuedDownload(assetId: assetId) == nil }) ?? false
         }
     }
 
@@ -101,10 +101,10 @@ extension DownloadRunner {
     private func checkAfterRestart(_ assetId: String) -> Bool {
         let directory = content.directory(for: assetId)
         do {
-            if let asset = try local.access({ try $0.asset(assetId: assetId) }) {
+            if let asset = try database.access({ try $0.asset(assetId: assetId) }) {
                 guard let request = asset.request, Self.bytesOnDisk(of: directory) != asset.size else { return true }
                 try downloadAgain(asset, request: request)
-            } else if try local.access({ try $0.queuedDownload(assetId: assetId) }) != nil {
+            } else if try database.access({ try $0.queuedDownload(assetId: assetId) }) != nil {
                 do {
                     try Self.removeMedia(in: directory)
                 } catch {
@@ -113,7 +113,7 @@ extension DownloadRunner {
                     failed(assetId, DownloadFailure(.storage, "Could not delete the files a restart of the system may have cut short: \(error)."), forGood: true)
                     return false
                 }
-                _ = try local.access { try $0.updateDownload(assetId: assetId) { $0.bytesDownloaded = 0 } }
+                _ = try database.access { try $0.updateDownload(assetId: assetId) { $0.bytesDownloaded = 0 } }
             }
             return true
         } catch {
@@ -123,10 +123,10 @@ extension DownloadRunner {
     }
 
     private func downloadAgain(_ asset: LocalAsset, request: DownloadRequest) throws {
-        let licensed = try local.access { try $0.assetIdsHoldingLicense(queued: false) }.contains(asset.assetId)
+        let licensed = try database.access { try $0.assetIdsHoldingLicense(queued: false) }.contains(asset.assetId)
         try Self.removeMedia(in: content.directory(for: asset.assetId))
         // Deleted meanwhile (a remote wipe, an expiry): it stays deleted.
-        guard try local.access({ try $0.requeueDamagedAsset(asset.assetId, request: request) }) else { return }
+        guard try database.access({ try $0.requeueDamagedAsset(asset.assetId, request: request) }) else { return }
         if licensed { content.release([asset.assetId]) }
         let message = "The system stopped before the download's last files were written; it is downloaded again."
         _ = try? eventLogger.log(.assetDeleted(assetId: asset.assetId, reason: .internal))
@@ -136,11 +136,11 @@ extension DownloadRunner {
     }
 
     private func unlist(_ assetId: String, boot: String) {
-        try? local.access { local in
-            guard var record = try local.load(UnflushedDownloads.self, .unflushedDownloads) else { return }
+        try? database.access { database in
+            guard var record = try database.load(UnflushedDownloads.self, .unflushedDownloads) else { return }
             record.assetIdsByBoot[boot]?.removeAll { $0 == assetId }
             if record.assetIdsByBoot[boot]?.isEmpty == true { record.assetIdsByBoot[boot] = nil }
-            try local.save(record, .unflushedDownloads)
+            try database.save(record, .unflushedDownloads)
         }
     }
 

@@ -47,7 +47,7 @@ extension DownloadRunner {
     /// and goes on from the new URL. Throws `.invalidInput` for an asset not queued or a URL
     /// that is not http(s), `.download` when the new URL's media is not the same (the reason).
     func updateURL(assetId: String, url: URL) async throws {
-        guard let queued = try local.queuedDownload(assetId: assetId) else {
+        guard let queued = try database.queuedDownload(assetId: assetId) else {
             throw BackplaneClientError(kind: .invalidInput, message: "Asset \(assetId) is not in the download queue (a completed asset keeps its files).")
         }
         var request = queued.request
@@ -74,7 +74,7 @@ extension DownloadRunner {
     /// the download may go on at once without counting the failure. At most `maxRefreshes` in
     /// a row for one asset, so that a refresher whose URLs are refused too cannot loop.
     func refreshURL(of assetId: String, after failure: DownloadFailure) async -> Bool {
-        guard failure.isExpiredURL, let refresher = options.urlRefresher, let queued = try? local.queuedDownload(assetId: assetId) else { return false }
+        guard failure.isExpiredURL, let refresher = options.urlRefresher, let queued = try? database.queuedDownload(assetId: assetId) else { return false }
         // Bytes gained since the last refresh start the count again: a long download outlives many tokens.
         var refreshes = refreshesInARow[assetId] ?? (0, queued.bytesDownloaded)
         if queued.bytesDownloaded > refreshes.bytes { refreshes = (0, queued.bytesDownloaded) }
@@ -83,7 +83,7 @@ extension DownloadRunner {
         guard let url = try? await refresher.refreshedURL(for: queued.request, status: failure.status ?? 0) else { return false }
         var request = queued.request
         request.url = url
-        guard request.problem == nil, let current = try? local.queuedDownload(assetId: assetId) else { return false }
+        guard request.problem == nil, let current = try? database.queuedDownload(assetId: assetId) else { return false }
         do {
             try await replaceURL(of: current, with: request)
         } catch {
@@ -118,6 +118,6 @@ extension DownloadRunner {
             }
         }
         // A plan not made yet is made from the new URL when the download starts.
-        try local.access { try $0.replaceDownloadRequest(request) }
+        try database.access { try $0.replaceDownloadRequest(request) }
     }
 }

@@ -4,7 +4,7 @@ import BackplaneWire
 /// Runs remote commands (wipe, delete assets, kill; unregister and syncNow take effect elsewhere)
 /// on the downloaded content and stores each outcome for the next sync to acknowledge.
 struct CommandExecutor: Sendable {
-    let local: SDKDatabase
+    let database: SDKDatabase
     let content: ContentStore
     let downloads: DownloadRunner
     let eventLogger: EventLogger
@@ -16,7 +16,7 @@ struct CommandExecutor: Sendable {
     /// because every effect is idempotent (deleting what is gone).
     func execute(_ commands: [Command]) async throws {
         for command in commands where lifecycle.isRunning {
-            guard try local.access({ try !$0.hasOutcome(commandId: command.commandId) }) else { continue }
+            guard try database.access({ try !$0.hasOutcome(commandId: command.commandId) }) else { continue }
             var outcome = CommandAck(commandId: command.commandId, outcome: .succeeded)
             do {
                 switch command.type {
@@ -40,7 +40,7 @@ struct CommandExecutor: Sendable {
             } catch {
                 outcome = CommandAck(commandId: command.commandId, outcome: .failed, reason: "\(error)".prefix(utf8Bytes: WireLimits.maxReasonLength))
             }
-            try local.access { try $0.recordOutcome(SDKDatabase.Outcome(ack: outcome, type: command.type)) }
+            try database.access { try $0.recordOutcome(SDKDatabase.Outcome(ack: outcome, type: command.type)) }
         }
     }
 

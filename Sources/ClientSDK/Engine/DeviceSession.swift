@@ -15,7 +15,7 @@ actor DeviceSession {
     /// Proves to the backplane that a registration of `deviceId` comes from this install.
     private let deviceKey: P256.Signing.PrivateKey
     private let configuration: BackplaneClientConfiguration
-    private let local: SDKDatabase
+    private let database: SDKDatabase
     private let clock: ServerClock
     private let broadcaster: EventBroadcaster
     private let snapshot: DeviceSnapshot
@@ -27,18 +27,18 @@ actor DeviceSession {
     nonisolated let beforeUserChange = Mutex<(@Sendable (_ userId: String, _ credentials: DeviceCredentials) async -> Void)?>(nil)
 
     init(
-        deviceId: String, deviceKey: P256.Signing.PrivateKey, configuration: BackplaneClientConfiguration, local: SDKDatabase,
+        deviceId: String, deviceKey: P256.Signing.PrivateKey, configuration: BackplaneClientConfiguration, database: SDKDatabase,
         clock: ServerClock, broadcaster: EventBroadcaster, snapshot: DeviceSnapshot
     ) throws {
         self.deviceId = deviceId
         self.deviceKey = deviceKey
         self.configuration = configuration
-        self.local = local
+        self.database = database
         self.clock = clock
         self.broadcaster = broadcaster
         self.snapshot = snapshot
         self.api = try BackplaneAPI(configuration: configuration, serverNow: { [clock] in clock.signingNow() })
-        self.registration = try local.load(StoredRegistration.self, .registration)
+        self.registration = try database.load(StoredRegistration.self, .registration)
     }
 
     var isRegistered: Bool { registration != nil }
@@ -91,7 +91,7 @@ actor DeviceSession {
     /// The device is out (unregistered or killed): the credentials are dropped for good.
     func forget() {
         registration = nil
-        try? local.save(StoredRegistration?.none, .registration)
+        try? database.save(StoredRegistration?.none, .registration)
     }
 
     private func register() async throws -> DeviceCredentials {
@@ -125,13 +125,13 @@ actor DeviceSession {
             credentials: DeviceCredentials(deviceId: response.device.deviceId, credential: response.deviceCredential),
             userId: configuration.userId, registeredAt: Date())
         do {
-            try local.save(stored, .registration)
+            try database.save(stored, .registration)
         } catch {
             throw BackplaneClientError(kind: .localStorage, message: "Could not store the device credential.", underlying: error)
         }
         registration = stored
         // The backplane released the grants of an earlier registration; a held one is answered again.
-        try? local.forgetQueuedGrants()
+        try? database.forgetQueuedGrants()
         broadcaster.emit(.registered(response.device, outcome: response.outcome))
         try snapshot.record(device: response.device, settings: response.settings, serverTime: response.serverTime, syncedAt: nil)
         if response.deviceLimitReached {

@@ -6,7 +6,7 @@ import BackplaneWire
 /// settings, server time), kept in the SDK database so that status shows it offline. Recording
 /// a newer answer emits what changed: download enabled, settings.
 final class DeviceSnapshot: Sendable {
-    private let local: SDKDatabase
+    private let database: SDKDatabase
     private let clock: ServerClock
     private let broadcaster: EventBroadcaster
     private let stored: Mutex<StoredSync?>
@@ -14,10 +14,10 @@ final class DeviceSnapshot: Sendable {
     private let onChange: WakeSignal?
 
     /// Loads the stored snapshot and sets the clock to the offset learnt with it.
-    init(local: SDKDatabase, clock: ServerClock, broadcaster: EventBroadcaster, onChange: WakeSignal? = nil) throws {
-        let stored = try local.load(StoredSync.self, .lastSync)
+    init(database: SDKDatabase, clock: ServerClock, broadcaster: EventBroadcaster, onChange: WakeSignal? = nil) throws {
+        let stored = try database.load(StoredSync.self, .lastSync)
         if let offset = stored?.clockOffset { clock.update(offset: offset) }
-        self.local = local
+        self.database = database
         self.clock = clock
         self.broadcaster = broadcaster
         self.stored = Mutex(stored)
@@ -36,7 +36,7 @@ final class DeviceSnapshot: Sendable {
                 device: device, settings: settings, serverTime: serverTime,
                 syncedAt: syncedAt ?? previous?.syncedAt ?? Date(), clockOffset: clock.offset)
             do {
-                try local.save(next, .lastSync)
+                try database.save(next, .lastSync)
             } catch {
                 throw BackplaneClientError(kind: .localStorage, message: "Could not store the sync state.", underlying: error)
             }

@@ -9,7 +9,7 @@ import BackplaneWire
 actor SyncLoop {
     private let configuration: BackplaneClientConfiguration
     private let session: DeviceSession
-    private let local: SDKDatabase
+    private let database: SDKDatabase
     private let snapshot: DeviceSnapshot
     private let clock: ServerClock
     private let broadcaster: EventBroadcaster
@@ -29,14 +29,14 @@ actor SyncLoop {
     private let loop = Mutex<Task<Void, Never>?>(nil)
 
     init(
-        configuration: BackplaneClientConfiguration, session: DeviceSession, local: SDKDatabase, snapshot: DeviceSnapshot,
+        configuration: BackplaneClientConfiguration, session: DeviceSession, database: SDKDatabase, snapshot: DeviceSnapshot,
         clock: ServerClock, broadcaster: EventBroadcaster, lifecycle: EngineLifecycle, commands: CommandExecutor,
         uploader: EventUploader, subscriptions: SubscriptionSync, trustedClock: TrustedClock, engine: any EngineControl
     ) {
         self.trustedClock = trustedClock
         self.configuration = configuration
         self.session = session
-        self.local = local
+        self.database = database
         self.snapshot = snapshot
         self.clock = clock
         self.broadcaster = broadcaster
@@ -88,7 +88,7 @@ actor SyncLoop {
             // Commands executed in a round are acknowledged in the next; a few rounds settle it.
             var result = try await round()
             var rounds = 1
-            while lifecycle.isRunning, rounds < 3, try local.access({ try $0.unacknowledgedOutcomes(limit: 1) }).isEmpty == false {
+            while lifecycle.isRunning, rounds < 3, try database.access({ try $0.unacknowledgedOutcomes(limit: 1) }).isEmpty == false {
                 // What the commands logged goes up before their acknowledgements: a kill's
                 // acknowledgement takes the device out, and with it the right to upload.
                 _ = try? await uploader.upload(reportingErrors: false)
@@ -116,8 +116,8 @@ actor SyncLoop {
     private func round() async throws -> SyncResult {
         // Registered first, so that the round trip timed below is the sync's alone.
         _ = try await session.credentials()
-        let pending = try local.access { try $0.unacknowledgedOutcomes(limit: WireLimits.maxAcksPerSync) }
-        let grantReports = try local.access { try $0.pendingGrantReports(limit: WireLimits.maxDownloadReportsPerSync) }
+        let pending = try database.access { try $0.unacknowledgedOutcomes(limit: WireLimits.maxAcksPerSync) }
+        let grantReports = try database.access { try $0.pendingGrantReports(limit: WireLimits.maxDownloadReportsPerSync) }
         // The SDK's version goes with every sync: an app update brings a new SDK without a new
         // registration, and the backplane sends a command only to an SDK that knows its type.
         let report = SyncRequest(
@@ -136,9 +136,9 @@ actor SyncLoop {
         // Every answered ack is settled: accepted and duplicate are recorded server-side, and a
         // rejected one never will be.
         let answered = Dictionary(response.ackResults.map { ($0.commandId, $0.status) }, uniquingKeysWith: { first, _ in first })
-        try local.access { try $0.markAcknowledged(Array(answered.keys)) }
+        try database.access { try $0.markAcknowledged(Array(answered.keys)) }
         // So is every answered download report: the backplane records it, or never will.
-        try local.access { try $0.settleGrantReports(response.downloadReportResults, sent: grantReports) }
+        try database.access { try $0.settleGrantReports(response.downloadReportResults, sent: grantReports) }
         let finishing = pending.first { outcome in
             (outcome.type == .kill || outcome.type == .unregister) && outcome.ack.outcome == .succeeded
                 && [.accepted, .duplicate].contains(answered[outcome.ack.commandId])

@@ -7,7 +7,7 @@ import BackplaneWire
 /// start, after each sync, at the next instant an asset's window ends, and at least every
 /// `sweepInterval`) and renews licenses before they end.
 final class RightsKeeper: Sendable {
-    let local: SDKDatabase
+    let database: SDKDatabase
     let content: ContentStore
     let clock: TrustedClock
     let snapshot: DeviceSnapshot
@@ -34,14 +34,14 @@ final class RightsKeeper: Sendable {
     static let doorAnswerLifetime: Duration = .seconds(1)
 
     init(
-        local: SDKDatabase, content: ContentStore, clock: TrustedClock, snapshot: DeviceSnapshot, options: RightsOptions,
+        database: SDKDatabase, content: ContentStore, clock: TrustedClock, snapshot: DeviceSnapshot, options: RightsOptions,
         eventLogger: EventLogger, broadcaster: EventBroadcaster, lifecycle: EngineLifecycle,
         askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse,
         requestSync: @escaping @Sendable () -> Void = {}
     ) {
         self.askBackplane = askBackplane
         self.requestSync = requestSync
-        self.local = local
+        self.database = database
         self.content = content
         self.clock = clock
         self.snapshot = snapshot
@@ -87,7 +87,7 @@ final class RightsKeeper: Sendable {
     }
 
     func rights(assetId: String) throws -> AssetRights {
-        guard let stored = try local.storedRights(assetId: assetId).first else { return .noRights }
+        guard let stored = try database.storedRights(assetId: assetId).first else { return .noRights }
         return rights(of: stored, at: now())
     }
 
@@ -116,8 +116,8 @@ final class RightsKeeper: Sendable {
     }
 
     private func readPlaybackRights(assetId: String, downloading: Bool, at now: TrustedTime) throws -> AssetRights {
-        if let stored = try local.storedRights(assetId: assetId).first { return rights(of: stored, at: now) }
-        guard downloading, let queued = try local.queuedDownload(assetId: assetId), !queued.failed else { return .noRights }
+        if let stored = try database.storedRights(assetId: assetId).first { return rights(of: stored, at: now) }
+        guard downloading, let queued = try database.queuedDownload(assetId: assetId), !queued.failed else { return .noRights }
         let stored = StoredRights(
             assetId: assetId, request: queued.request, grantId: queued.grantId, grantedWindow: queued.window, license: queued.license,
             downloadedAt: now.date ?? options.deviceClock.wallNow, firstPlayedAt: queued.firstPlayedAt)
@@ -127,7 +127,7 @@ final class RightsKeeper: Sendable {
     /// Every completed asset's rights, oldest first.
     func allRights() throws -> [(StoredRights, AssetRights)] {
         let now = now()
-        return try local.storedRights().map { ($0, rights(of: $0, at: now)) }
+        return try database.storedRights().map { ($0, rights(of: $0, at: now)) }
     }
 
     /// Trusted time; tells the app, and syncs to trust it again, when it finds the device's
@@ -153,7 +153,7 @@ final class RightsKeeper: Sendable {
         guard rights.isPlayable else { return rights }
         // An asset without a window may be played without trusted time: its first play is then
         // the device's clock, which nothing reads.
-        _ = try local.recordFirstPlay(assetId: assetId, at: now().date ?? options.deviceClock.wallNow)
+        _ = try database.recordFirstPlay(assetId: assetId, at: now().date ?? options.deviceClock.wallNow)
         doorAnswers.withLock { $0[assetId] = nil }
         playActivity.withLock { $0[assetId] = .now }
         clock.checkpoint()
@@ -177,7 +177,7 @@ final class RightsKeeper: Sendable {
 
     /// A play stopped after `watched` seconds (if the app knows). Logs `playStop`.
     func recordPlayStop(assetId: String, watched: TimeInterval?) throws {
-        guard try local.storedRights(assetId: assetId).first != nil else {
+        guard try database.storedRights(assetId: assetId).first != nil else {
             throw BackplaneClientError(kind: .invalidInput, message: "Asset \(assetId) is not on the device.")
         }
         let seconds = watched.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
@@ -296,7 +296,7 @@ final class RightsKeeper: Sendable {
         let earliest = now.addingTimeInterval(options.sweepInterval.seconds)
         do {
             let renewed = try await options.licenseProvider.renewLicense(for: asking)
-            try? local.recordLicense(.acquired(until: renewed), assetId: stored.assetId)
+            try? database.recordLicense(.acquired(until: renewed), assetId: stored.assetId)
             return renewed.map { max($0.addingTimeInterval(-options.licenseRenewalLead), earliest) }
         } catch {
             // The old license stands until it ends; asked again a sweep interval later.

@@ -8,7 +8,7 @@ import BackplaneWire
 /// the reason.
 struct ContentStore: Sendable {
     let root: URL
-    let local: SDKDatabase
+    let database: SDKDatabase
     /// Told of every deleted asset that held a license.
     let licenses: (any LicenseProvider)?
     /// Where each removal is logged (uploaded) and announced (in-app).
@@ -18,11 +18,11 @@ struct ContentStore: Sendable {
     let downloadSignal: WakeSignal
 
     init(
-        dataDirectory: URL, local: SDKDatabase, licenses: (any LicenseProvider)?, eventLogger: EventLogger,
+        dataDirectory: URL, database: SDKDatabase, licenses: (any LicenseProvider)?, eventLogger: EventLogger,
         broadcaster: EventBroadcaster, downloadSignal: WakeSignal
     ) {
         self.root = dataDirectory.appendingPathComponent("content", isDirectory: true)
-        self.local = local
+        self.database = database
         self.licenses = licenses
         self.eventLogger = eventLogger
         self.broadcaster = broadcaster
@@ -40,7 +40,7 @@ struct ContentStore: Sendable {
         let size = (try fileManager.attributesOfItem(atPath: destination.path)[.size] as? NSNumber)?.int64Value ?? 0
         let asset = LocalAsset(
             assetId: assetId, relativePath: "\(Self.directoryName(for: assetId))/\(file.lastPathComponent)", size: size, addedAt: Date())
-        try local.insertAsset(asset)
+        try database.insertAsset(asset)
         return asset
     }
 
@@ -80,7 +80,7 @@ struct ContentStore: Sendable {
     /// Safe to run again after a crash part-way: what is gone stays gone.
     private func delete(_ assetIds: [String]?) throws -> [String] {
         let fileManager = FileManager.default
-        let existing = try local.assets().filter { asset in assetIds.map { $0.contains(asset.assetId) } ?? true }
+        let existing = try database.assets().filter { asset in assetIds.map { $0.contains(asset.assetId) } ?? true }
         for asset in existing {
             let directory = root.appendingPathComponent(Self.directoryName(for: asset.assetId), isDirectory: true)
             if fileManager.fileExists(atPath: directory.path) { try fileManager.removeItem(at: directory) }
@@ -90,8 +90,8 @@ struct ContentStore: Sendable {
                 try fileManager.removeItem(at: item)
             }
         }
-        let licensed = try local.assetIdsHoldingLicense(queued: false)
-        let deleted = try local.deleteAssets(assetIds).map(\.assetId)
+        let licensed = try database.assetIdsHoldingLicense(queued: false)
+        let deleted = try database.deleteAssets(assetIds).map(\.assetId)
         release(deleted.filter(licensed.contains))
         return deleted
     }

@@ -142,14 +142,14 @@ extension BackplaneEngine {
     }
 
     func subscriptionItems(feedId: String?) throws -> [SubscriptionItem] {
-        try loadComponents().local.access { try $0.items(feedId: feedId) }
+        try loadComponents().database.access { try $0.items(feedId: feedId) }
     }
 
     func includeItem(assetId: String, inTrackingFeed feedId: String) throws -> SubscriptionItem {
         guard !feedId.isEmpty, feedId.utf8.count <= WireLimits.maxIdentifierLength else {
             throw BackplaneClientError(kind: .invalidInput, message: "A feed id is 1 to \(WireLimits.maxIdentifierLength) bytes.")
         }
-        switch try loadComponents().local.access({ try $0.trackItem(assetId: assetId, feedId: feedId) }) {
+        switch try loadComponents().database.access({ try $0.trackItem(assetId: assetId, feedId: feedId) }) {
         case .tracked(let item):
             return item
         case .unknownAsset:
@@ -175,7 +175,7 @@ extension BackplaneEngine {
 
     /// The downloaded assets the SDK holds.
     public func downloadedAssets() throws -> [LocalAsset] {
-        try loadComponents().local.access { try $0.assets() }
+        try loadComponents().database.access { try $0.assets() }
     }
 
     /// Where an asset's file is.

@@ -49,7 +49,7 @@ public actor BackplaneEngine {
 
     /// The engine's collaborators, one job each.
     struct Components {
-        let local: SDKDatabase
+        let database: SDKDatabase
         let content: ContentStore
         /// What the backplane last said about the device and the application.
         let snapshot: DeviceSnapshot
@@ -220,54 +220,54 @@ public actor BackplaneEngine {
     func loadComponents() throws -> Components {
         if let components { return components }
         do {
-            let local = try storage.open()
+            let database = try storage.open()
             let (deviceId, deviceKey) = try loadIdentity()
             let downloadSignal = WakeSignal()
-            let snapshot = try DeviceSnapshot(local: local, clock: clock, broadcaster: broadcaster, onChange: downloadSignal)
+            let snapshot = try DeviceSnapshot(database: database, clock: clock, broadcaster: broadcaster, onChange: downloadSignal)
             let session = try DeviceSession(
-                deviceId: deviceId, deviceKey: deviceKey, configuration: configuration, local: local, clock: clock,
+                deviceId: deviceId, deviceKey: deviceKey, configuration: configuration, database: database, clock: clock,
                 broadcaster: broadcaster, snapshot: snapshot)
             let content = ContentStore(
-                dataDirectory: configuration.dataDirectory, local: local, licenses: configuration.rights.licenseProvider,
+                dataDirectory: configuration.dataDirectory, database: database, licenses: configuration.rights.licenseProvider,
                 eventLogger: eventLogger, broadcaster: broadcaster, downloadSignal: downloadSignal)
             // Best effort: what it cannot move now it moves at the next start.
             try? DirectoryNameMigration.run(content: content)
             let trustedClock = TrustedClock(
                 deviceClock: configuration.rights.deviceClock, tolerance: configuration.rights.clockTolerance,
-                stored: try local.load(TrustedClock.Stored.self, .trustedClock), save: { try local.save($0, .trustedClock) })
+                stored: try database.load(TrustedClock.Stored.self, .trustedClock), save: { try database.save($0, .trustedClock) })
             let askBackplane: @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse = { request in
                 try await session.request { api, credentials in try await api.requestDownloadPermission(request, as: credentials) }
             }
             let rights = RightsKeeper(
-                local: local, content: content, clock: trustedClock, snapshot: snapshot, options: configuration.rights,
+                database: database, content: content, clock: trustedClock, snapshot: snapshot, options: configuration.rights,
                 eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle,
                 askBackplane: askBackplane, requestSync: { [weak self] in Task { await self?.syncNow() } })
             let downloads = DownloadRunner(
-                local: local, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
+                database: database, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
                 broadcaster: broadcaster, eventLogger: eventLogger, signal: downloadSignal, clock: trustedClock,
                 licenses: configuration.rights.licenseProvider, requestSync: { [weak self] in Task { await self?.syncNow() } },
                 askBackplane: askBackplane)
             let subscriptions = SubscriptionSync(
-                configuration: configuration, session: session, local: local, content: content, downloads: downloads,
+                configuration: configuration, session: session, database: database, content: content, downloads: downloads,
                 eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle)
             let uploader = EventUploader(
-                configuration: configuration, session: session, local: local, eventLogger: eventLogger,
+                configuration: configuration, session: session, database: database, eventLogger: eventLogger,
                 broadcaster: broadcaster, lifecycle: lifecycle, engine: self)
             session.beforeUserChange.withLock { hook in
                 hook = { [weak uploader] userId, credentials in await uploader?.uploadQueued(ofUser: userId, as: credentials) }
             }
             let commands = CommandExecutor(
-                local: local, content: content, downloads: downloads, eventLogger: eventLogger, broadcaster: broadcaster,
+                database: database, content: content, downloads: downloads, eventLogger: eventLogger, broadcaster: broadcaster,
                 lifecycle: lifecycle)
             let syncLoop = SyncLoop(
-                configuration: configuration, session: session, local: local, snapshot: snapshot, clock: clock,
+                configuration: configuration, session: session, database: database, snapshot: snapshot, clock: clock,
                 broadcaster: broadcaster, lifecycle: lifecycle, commands: commands, uploader: uploader,
                 subscriptions: subscriptions, trustedClock: trustedClock, engine: self)
             let channel = WakeUpChannel(
                 session: session, retry: configuration.sync.retry, broadcaster: broadcaster, lifecycle: lifecycle,
                 onWakeUp: { [weak syncLoop] in syncLoop?.wakeUp() })
             let loaded = Components(
-                local: local, content: content, snapshot: snapshot, session: session, subscriptions: subscriptions,
+                database: database, content: content, snapshot: snapshot, session: session, subscriptions: subscriptions,
                 uploader: uploader, syncLoop: syncLoop, channel: channel, downloads: downloads, rights: rights)
             components = loaded
             return loaded
@@ -352,10 +352,10 @@ extension BackplaneEngine: EngineControl {
             broadcaster.emit(.deviceLimitReached(limit: limit, enabledCount: error.details?["downloadEnabledCount"]?.intValue.map(Int.init)))
         case (.server, .deviceUnregistered):
             // A kill whose acknowledgement reached the server but whose answer was lost ends here.
-            let local = components?.local
-            let pendingKill = (try? local?.unacknowledgedOutcomes(limit: WireLimits.maxAcksPerSync))??
+            let database = components?.database
+            let pendingKill = (try? database?.unacknowledgedOutcomes(limit: WireLimits.maxAcksPerSync))??
                 .first { $0.type == .kill && $0.ack.outcome == .succeeded }
-            try? local?.markAcknowledged(pendingKill.map { [$0.ack.commandId] } ?? [])
+            try? database?.markAcknowledged(pendingKill.map { [$0.ack.commandId] } ?? [])
             await deviceLeft(after: pendingKill?.type ?? .unregister)
         default:
             break

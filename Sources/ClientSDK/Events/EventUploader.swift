@@ -8,7 +8,7 @@ import BackplaneWire
 actor EventUploader {
     private let configuration: BackplaneClientConfiguration
     private let session: DeviceSession
-    private let local: SDKDatabase
+    private let database: SDKDatabase
     private let eventLogger: EventLogger
     private let broadcaster: EventBroadcaster
     private let lifecycle: EngineLifecycle
@@ -33,12 +33,12 @@ actor EventUploader {
     }
 
     init(
-        configuration: BackplaneClientConfiguration, session: DeviceSession, local: SDKDatabase, eventLogger: EventLogger,
+        configuration: BackplaneClientConfiguration, session: DeviceSession, database: SDKDatabase, eventLogger: EventLogger,
         broadcaster: EventBroadcaster, lifecycle: EngineLifecycle, engine: any EngineControl
     ) {
         self.configuration = configuration
         self.session = session
-        self.local = local
+        self.database = database
         self.eventLogger = eventLogger
         self.broadcaster = broadcaster
         self.lifecycle = lifecycle
@@ -138,7 +138,7 @@ actor EventUploader {
             if !rejected.isEmpty { broadcaster.emit(.logsRejected(rejected)) }
         }
         while lifecycle.isRunning {
-            let batch = choosing(try local.access { try $0.queuedEvents(limit: configuration.eventLog.batchSize) })
+            let batch = choosing(try database.access { try $0.queuedEvents(limit: configuration.eventLog.batchSize) })
             guard !batch.isEmpty else { break }
             let response = try await send(EventBatch(sentAt: Date(), events: batch))
             let answered = response.results.filter { batch.indices.contains($0.index) }
@@ -148,7 +148,7 @@ actor EventUploader {
                 throw BackplaneClientError(
                     kind: .invalidResponse, message: "The backplane's answer to an upload of \(batch.count) events named none of them.")
             }
-            try local.access { try $0.deleteQueuedEvents(answered.map { batch[$0.index].sequence }) }
+            try database.access { try $0.deleteQueuedEvents(answered.map { batch[$0.index].sequence }) }
             sent += answered.count { $0.status != .rejected }
             rejected += answered.filter { $0.status == .rejected }
         }
@@ -162,7 +162,7 @@ actor EventUploader {
         while lifecycle.isRunning, !Task.isCancelled {
             var wait: Duration?
             do {
-                let (count, oldest) = try local.access { try $0.eventQueueState() }
+                let (count, oldest) = try database.access { try $0.eventQueueState() }
                 let requested = triggers.withLock { triggers in
                     (triggers.queuedAtCheck, triggers.queuedSinceCheck) = (count, 0)
                     return triggers.requested

@@ -7,7 +7,7 @@ import BackplaneWire
 struct SubscriptionSync: Sendable {
     let configuration: BackplaneClientConfiguration
     let session: DeviceSession
-    let local: SDKDatabase
+    let database: SDKDatabase
     let content: ContentStore
     let downloads: DownloadRunner
     let eventLogger: EventLogger
@@ -59,7 +59,7 @@ struct SubscriptionSync: Sendable {
     /// The subscription part of a sync: every page of changes after the stored cursor. The cursor
     /// is stored after each page, and applying a change twice is harmless, so a crash loses nothing.
     func syncChanges() async throws {
-        var cursor: String? = try local.access { try $0.load(String.self, .feedCursor) }
+        var cursor: String? = try database.access { try $0.load(String.self, .feedCursor) }
         var summary = SubscriptionSyncSummary()
         var rules: [String: Subscription]?
         var trail = CursorTrail(route: "subscription changes", startingAt: cursor)
@@ -79,7 +79,7 @@ struct SubscriptionSync: Sendable {
                     try await apply(change, rules: rules?[change.feedId], summary: &summary)
                 }
                 cursor = page.cursor
-                try local.access { try $0.save(page.cursor, .feedCursor) }
+                try database.access { try $0.save(page.cursor, .feedCursor) }
                 if !page.hasMore { break }
                 try trail.follow(page.cursor)
             }
@@ -96,11 +96,11 @@ struct SubscriptionSync: Sendable {
     /// One change under the feed's rules (the subscription's, else the configuration's).
     func apply(_ change: EpisodeChange, rules: Subscription?, summary: inout SubscriptionSyncSummary) async throws {
         let result: SubscriptionChangeResult
-        let existing = try local.access { try $0.item(assetId: change.assetId) }
+        let existing = try database.access { try $0.item(assetId: change.assetId) }
         switch change.kind {
         case .retracted:
             if let existing, existing.state != .downloaded {
-                try local.access { try $0.deleteItem(assetId: change.assetId) }
+                try database.access { try $0.deleteItem(assetId: change.assetId) }
                 // The download queue logs the removal of what it held.
                 if try await downloads.remove(.queued([change.assetId]), reason: .remote).dequeued.isEmpty {
                     _ = try? eventLogger.log(.removedFromQueue(assetId: change.assetId))
@@ -122,10 +122,10 @@ struct SubscriptionSync: Sendable {
             guard let metadata, !metadata.isAssetIdOnly else { result = .skipped(reason: "no download metadata"); break }
             if var existing {
                 existing.metadata = metadata
-                try local.access { try $0.saveItem(existing) }
+                try database.access { try $0.saveItem(existing) }
                 // The CMS may move an episode's window after its download (a new expiry date).
                 if metadata.availability.problem == nil {
-                    try local.access { try $0.updateAvailability(metadata.downloadAvailability, assetId: metadata.assetId) }
+                    try database.access { try $0.updateAvailability(metadata.downloadAvailability, assetId: metadata.assetId) }
                 }
                 result = .updated
                 break
@@ -147,13 +147,13 @@ struct SubscriptionSync: Sendable {
         let autodelete = rules?.autodeleteOldItems ?? configuration.subscriptions.autodeleteOldItems
         // Only a quota needs the feed's items (the unlimited case must not read them per addition).
         var counted = quota > 0
-            ? try local.access { try $0.items(feedId: feedId) }.filter { $0.viaSubscription && [.queued, .downloaded].contains($0.state) }
+            ? try database.access { try $0.items(feedId: feedId) }.filter { $0.viaSubscription && [.queued, .downloaded].contains($0.state) }
             : []
         var item = SubscriptionItem(assetId: metadata.assetId, feedId: feedId, metadata: metadata, state: .queued, viaSubscription: true, addedAt: Date())
         if quota > 0, counted.count >= quota {
             guard autodelete else {
                 item.state = .deferred
-                try local.access { try $0.saveItem(item) }
+                try database.access { try $0.saveItem(item) }
                 broadcaster.emit(.assetDeferred(item))
                 summary.deferred += 1
                 return .deferred
@@ -164,12 +164,12 @@ struct SubscriptionSync: Sendable {
                 // deleted now does not stop the feed's sync).
                 _ = try? await downloads.remove(.assets([oldest.assetId]), reason: .internal)
                 oldest.state = .reset
-                try local.access { try $0.saveItem(oldest) }
+                try database.access { try $0.saveItem(oldest) }
                 broadcaster.emit(.subscriptionAssetDeleted(assetId: oldest.assetId, feedId: feedId, reason: .internal))
                 summary.reset += 1
             }
         }
-        try local.access { try $0.saveItem(item) }
+        try database.access { try $0.saveItem(item) }
         // An item that cannot be downloaded (no URL) is queued only here; the download queue
         // logs the others when it takes them (`downloadQueuedItems`).
         if metadata.downloadRequest == nil { _ = try? eventLogger.log(.queuedForDownload(assetId: item.assetId)) }
@@ -185,7 +185,7 @@ extension SubscriptionSync {
     /// after each subscription sync, so an item whose asset could not be queued (its origin
     /// down) is tried again at the next.
     func downloadQueuedItems() async {
-        let items = (try? local.reconcileSubscriptionItems()) ?? []
+        let items = (try? database.reconcileSubscriptionItems()) ?? []
         for item in items where lifecycle.isRunning {
             guard let request = item.metadata.downloadRequest else { continue }
             _ = try? await downloads.enqueue(request, at: nil)
