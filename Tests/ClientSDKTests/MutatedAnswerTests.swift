@@ -84,11 +84,12 @@ import TestSupport
             // Still working after all that: the unmutated answer goes through. A background
             // upload sent while the last mutation was served may still be under way, and the
             // first call joins it and shares its refusal: a second call must then go through.
-            var outcome = await Self.run(within: .seconds(30)) { try await operation.run(sharedEngine) }
+            let refusal = LockedBox<String?>(nil)
+            var outcome = await Self.run(within: .seconds(30), clientError: refusal) { try await operation.run(sharedEngine) }
             if outcome == .threwClientError, route == "POST /v1/events" {
-                outcome = await Self.run(within: .seconds(30)) { try await operation.run(sharedEngine) }
+                outcome = await Self.run(within: .seconds(30), clientError: refusal) { try await operation.run(sharedEngine) }
             }
-            #expect(outcome == .finished, "\(route) after its mutations")
+            #expect(outcome == .finished, "\(route) after its mutations: \(refusal.withLock { $0 } ?? "no error")")
             await sharedEngine.shutdown()
         }
     }
@@ -168,13 +169,16 @@ import TestSupport
 
     /// Runs `body`, or gives up after `limit`. Unstructured, so an operation that never returns
     /// (and ignores cancellation) is reported instead of hanging the test run.
-    private static func run(within limit: Duration, _ body: @escaping @Sendable () async throws -> Void) async -> Outcome {
+    private static func run(
+        within limit: Duration, clientError: LockedBox<String?>? = nil, _ body: @escaping @Sendable () async throws -> Void
+    ) async -> Outcome {
         let (outcomes, continuation) = AsyncStream.makeStream(of: Outcome.self)
         let work = Task {
             do {
                 try await body()
                 continuation.yield(.finished)
-            } catch is BackplaneClientError {
+            } catch let error as BackplaneClientError {
+                clientError?.withLock { $0 = "\(error)" }
                 continuation.yield(.threwClientError)
             } catch {
                 continuation.yield(.threw("\(type(of: error)): \(error)"))
