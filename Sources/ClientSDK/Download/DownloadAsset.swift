@@ -276,6 +276,11 @@ public enum DownloadEngineStatus: Sendable, Equatable {
 }
 
 extension DownloadEngineStatus {
+    /// Nothing is happening: stopped or idle.
+    var isQuiet: Bool { self == .stopped || self == .idle }
+}
+
+extension DownloadEngineStatus {
     /// A stable name, e.g. for the harness.
     public var name: String {
         switch self {

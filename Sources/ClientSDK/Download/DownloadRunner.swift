@@ -394,8 +394,3 @@ actor DownloadRunner {
         _ = await current.waitForCompletion(upTo: limit)
     }
 }
-
-extension DownloadEngineStatus {
-    /// Nothing is happening: stopped or idle.
-    var isQuiet: Bool { self == .stopped || self == .idle }
-}
