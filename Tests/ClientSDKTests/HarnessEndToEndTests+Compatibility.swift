@@ -16,12 +16,7 @@ extension HarnessEndToEndTests {
         defer { backplane.process.terminate() }
         let harness = try backplane.harness(user: "old-app")
 
-        let (registered, registration) = try await harness.run(["register"], device: "d1")
-        #expect(registered == 0)
-        guard case .object(let status) = registration["status"], let deviceId = status["deviceId"]?.stringValue else {
-            Issue.record("no device id in \(registration)")
-            return
-        }
+        let deviceId = try await harness.register(device: "d1")
         let source = root.appendingPathComponent("movie.mp4")
         try Data(repeating: 1, count: 10_000).write(to: source)
         #expect(try await harness.run(["add-file", "--asset", "a1", "--file", source.path], device: "d1").status == 0)

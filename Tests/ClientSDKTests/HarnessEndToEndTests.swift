@@ -24,6 +24,18 @@ import FoundationNetworking
             return (result.status, (try? Self.result(result.output)) ?? [:])
         }
 
+        /// Registers the device whose data lives in `device`; returns its id.
+        func register(device: String) async throws -> String {
+            let (status, registration) = try await run(["register"], device: device)
+            #expect(status == 0)
+            guard case .object(let fields) = registration["status"], let deviceId = fields["deviceId"]?.stringValue else {
+                throw RegistrationFailed(output: "\(registration)")
+            }
+            return deviceId
+        }
+
+        struct RegistrationFailed: Error { let output: String }
+
         /// What a harness command printed as its result: its last line that is a JSON object.
         static func result(_ output: String) throws -> [String: JSONValue] {
             let line = output.split(separator: "\n").last { $0.hasPrefix("{") }.map(String.init) ?? "{}"
@@ -180,12 +192,7 @@ import FoundationNetworking
         defer { backplane.process.terminate() }
         let harness = try backplane.harness(user: "crash-user")
 
-        let (registered, registration) = try await harness.run(["register"], device: "d1")
-        #expect(registered == 0)
-        guard case .object(let status) = registration["status"], let deviceId = status["deviceId"]?.stringValue else {
-            Issue.record("no device id in \(registration)")
-            return
-        }
+        let deviceId = try await harness.register(device: "d1")
         let source = root.appendingPathComponent("movie.mp4")
         try Data(repeating: 1, count: 10_000).write(to: source)
         for asset in ["a1", "a2"] {
