@@ -18,11 +18,11 @@ struct ColumnReadsTests {
         let applications = ApplicationService(store: store, wakeUps: WakeUpHub())
         let applicationId = try await applications.createApplication(name: "columns").0.id
         _ = try await store.registerDevice(applicationId: applicationId, deviceId: "phone", userId: "ann") { _ in
-            (DeviceRecord(
+            (DeviceChange(DeviceRecord(
                 rowId: nil, applicationId: applicationId, deviceId: "phone", userId: "ann", externalDeviceId: nil, nickname: nil,
                 platform: "linux", model: "m", osVersion: nil, sdkVersion: nil, appVersion: nil, pushToken: nil, downloadEnabled: true,
                 credentialHash: "hash", publicKey: nil, registeredAt: Self.now, updatedAt: Self.now, lastSeenAt: Self.now,
-                unregisteredAt: nil), ())
+                unregisteredAt: nil)), ())
         }
         _ = try await store.insertCommands([CommandRecord(
             commandId: "c1", applicationId: applicationId, deviceId: "phone", type: .wipe, assetIds: nil, state: .pending,

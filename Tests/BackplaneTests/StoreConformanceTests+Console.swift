@@ -85,7 +85,7 @@ extension StoreConformanceTests {
             record.nickname = "nick-\(deviceId)"
             if unregistered { record.unregisteredAt = Self.now }
             let toWrite = record
-            _ = try await store.registerDevice(applicationId: applicationId, deviceId: deviceId, userId: "ann") { _ in (toWrite, ()) }
+            _ = try await store.registerDevice(applicationId: applicationId, deviceId: deviceId, userId: "ann") { _ in (DeviceChange(toWrite), ()) }
         }
         let summary = try await store.fleetSummary(applicationId: applicationId, seenSince: Self.now.addingTimeInterval(100))
         #expect(summary == FleetSummary(registeredDevices: 3, downloadEnabledDevices: 2, devicesSeenSince: 2))

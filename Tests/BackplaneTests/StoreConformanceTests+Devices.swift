@@ -24,7 +24,7 @@ extension StoreConformanceTests {
         written.lastSeenAt = Self.now.addingTimeInterval(2)
         written.unregisteredAt = Self.now.addingTimeInterval(3)
         let toWrite = written
-        let stored = try await store.registerDevice(applicationId: applicationId, deviceId: "phone", userId: "ann") { _ in (toWrite, ()) }.0
+        let stored = try await store.registerDevice(applicationId: applicationId, deviceId: "phone", userId: "ann") { _ in (DeviceChange(toWrite), ()) }.0
         let read = try #require(try await store.device(applicationId: applicationId, deviceId: "phone"))
         #expect(read == stored)
         written.rowId = read.rowId

@@ -69,7 +69,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
                 group.addTask {
                     _ = try await store.registerDevice(applicationId: applicationId, deviceId: "d\(number)", userId: "ann") { state in
                         let enable = state.limit.otherEnabledDevices < state.limit.settings.deviceLimit
-                        return (self.device(applicationId, "d\(number)", user: "ann", enabled: enable), enable)
+                        return (DeviceChange(self.device(applicationId, "d\(number)", user: "ann", enabled: enable)), enable)
                     }
                 }
             }
@@ -86,7 +86,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
                     _ = try await store.updateDevice(applicationId: applicationId, deviceId: device.deviceId) { record, limit in
                         var record = record
                         record.downloadEnabled = limit.otherEnabledDevices < limit.settings.deviceLimit
-                        return record
+                        return DeviceChange(record)
                     }
                 }
             }
@@ -96,14 +96,14 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     }
 
     /// A grant is decided on counts read in its own transaction: however many ask at once, the
-    /// account never holds more than its limit; unregistering the device releases its grants in
-    /// the same transaction, and a released grant no longer counts.
+    /// account never holds more than its limit; a device change that releases the device's grants
+    /// (an unregistration) does so in the same transaction, and a released grant no longer counts.
     @Test(arguments: StoreKind.allCases)
     func grantsHoldTheirLimitUnderConcurrencyAndEndWithTheDevice(_ kind: StoreKind) async throws {
         let store = try await kind.make()
         let applicationId = try await application(in: store)
         _ = try await store.registerDevice(applicationId: applicationId, deviceId: "phone", userId: "ann") { _ in
-            (self.device(applicationId, "phone", user: "ann", enabled: true), ())
+            (DeviceChange(self.device(applicationId, "phone", user: "ann", enabled: true)), ())
         }
         let limit = 4
         @Sendable func ask(_ assetId: String) async throws -> Bool {
@@ -128,14 +128,14 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         _ = try await store.updateDevice(applicationId: applicationId, deviceId: "phone") { record, _ in
             var record = record
             record.unregisteredAt = Self.now
-            return record
+            return DeviceChange(record, releasing: .all)
         }
         let released = try await store.downloadGrants(applicationId: applicationId, userId: nil, deviceId: "phone", beforeRowId: nil, limit: 100)
         #expect(released.map(\.state) == Array(repeating: .released, count: limit))
         _ = try await store.updateDevice(applicationId: applicationId, deviceId: "phone") { record, _ in
             var record = record
             record.unregisteredAt = nil
-            return record
+            return DeviceChange(record)
         }
         #expect(try await ask("after"))
     }
@@ -146,7 +146,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         let store = try await kind.make()
         let applicationId = try await application(in: store)
         _ = try await store.registerDevice(applicationId: applicationId, deviceId: "phone", userId: "ann") { _ in
-            (self.device(applicationId, "phone", user: "ann", enabled: true), ())
+            (DeviceChange(self.device(applicationId, "phone", user: "ann", enabled: true)), ())
         }
         @Sendable func seen() async throws -> (AssetPolicy?, EpisodeInput?) {
             try await store.grantDownload(applicationId: applicationId, deviceId: "phone", assetId: "film") { state in
@@ -257,7 +257,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
 
     func registered(_ store: any BackplaneStore, _ applicationId: String, _ deviceId: String) async throws {
         _ = try await store.registerDevice(applicationId: applicationId, deviceId: deviceId, userId: "ann") { _ in
-            (self.device(applicationId, deviceId, user: "ann", enabled: true), ())
+            (DeviceChange(self.device(applicationId, deviceId, user: "ann", enabled: true)), ())
         }
     }
 

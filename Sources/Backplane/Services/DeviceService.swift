@@ -153,7 +153,9 @@ public struct DeviceService: Sendable {
             device.updatedAt = now
             device.lastSeenAt = now
             let limitReached = !device.downloadEnabled && !hasRoom
-            return (device, RegistrationDecision(outcome: outcome, deviceLimitReached: limitReached))
+            // A device moved to another user takes none of the old user's downloads along.
+            return (DeviceChange(device, releasing: outcome == .moved ? .all : nil),
+                    RegistrationDecision(outcome: outcome, deviceLimitReached: limitReached))
         }
         metrics.registrations.increment()
         if decision.deviceLimitReached { metrics.deviceLimitRefusals.increment() }
@@ -204,7 +206,7 @@ public struct DeviceService: Sendable {
             // A cleared token takes its provider with it: the next token may be another's.
             if device.pushToken == nil { device.pushProvider = nil }
             if device != original { device.updatedAt = now }
-            return device
+            return DeviceChange(device)
         }
         return try await response(applicationId, device, includePushToken: true)
     }
@@ -215,18 +217,18 @@ public struct DeviceService: Sendable {
         applicationId: String, deviceId: String, enabled: Bool, origin: Origin
     ) async throws -> DeviceResponse {
         let now = now()
-        let change = { @Sendable (device: DeviceRecord, limit: DeviceLimitState) throws -> DeviceRecord in
+        let change = { @Sendable (device: DeviceRecord, limit: DeviceLimitState) throws -> DeviceChange in
             guard device.isRegistered else {
                 throw ServiceError.conflict("Device '\(deviceId)' is unregistered; it must register again first.")
             }
-            guard device.downloadEnabled != enabled else { return device }
+            guard device.downloadEnabled != enabled else { return DeviceChange(device) }
             if enabled {
                 try DeviceLimitPolicy(limit.settings).checkEnable(otherEnabled: limit.otherEnabledDevices)
             }
             var device = device
             device.downloadEnabled = enabled
             device.updatedAt = now
-            return device
+            return DeviceChange(device)
         }
         let device: DeviceRecord
         do {
@@ -253,11 +255,11 @@ public struct DeviceService: Sendable {
         let now = now()
         let sibling = try await mutate(applicationId, siblingId) { device, _ in
             guard device.userId == me.userId, device.isRegistered else { throw ServiceError.notFound("No device '\(siblingId)' of this user.") }
-            guard device.downloadEnabled else { return device }
+            guard device.downloadEnabled else { return DeviceChange(device) }
             var device = device
             device.downloadEnabled = false
             device.updatedAt = now
-            return device
+            return DeviceChange(device)
         }
         if siblingId != deviceId { wakeUps.publish(.devices(applicationId: applicationId, deviceIds: [siblingId])) }
         return try await response(applicationId, sibling, includePushToken: siblingId == deviceId)
@@ -279,23 +281,24 @@ public struct DeviceService: Sendable {
         let now = now()
         let device = try await mutate(applicationId, deviceId) { device, _ in
             var released = Self.detached(device, at: now)
-            released.publicKey = nil
-            released.credentialHash = ""
-            released.updatedAt = now
+            released.device.publicKey = nil
+            released.device.credentialHash = ""
+            released.device.updatedAt = now
             return released
         }
         wakeUps.publish(.devices(applicationId: applicationId, deviceIds: [deviceId]))
         return try await response(applicationId, device, includePushToken: true)
     }
 
-    /// What unregistering does to a device row: download off, detached (`unregisteredAt`), kept for audit.
-    static func detached(_ device: DeviceRecord, at now: Date) -> DeviceRecord {
-        guard device.isRegistered else { return device }
+    /// What unregistering does to a device: download off, detached (`unregisteredAt`), the row kept
+    /// for audit, and every download grant released. An unregistered device is left as it is.
+    static func detached(_ device: DeviceRecord, at now: Date) -> DeviceChange {
+        guard device.isRegistered else { return DeviceChange(device) }
         var device = device
         device.downloadEnabled = false
         device.unregisteredAt = now
         device.updatedAt = now
-        return device
+        return DeviceChange(device, releasing: .all)
     }
 
     // MARK: admin
@@ -338,7 +341,7 @@ public struct DeviceService: Sendable {
 
     private func mutate(
         _ applicationId: String, _ deviceId: String,
-        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
+        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceChange
     ) async throws -> DeviceRecord {
         guard let device = try await store.updateDevice(applicationId: applicationId, deviceId: deviceId, change) else {
             throw ServiceError.notFound("No device '\(deviceId)'.")

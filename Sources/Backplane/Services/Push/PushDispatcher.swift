@@ -245,12 +245,12 @@ public final class PushDispatcher: CommandPushes, Service {
         let now = now()
         do {
             _ = try await store.updateDevice(applicationId: target.applicationId, deviceId: target.deviceId) { device, _ in
-                guard device.pushToken == target.token else { return device }
+                guard device.pushToken == target.token else { return DeviceChange(device) }
                 var device = device
                 device.pushToken = nil
                 device.pushProvider = nil
                 device.updatedAt = now
-                return device
+                return DeviceChange(device)
             }
         } catch {
             logger.warning("Could not drop a dead push token", metadata: ["deviceId": "\(target.deviceId)", "error": "\(error)"])

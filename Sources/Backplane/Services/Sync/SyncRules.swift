@@ -52,10 +52,8 @@ struct SyncRules: Sendable {
             if let release = outcome.releasesGrants { decision.releases.append(release) }
             if outcome.detachesDevice {
                 let detached = DeviceService.detached(device, at: now)
-                if detached != device {
-                    device = detached
-                    decision.releases.append(.all)
-                }
+                device = detached.device
+                if let release = detached.releases { decision.releases.append(release) }
             }
             decision.ackResults.append(outcome.result)
         }

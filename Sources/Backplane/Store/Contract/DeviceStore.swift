@@ -19,19 +19,18 @@ public protocol DeviceStore: Sendable {
     /// `seenSince`, counted in one statement (a walk of the application's devices).
     func fleetSummary(applicationId: String, seenSince: Date) async throws -> FleetSummary
 
-    /// Inserts or replaces the device row decided by `decide`, in one transaction with the read of
-    /// `RegistrationState`. A device that moves to another user releases its download grants in it.
+    /// Writes the `DeviceChange` decided by `decide` (the row inserted or replaced, the grants it
+    /// releases), in one transaction with the read of `RegistrationState`.
     func registerDevice<Decision: Sendable>(
         applicationId: String, deviceId: String, userId: String,
-        decide: @escaping @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
+        decide: @escaping @Sendable (RegistrationState) throws -> (DeviceChange, Decision)
     ) async throws -> (DeviceRecord, Decision)
 
-    /// Replaces an existing device row with what `change` returns, in one transaction with the read of
-    /// the row and its user's `DeviceLimitState`. Nil when no such device exists. A device this
-    /// unregisters releases its download grants in the same transaction.
+    /// Writes the `DeviceChange` that `change` decides for an existing device, in one transaction
+    /// with the read of the row and its user's `DeviceLimitState`. Nil when no such device exists.
     func updateDevice(
         applicationId: String, deviceId: String,
-        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
+        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceChange
     ) async throws -> DeviceRecord?
 
     /// Moves each device's `lastSeenAt` forward to the sighting's time (never back), in one
@@ -100,6 +99,20 @@ public struct DeviceRecord: Sendable, Equatable, Codable {
         try container.encode(applicationId, forKey: .applicationId)
         try container.encode(credentialHash, forKey: .credentialHash)
         try container.encodeIfPresent(publicKey, forKey: .publicKey)
+    }
+}
+
+/// What a device change writes, as the service decided it: the row, and the download grants it
+/// ends, as `SyncDecision` says for a sync. A store writes what it is told and infers nothing (a
+/// device moved to another user or unregistered releases its grants because the service says so).
+public struct DeviceChange: Sendable, Equatable {
+    public var device: DeviceRecord
+    /// The device's grants to end as `released`, at the device's `updatedAt` (the change's time).
+    public var releases: GrantRelease?
+
+    public init(_ device: DeviceRecord, releasing releases: GrantRelease? = nil) {
+        self.device = device
+        self.releases = releases
     }
 }
 

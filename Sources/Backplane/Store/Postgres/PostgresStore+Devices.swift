@@ -44,32 +44,28 @@ extension PostgresStore {
 
     public func registerDevice<Decision: Sendable>(
         applicationId: String, deviceId: String, userId: String,
-        decide: @escaping @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
+        decide: @escaping @Sendable (RegistrationState) throws -> (DeviceChange, Decision)
     ) async throws -> (DeviceRecord, Decision) {
         try await transaction { [logger] connection in
             try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
             try await Self.lockUser(connection, applicationId: applicationId, userId: userId, logger: logger)
             let existing = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
             let limit = try await Self.limitState(connection, applicationId: applicationId, userId: userId, excluding: deviceId, logger: logger)
-            var (device, decision) = try decide(RegistrationState(existing: existing, limit: limit))
+            var (change, decision) = try decide(RegistrationState(existing: existing, limit: limit))
             if let existing {
-                device.rowId = existing.rowId
-                try await Self.update(connection, device, logger: logger)
-                // A device moved to another user takes none of the old user's downloads along.
-                if existing.userId != device.userId {
-                    try await Self.releaseGrants(
-                        connection, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: device.updatedAt, logger: logger)
-                }
+                change.device.rowId = existing.rowId
+                try await Self.update(connection, change.device, logger: logger)
             } else {
-                device.rowId = try await Self.insert(connection, device, logger: logger)
+                change.device.rowId = try await Self.insert(connection, change.device, logger: logger)
             }
-            return (device, decision)
+            try await Self.releaseGrants(connection, change, logger: logger)
+            return (change.device, decision)
         }
     }
 
     public func updateDevice(
         applicationId: String, deviceId: String,
-        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
+        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceChange
     ) async throws -> DeviceRecord? {
         try await transaction { [logger] connection in
             try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
@@ -79,15 +75,20 @@ extension PostgresStore {
             try await Self.lockUser(connection, applicationId: applicationId, userId: existing.userId, logger: logger)
             let limit = try await Self.limitState(
                 connection, applicationId: applicationId, userId: existing.userId, excluding: deviceId, logger: logger)
-            var device = try change(existing, limit)
-            device.rowId = existing.rowId
-            if device != existing { try await Self.update(connection, device, logger: logger) }
-            if existing.isRegistered, let unregisteredAt = device.unregisteredAt {
-                try await Self.releaseGrants(
-                    connection, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: unregisteredAt, logger: logger)
-            }
-            return device
+            var change = try change(existing, limit)
+            change.device.rowId = existing.rowId
+            if change.device != existing { try await Self.update(connection, change.device, logger: logger) }
+            try await Self.releaseGrants(connection, change, logger: logger)
+            return change.device
         }
+    }
+
+    /// The grants a device change ends, as its decision says.
+    private static func releaseGrants(_ connection: PostgresConnection, _ change: DeviceChange, logger: Logger) async throws {
+        guard let release = change.releases else { return }
+        try await releaseGrants(
+            connection, applicationId: change.device.applicationId, deviceId: change.device.deviceId, assetIds: release.assetIds,
+            at: change.device.updatedAt, logger: logger)
     }
 
     public func recordLastSeen(_ sightings: [DeviceSighting]) async throws {

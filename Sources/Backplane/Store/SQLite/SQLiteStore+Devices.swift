@@ -43,37 +43,40 @@ extension SQLiteStore {
 
     public func registerDevice<Decision: Sendable>(
         applicationId: String, deviceId: String, userId: String,
-        decide: @escaping @Sendable (RegistrationState) throws -> (DeviceRecord, Decision)
+        decide: @escaping @Sendable (RegistrationState) throws -> (DeviceChange, Decision)
     ) async throws -> (DeviceRecord, Decision) {
         try await write { db in
             let existing = try Self.device(db, applicationId: applicationId, deviceId: deviceId)
             let limit = try Self.limitState(db, applicationId: applicationId, userId: userId, excluding: deviceId)
-            var (device, decision) = try decide(RegistrationState(existing: existing, limit: limit))
-            device.rowId = existing?.rowId
-            try device.save(db)
-            // A device moved to another user takes none of the old user's downloads along.
-            if let existing, existing.userId != device.userId {
-                try Self.releaseGrants(db, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: device.updatedAt)
-            }
-            return (device, decision)
+            var (change, decision) = try decide(RegistrationState(existing: existing, limit: limit))
+            change.device.rowId = existing?.rowId
+            try change.device.save(db)
+            try Self.releaseGrants(db, change)
+            return (change.device, decision)
         }
     }
 
     public func updateDevice(
         applicationId: String, deviceId: String,
-        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceRecord
+        _ change: @escaping @Sendable (DeviceRecord, DeviceLimitState) throws -> DeviceChange
     ) async throws -> DeviceRecord? {
         try await write { db in
             guard let existing = try Self.device(db, applicationId: applicationId, deviceId: deviceId) else { return nil }
             let limit = try Self.limitState(db, applicationId: applicationId, userId: existing.userId, excluding: deviceId)
-            var device = try change(existing, limit)
-            device.rowId = existing.rowId
-            if device != existing { try device.update(db) }
-            if existing.isRegistered, let unregisteredAt = device.unregisteredAt {
-                try Self.releaseGrants(db, applicationId: applicationId, deviceId: deviceId, assetIds: nil, at: unregisteredAt)
-            }
-            return device
+            var change = try change(existing, limit)
+            change.device.rowId = existing.rowId
+            if change.device != existing { try change.device.update(db) }
+            try Self.releaseGrants(db, change)
+            return change.device
         }
+    }
+
+    /// The grants a device change ends, as its decision says.
+    private static func releaseGrants(_ db: Database, _ change: DeviceChange) throws {
+        guard let release = change.releases else { return }
+        try releaseGrants(
+            db, applicationId: change.device.applicationId, deviceId: change.device.deviceId, assetIds: release.assetIds,
+            at: change.device.updatedAt)
     }
 
     public func recordLastSeen(_ sightings: [DeviceSighting]) async throws {
