@@ -14,7 +14,7 @@ public struct BackplaneConfiguration: Sendable {
     public var logLevel: Logger.Level
     /// How often expired nonces are forgotten.
     public var noncePruneInterval: Duration
-    /// How often open commands past their expiry are marked expired (`CommandExpiry`).
+    /// How often open commands past their expiry are marked expired (`CommandExpirySweep`).
     public var commandExpiryInterval: Duration
     /// How often devices' last-seen times are written (`LastSeenLog`): what a crash may lose.
     public var lastSeenWriteInterval: Duration
@@ -220,7 +220,7 @@ public func buildApplication(
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger)
     application.addServices(NonceJanitor(store: services.store, interval: configuration.noncePruneInterval, logger: logger, now: services.now))
-    application.addServices(CommandExpiry(store: services.store, interval: configuration.commandExpiryInterval, logger: logger, now: services.now))
+    application.addServices(CommandExpirySweep(store: services.store, interval: configuration.commandExpiryInterval, logger: logger, now: services.now))
     application.addServices(WakeUpChannelCloser(hub: services.wakeUpHub))
     if let relay = services.wakeUpRelay { application.addServices(relay) }
     application.addServices(services.pushes)

@@ -210,6 +210,24 @@ import Testing
         }
     }
 
+    /// A pending command past its expiry is expired before any sweep or sync marks it so: too
+    /// late to cancel, and it stays expired (the one rule, `CommandExpiry`, applied by cancel too).
+    @Test func aCommandPastItsExpiryCannotBeCancelled() async throws {
+        let clock = TestClock()
+        let fixture = try await Fixture.make(clock: clock)
+        try await fixture.test { client in
+            _ = try await client.register(user: "alice", device: "phone")
+            let command = try await enqueue(client, EnqueueCommandRequest(
+                type: .wipe, deviceId: "phone", expiresAt: clock.now.addingTimeInterval(600)))[0]
+            clock.advance(by: 601)
+            let refused = try await client.admin(.post, "/v1/admin/commands/\(command.commandId)/cancel")
+            #expect(refused.status == .conflict)
+            #expect(refused.errorCode == .conflict)
+            let listed = try await client.admin(.get, "/v1/admin/devices/phone/commands").decode(CommandList.self)
+            #expect(listed.commands.map(\.state) == [.expired])
+        }
+    }
+
     /// A quiet sync answers from the credential check's read of the open commands; one that has
     /// expired since it was delivered makes it take the store's path, which marks it expired.
     @Test func aQuietSyncLeavesOutADeliveredCommandPastItsExpiry() async throws {

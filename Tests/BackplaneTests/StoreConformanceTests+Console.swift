@@ -57,9 +57,11 @@ extension StoreConformanceTests {
         // Counted with expiry applied before any is marked: the three past their expiry are expired already.
         #expect(try await store.commandCounts(applicationId: first, at: Self.now) == [.expired: 2, .pending: 2, .succeeded: 1])
         #expect(try await store.commandCounts(applicationId: second, at: Self.now) == [.expired: 1])
-        #expect(try await store.expireCommands(at: Self.now, limit: 2) == 2)
-        #expect(try await store.expireCommands(at: Self.now, limit: 2) == 1)
-        #expect(try await store.expireCommands(at: Self.now, limit: 2) == 0)
+        let passes = [
+            try await store.expireCommands(at: Self.now, limit: 2), try await store.expireCommands(at: Self.now, limit: 2),
+            try await store.expireCommands(at: Self.now, limit: 2),
+        ]
+        #expect(passes == [2, 1, 0])
         #expect(try await store.commandCounts(applicationId: first, at: Self.now) == [.expired: 2, .pending: 2, .succeeded: 1])
         for (id, app, state, expiry) in plan {
             let command = try #require(try await store.command(applicationId: app, commandId: id))

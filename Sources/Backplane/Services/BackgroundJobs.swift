@@ -27,10 +27,10 @@ struct NonceJanitor: Service {
     }
 }
 
-/// Marks open commands past their expiry as expired, so that the queue's stored states (what
+/// Marks open commands past their expiry as expired (`CommandExpiry`, the rule), so that the queue's stored states (what
 /// the command list filters and the overview counts) are the commands' states within one
 /// interval, whether or not their devices sync. Small batches, like `EventRetention`.
-struct CommandExpiry: Service {
+struct CommandExpirySweep: Service {
     let store: any BackplaneStore
     let interval: Duration
     let batchSize = 1000

@@ -1,9 +1,11 @@
 import Foundation
 import BackplaneWire
 
-/// The remote command queue: admins enqueue, devices receive commands in syncs and acknowledge
-/// them. The transitions (pending → delivered → succeeded | failed | expired; pending →
-/// cancelled) are decided here; the store applies them atomically.
+/// The remote command queue's admin side: enqueue (pending), cancel (pending → cancelled), and
+/// the lists and counts. A command's life on the device side (pending → delivered → succeeded |
+/// failed, its deferrals, and a refusal for an SDK that predates its type) is decided by the
+/// sync (`SyncRules`), in the transaction that reads it; expiry (open → expired) by
+/// `CommandExpiry`, applied by both and by the stores' sweep. The store applies each atomically.
 public struct CommandService: Sendable {
     public let store: any BackplaneStore
     let wakeUps: any WakeUpPublisher
@@ -76,7 +78,7 @@ public struct CommandService: Sendable {
         }
         let now = now()
         let commands = try await store.commands(applicationId: applicationId, deviceId: deviceId)
-        return CommandList(commands: commands.map { Self.expiring($0, now: now).wire })
+        return CommandList(commands: commands.map { CommandExpiry.applied(to: $0, now: now).wire })
     }
 
     /// A page of the application's commands, newest first. The state filter is served by an
@@ -91,7 +93,7 @@ public struct CommandService: Sendable {
         let rows = try await store.commands(applicationId: applicationId, filter: filter, beforeRowId: before, limit: limit + 1)
         let page = rows.prefix(limit)
         let now = now()
-        let shown = page.map { Self.expiring($0, now: now) }.filter { filter.state == nil || $0.state == filter.state }
+        let shown = page.map { CommandExpiry.applied(to: $0, now: now) }.filter { filter.state == nil || $0.state == filter.state }
         let next = rows.count > limit ? page.last?.rowId.map(RowIdCursor.command.encode) : nil
         return CommandPage(commands: shown.map(\.wire), nextCursor: next)
     }
@@ -106,10 +108,11 @@ public struct CommandService: Sendable {
     public func cancel(applicationId: String, commandId: String) async throws -> Command {
         let now = now()
         let updated = try await store.updateCommand(applicationId: applicationId, commandId: commandId) { command in
+            // One past its expiry is expired, swept or not: too late to cancel.
+            var command = CommandExpiry.applied(to: command, now: now)
             guard command.state == .pending else {
                 throw ServiceError.conflict("Command '\(commandId)' is \(command.state.rawValue); only a pending command can be cancelled.")
             }
-            var command = command
             command.state = .cancelled
             command.completedAt = now
             command.updatedAt = now
@@ -132,16 +135,6 @@ public struct CommandService: Sendable {
             }
         }
         metrics.count(.delivered, open.filter { $0.state == .delivered && $0.deliveredAt == now }.count)
-    }
-
-    /// An open command whose expiry passed is expired.
-    static func expiring(_ command: CommandRecord, now: Date) -> CommandRecord {
-        guard !command.state.isFinished, let expiresAt = command.expiresAt, expiresAt <= now else { return command }
-        var command = command
-        command.state = .expired
-        command.completedAt = expiresAt
-        command.updatedAt = now
-        return command
     }
 
     private func validateAssets(_ request: EnqueueCommandRequest) throws -> [String]? {

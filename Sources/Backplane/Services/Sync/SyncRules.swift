@@ -86,7 +86,7 @@ struct SyncRules: Sendable {
 
     /// An open command about to be sent: delivered, or expired.
     static func deliver(_ command: CommandRecord, now: Date) -> CommandRecord {
-        var command = CommandService.expiring(command, now: now)
+        var command = CommandExpiry.applied(to: command, now: now)
         if command.state == .pending {
             command.state = .delivered
             command.deliveredAt = now
@@ -100,7 +100,7 @@ struct SyncRules: Sendable {
         guard let command, command.deviceId == deviceId else {
             return .init(updated: nil, result: .init(commandId: ack.commandId, status: .rejected, message: "No such command for this device."), detachesDevice: false)
         }
-        let current = CommandService.expiring(command, now: now)
+        let current = CommandExpiry.applied(to: command, now: now)
         guard !current.state.isFinished else {
             return .init(updated: current, result: .init(commandId: ack.commandId, status: .duplicate, message: "The command is \(current.state.rawValue)."), detachesDevice: false)
         }

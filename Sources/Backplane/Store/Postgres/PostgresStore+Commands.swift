@@ -54,21 +54,29 @@ extension PostgresStore {
     public func expireCommands(at now: Date, limit: Int) async throws -> Int {
         // SKIP LOCKED: a command another node is acknowledging or cancelling is left to that
         // transaction, and to the next pass if it stays open.
-        let rows = try await rows("""
-            UPDATE commands SET state = 'expired', completed_at = expires_at, updated_at = \(now)
-            WHERE state IN ('pending', 'delivered') AND row_id IN (
-                SELECT row_id FROM commands WHERE state IN ('pending', 'delivered') AND expires_at <= \(now)
-                ORDER BY expires_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-            RETURNING row_id
-            """)
+        // Binds by position: $1 is now, written into the rule's conditions.
+        var binds = PostgresBindings()
+        binds.append(now)
+        binds.append(Int64(limit))
+        // The batch is chosen once, in a CTE: as an `IN (subquery)` the planner may run the
+        // subquery again for each row, and its LIMIT then bounds nothing.
+        let rows = try await rows(PostgresQuery(unsafeSQL: """
+            WITH due AS (
+                SELECT row_id FROM commands WHERE \(CommandExpiry.isPastExpirySQL(now: "$1"))
+                ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+            UPDATE commands SET \(CommandExpiry.expireSQL), updated_at = $1 FROM due WHERE commands.row_id = due.row_id
+            RETURNING commands.row_id
+            """, binds: binds))
         return rows.count
     }
 
     public func commandCounts(applicationId: String, at now: Date) async throws -> [CommandState: Int] {
-        let rows = try await rows("""
-            SELECT CASE WHEN state IN ('pending', 'delivered') AND expires_at <= \(now) THEN 'expired' ELSE state END, COUNT(*)
-            FROM commands WHERE application_id = \(applicationId) GROUP BY 1
-            """)
+        var binds = PostgresBindings()
+        binds.append(now)
+        binds.append(applicationId)
+        let rows = try await rows(PostgresQuery(unsafeSQL: """
+            SELECT \(CommandExpiry.shownStateSQL(now: "$1")), COUNT(*) FROM commands WHERE application_id = $2 GROUP BY 1
+            """, binds: binds))
         return CommandState.counts(try rows.map { row in
             let (state, count) = try row.decode((String, Int64).self)
             return (state, Int(count))

@@ -350,7 +350,7 @@ enum CredentialLifetimes {
 /// (`GET /v1/admin/commands`, the console's commands page) goes newest first, filtered by state,
 /// type, both or neither, and each has an index in that order; the console's find looks devices
 /// up by nickname. The row id is named last so that PostgreSQL's indexes are in page order too
-/// (SQLite's hold it anyway). The open commands by expiry serve `CommandExpiry`, which marks
+/// (SQLite's hold it anyway). The open commands by expiry serve `CommandExpirySweep`, which marks
 /// them expired without reading the finished ones. Never edit once shipped.
 enum ConsoleIndexes {
     static let statements = [

@@ -41,9 +41,9 @@ extension SQLiteStore {
     public func expireCommands(at now: Date, limit: Int) async throws -> Int {
         try await write { db in
             try db.execute(sql: """
-                UPDATE commands SET state = 'expired', completed_at = expires_at, updated_at = ?
+                UPDATE commands SET \(CommandExpiry.expireSQL), updated_at = ?
                 WHERE row_id IN (
-                    SELECT row_id FROM commands WHERE state IN ('pending', 'delivered') AND expires_at <= ? ORDER BY expires_at LIMIT ?)
+                    SELECT row_id FROM commands WHERE \(CommandExpiry.isPastExpirySQL(now: "?")) ORDER BY expires_at LIMIT ?)
                 """, arguments: [now, now, limit])
             return db.changesCount
         }
@@ -52,8 +52,7 @@ extension SQLiteStore {
     public func commandCounts(applicationId: String, at now: Date) async throws -> [CommandState: Int] {
         try await read { db in
             let rows = try Row.fetchAll(db, sql: """
-                SELECT CASE WHEN state IN ('pending', 'delivered') AND expires_at <= ? THEN 'expired' ELSE state END AS state,
-                    COUNT(*) AS n
+                SELECT \(CommandExpiry.shownStateSQL(now: "?")) AS state, COUNT(*) AS n
                 FROM commands WHERE application_id = ? GROUP BY 1
                 """, arguments: [now, applicationId])
             return CommandState.counts(rows.map { ($0["state"] as String, $0["n"] as Int) })
