@@ -9,8 +9,7 @@ struct DownloadPermission: Sendable {
     let database: SDKDatabase
     let options: DownloadOptions
     let snapshot: DeviceSnapshot
-    let eventLogger: EventLogger
-    let broadcaster: EventBroadcaster
+    let events: EngineEvents
     /// One `POST /v1/download-grants`.
     let askBackplane: @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
     /// Asks the engine for a sync now (the backplane refused for a reason the last sync did not say).
@@ -115,8 +114,8 @@ struct DownloadPermission: Sendable {
     /// Logs `downloadLimitReached` and emits `downloadDenied`.
     private func announce(_ denial: DownloadDenial, assetId: String) {
         // A rule of a later backplane has no limit type this SDK could log; the app still hears.
-        if let limit = Self.limitType(denial.rule) { _ = try? eventLogger.log(.downloadLimitReached(limit, assetId: assetId)) }
-        broadcaster.emit(.downloadDenied(assetId: assetId, rule: denial.rule, counts: denial.counts, permanent: denial.permanent))
+        if let limit = Self.limitType(denial.rule) { events.log(.downloadLimitReached(limit, assetId: assetId)) }
+        events.tellApp(.downloadDenied(assetId: assetId, rule: denial.rule, counts: denial.counts, permanent: denial.permanent))
     }
 
     private static func limitType(_ rule: DownloadRule) -> DownloadLimitType? {

@@ -12,8 +12,7 @@ extension DownloadRunner {
               clock.isConfirmed, let now = clock.now().date, expiry <= now
         else { return false }
         guard (try? await remove(.assets([queued.assetId]), reason: .internal))?.dequeued.isEmpty == false else { return false }
-        _ = try? eventLogger.log(.assetExpired(assetId: queued.assetId))
-        broadcaster.emit(.assetExpired(assetId: queued.assetId, reason: .expiryDate))
+        events.record(.assetExpired(assetId: queued.assetId), tellingApp: .assetExpired(assetId: queued.assetId, reason: .expiryDate))
         return true
     }
 

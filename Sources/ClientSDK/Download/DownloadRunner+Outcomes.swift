@@ -17,15 +17,16 @@ extension DownloadRunner {
         }
         erroredThisPass.remove(asset.assetId)
         let seconds = elapsed.seconds
-        _ = try? eventLogger.log(.downloadComplete(
+        events.log(.downloadComplete(
             assetId: asset.assetId, bitrate: seconds > 0 ? Int64(nonNegative: Double(asset.size) * 8 / seconds) : nil, durationSeconds: seconds))
         if let mismatch = asset.request?.sizeMismatch(completedSize: asset.size) {
-            _ = try? eventLogger.log(.downloadWarning(assetId: asset.assetId, code: "sizeMismatch", message: mismatch))
-            broadcaster.emit(.downloadWarning(assetId: asset.assetId, message: mismatch))
+            events.record(
+                .downloadWarning(assetId: asset.assetId, code: "sizeMismatch", message: mismatch),
+                tellingApp: .downloadWarning(assetId: asset.assetId, message: mismatch))
         }
         // As recorded, with the grant it came with.
         let recorded = (try? database.asset(assetId: asset.assetId)) ?? asset
-        broadcaster.emit(.downloadCompleted(DownloadAsset(completed: recorded, root: content.root)))
+        events.tellApp(.downloadCompleted(DownloadAsset(completed: recorded, root: content.root)))
     }
 
     func failed(_ assetId: String, _ failure: DownloadFailure, forGood: Bool = false) {
@@ -37,8 +38,9 @@ extension DownloadRunner {
         }
         erroredThisPass.insert(assetId)
         let willRetry = updated.map { !$0.failed } ?? false
-        _ = try? eventLogger.log(.downloadError(
-            assetId: assetId, code: failure.kind.rawValue, message: String(failure.message.prefix(utf8Bytes: WireLimits.maxEventMessageBytes))))
-        broadcaster.emit(.downloadError(assetId: assetId, failure: failure, willRetry: willRetry))
+        events.record(
+            .downloadError(
+                assetId: assetId, code: failure.kind.rawValue, message: String(failure.message.prefix(utf8Bytes: WireLimits.maxEventMessageBytes))),
+            tellingApp: .downloadError(assetId: assetId, failure: failure, willRetry: willRetry))
     }
 }

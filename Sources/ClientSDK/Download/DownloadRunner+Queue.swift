@@ -50,8 +50,7 @@ extension DownloadRunner {
         // Not added: queued meanwhile by another path, returned as it is.
         guard let queued = try asset(request.assetId) else { throw notQueued(request.assetId) }
         guard added else { return queued }
-        _ = try? eventLogger.log(.queuedForDownload(assetId: request.assetId))
-        broadcaster.emit(.downloadQueued(queued))
+        events.record(.queuedForDownload(assetId: request.assetId), tellingApp: .downloadQueued(queued))
         signal.signal()
         return queued
     }
@@ -135,9 +134,9 @@ extension DownloadRunner {
         }
         if let assetIds { erroredThisPass.subtract(assetIds) } else { erroredThisPass = [] }
         if let assetIds {
-            for assetId in assetIds { _ = try? eventLogger.log(.maxErrorsReset(assetId: assetId)) }
+            for assetId in assetIds { events.log(.maxErrorsReset(assetId: assetId)) }
         } else {
-            _ = try? eventLogger.log(.maxErrorsReset())
+            events.log(.maxErrorsReset())
         }
         signal.signal()
     }

@@ -17,8 +17,7 @@ actor DownloadRunner {
     nonisolated let options: DownloadOptions
     let snapshot: DeviceSnapshot
     let lifecycle: EngineLifecycle
-    let broadcaster: EventBroadcaster
-    let eventLogger: EventLogger
+    let events: EngineEvents
     let downloader: AssetDownloader
     /// Works out what an asset will take before its download starts.
     let estimator = SizeEstimator(client: DownloadRunner.client)
@@ -88,22 +87,21 @@ actor DownloadRunner {
 
     init(
         database: SDKDatabase, content: ContentStore, options: DownloadOptions, snapshot: DeviceSnapshot, lifecycle: EngineLifecycle,
-        broadcaster: EventBroadcaster, eventLogger: EventLogger, signal: WakeSignal, clock: TrustedClock, licenses: any LicenseProvider,
+        events: EngineEvents, signal: WakeSignal, clock: TrustedClock, licenses: any LicenseProvider,
         requestSync: @escaping @Sendable () -> Void = {},
         askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
     ) {
         self.clock = clock
         self.licenses = licenses
         self.permission = DownloadPermission(
-            database: database, options: options, snapshot: snapshot, eventLogger: eventLogger, broadcaster: broadcaster,
+            database: database, options: options, snapshot: snapshot, events: events,
             askBackplane: askBackplane, requestSync: requestSync)
         self.database = database
         self.content = content
         self.options = options
         self.snapshot = snapshot
         self.lifecycle = lifecycle
-        self.broadcaster = broadcaster
-        self.eventLogger = eventLogger
+        self.events = events
         self.requirements = DownloadRequirements(database: database, content: content, options: options, snapshot: snapshot)
         // Files go unflushed only where a restart of the system can be told at the next start.
         let boot = options.flushesFiles ? nil : options.bootSession()
@@ -268,9 +266,9 @@ actor DownloadRunner {
             return now.count
         }
         defer { downloadingNow.withLock { if $0.current?.session == session { $0.current = nil } } }
-        if queued.bytesDownloaded == 0, queued.errorCount == 0 { _ = try? eventLogger.log(.downloadStart(assetId: assetId)) }
+        if queued.bytesDownloaded == 0, queued.errorCount == 0 { events.log(.downloadStart(assetId: assetId)) }
         setStatus(.downloading(assetId: assetId))
-        broadcaster.emit(.downloadStarted(assetId: assetId))
+        events.tellApp(.downloadStarted(assetId: assetId))
         let started = ContinuousClock.now
         let requirements = requirements
         let completedBytes = requirements.completedSize()
@@ -280,7 +278,7 @@ actor DownloadRunner {
         let budget = StorageBudget(
             requirements.storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes),
             ceiling: ceiling.subtractingClamped(queued.bytesDownloaded))
-        let progress = ProgressReporter(assetId: assetId, database: database, broadcaster: broadcaster)
+        let progress = ProgressReporter(assetId: assetId, database: database, broadcaster: events.broadcaster)
         tasks.withLock { $0.progress = progress }
         noteUnflushed(assetId)
         let task = Task { [downloader, content] in
@@ -294,11 +292,12 @@ actor DownloadRunner {
                         ceiling: max(ceiling.subtractingClamped(assetBytes), 0))
                 },
                 progress: { progress.report($0) },
-                ancillaryFailed: { [eventLogger, broadcaster] file, failure in
+                ancillaryFailed: { [events] file, failure in
                     let message = "The ancillary file \(file.tag) could not be downloaded: \(failure)"
-                    _ = try? eventLogger.log(.downloadWarning(
-                        assetId: assetId, code: "ancillaryFailed", message: String(message.prefix(utf8Bytes: WireLimits.maxEventMessageBytes))))
-                    broadcaster.emit(.downloadWarning(assetId: assetId, message: message))
+                    events.record(
+                        .downloadWarning(
+                            assetId: assetId, code: "ancillaryFailed", message: String(message.prefix(utf8Bytes: WireLimits.maxEventMessageBytes))),
+                        tellingApp: .downloadWarning(assetId: assetId, message: message))
                 })
         }
         tasks.withLock { $0.current = (assetId, task) }
@@ -354,13 +353,13 @@ actor DownloadRunner {
         guard next != status else { return }
         defer { status = next }
         guard !(status.isQuiet && next.isQuiet) else { return }
-        broadcaster.emit(.downloadEngineStatusChanged(next))
+        events.tellApp(.downloadEngineStatusChanged(next))
     }
 
     private func setBlock(_ next: DownloadBlock?) {
         guard next != block else { return }
         block = next
-        broadcaster.emit(next.map { .downloadsBlocked($0) } ?? .downloadsUnblocked)
+        events.tellApp(next.map { .downloadsBlocked($0) } ?? .downloadsUnblocked)
     }
 
     /// Thrown from `beforeFile` when a rule stops the download between files.

@@ -54,7 +54,7 @@ extension DownloadRunner {
             }
         } catch {
             // Unlisted, a system crash in the next seconds could leave it short unnoticed.
-            broadcaster.emit(.downloadWarning(assetId: assetId, message: "Could not note the download as unflushed: \(error)."))
+            events.tellApp(.downloadWarning(assetId: assetId, message: "Could not note the download as unflushed: \(error)."))
         }
     }
 
@@ -117,7 +117,7 @@ extension DownloadRunner {
             }
             return true
         } catch {
-            broadcaster.emit(.downloadWarning(assetId: assetId, message: "Could not check the download after a restart of the system: \(error)."))
+            events.tellApp(.downloadWarning(assetId: assetId, message: "Could not check the download after a restart of the system: \(error)."))
             return false
         }
     }
@@ -129,10 +129,10 @@ extension DownloadRunner {
         guard try database.access({ try $0.requeueDamagedAsset(asset.assetId, request: request) }) else { return }
         if licensed { content.release([asset.assetId]) }
         let message = "The system stopped before the download's last files were written; it is downloaded again."
-        _ = try? eventLogger.log(.assetDeleted(assetId: asset.assetId, reason: .internal))
-        _ = try? eventLogger.log(.queuedForDownload(assetId: asset.assetId))
-        broadcaster.emit(.downloadWarning(assetId: asset.assetId, message: message))
-        if let queued = try? self.asset(asset.assetId) { broadcaster.emit(.downloadQueued(queued)) }
+        events.log(.assetDeleted(assetId: asset.assetId, reason: .internal))
+        events.log(.queuedForDownload(assetId: asset.assetId))
+        events.tellApp(.downloadWarning(assetId: asset.assetId, message: message))
+        if let queued = try? self.asset(asset.assetId) { events.tellApp(.downloadQueued(queued)) }
     }
 
     private func unlist(_ assetId: String, boot: String) {

@@ -89,7 +89,7 @@ extension DownloadRunner {
         } catch {
             return false
         }
-        _ = try? eventLogger.log(.downloadWarning(assetId: assetId, code: "urlRefreshed", message: "The origin answered \(failure.status ?? 0); the download goes on from a fresh URL."))
+        events.log(.downloadWarning(assetId: assetId, code: "urlRefreshed", message: "The origin answered \(failure.status ?? 0); the download goes on from a fresh URL."))
         return true
     }
 

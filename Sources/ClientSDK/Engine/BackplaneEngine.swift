@@ -223,13 +223,14 @@ public actor BackplaneEngine {
             let database = try storage.open()
             let (deviceId, deviceKey) = try loadIdentity()
             let downloadSignal = WakeSignal()
+            let events = EngineEvents(logger: eventLogger, broadcaster: broadcaster)
             let snapshot = try DeviceSnapshot(database: database, clock: clock, broadcaster: broadcaster, onChange: downloadSignal)
             let session = try DeviceSession(
                 deviceId: deviceId, deviceKey: deviceKey, configuration: configuration, database: database, clock: clock,
                 broadcaster: broadcaster, snapshot: snapshot)
             let content = ContentStore(
                 dataDirectory: configuration.dataDirectory, database: database, licenses: configuration.rights.licenseProvider,
-                eventLogger: eventLogger, broadcaster: broadcaster, downloadSignal: downloadSignal)
+                events: events, downloadSignal: downloadSignal)
             // Best effort: what it cannot move now it moves at the next start.
             try? DirectoryNameMigration.run(content: content)
             let trustedClock = TrustedClock(
@@ -240,16 +241,16 @@ public actor BackplaneEngine {
             }
             let rights = RightsKeeper(
                 database: database, content: content, clock: trustedClock, snapshot: snapshot, options: configuration.rights,
-                eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle,
+                events: events, lifecycle: lifecycle,
                 askBackplane: askBackplane, requestSync: { [weak self] in Task { await self?.syncNow() } })
             let downloads = DownloadRunner(
                 database: database, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
-                broadcaster: broadcaster, eventLogger: eventLogger, signal: downloadSignal, clock: trustedClock,
+                events: events, signal: downloadSignal, clock: trustedClock,
                 licenses: configuration.rights.licenseProvider, requestSync: { [weak self] in Task { await self?.syncNow() } },
                 askBackplane: askBackplane)
             let subscriptions = SubscriptionSync(
                 configuration: configuration, session: session, database: database, content: content, downloads: downloads,
-                eventLogger: eventLogger, broadcaster: broadcaster, lifecycle: lifecycle)
+                events: events, lifecycle: lifecycle)
             let uploader = EventUploader(
                 configuration: configuration, session: session, database: database, eventLogger: eventLogger,
                 broadcaster: broadcaster, lifecycle: lifecycle, engine: self)
@@ -257,8 +258,7 @@ public actor BackplaneEngine {
                 hook = { [weak uploader] userId, credentials in await uploader?.uploadQueued(ofUser: userId, as: credentials) }
             }
             let commands = CommandExecutor(
-                database: database, content: content, downloads: downloads, eventLogger: eventLogger, broadcaster: broadcaster,
-                lifecycle: lifecycle)
+                database: database, content: content, downloads: downloads, events: events, lifecycle: lifecycle)
             let syncLoop = SyncLoop(
                 configuration: configuration, session: session, database: database, snapshot: snapshot, clock: clock,
                 broadcaster: broadcaster, lifecycle: lifecycle, commands: commands, uploader: uploader,

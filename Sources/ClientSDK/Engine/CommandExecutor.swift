@@ -7,8 +7,7 @@ struct CommandExecutor: Sendable {
     let database: SDKDatabase
     let content: ContentStore
     let downloads: DownloadRunner
-    let eventLogger: EventLogger
-    let broadcaster: EventBroadcaster
+    let events: EngineEvents
     let lifecycle: EngineLifecycle
 
     /// Runs each command not run before, while the engine runs. The outcome is stored after the
@@ -25,9 +24,9 @@ struct CommandExecutor: Sendable {
                 case .deleteAssets:
                     // A download of a listed asset stops and leaves the queue with its files.
                     let removal = try await downloads.remove(.assets(command.assetIds ?? []), reason: .remote)
-                    broadcaster.emit(.assetsDeleted(assetIds: removal.deleted + removal.dequeued, reason: .remote))
+                    events.tellApp(.assetsDeleted(assetIds: removal.deleted + removal.dequeued, reason: .remote))
                 case .kill:
-                    broadcaster.emit(.startingRemoteKill)
+                    events.tellApp(.startingRemoteKill)
                     try await wipe()
                 case .unregister, .syncNow:
                     // Unregistering takes effect when the backplane has the acknowledgement; a
@@ -52,7 +51,6 @@ struct CommandExecutor: Sendable {
     /// logged with reason deleteAll), then logs the reset.
     private func wipe() async throws {
         let removal = try await downloads.remove(.everything, reason: .deleteAll)
-        _ = try? eventLogger.log(.reset(.remoteWipe))
-        broadcaster.emit(.remoteWipe(deletedAssetIds: removal.deleted))
+        events.record(.reset(.remoteWipe), tellingApp: .remoteWipe(deletedAssetIds: removal.deleted))
     }
 }

@@ -12,8 +12,7 @@ final class RightsKeeper: Sendable {
     let clock: TrustedClock
     let snapshot: DeviceSnapshot
     let options: RightsOptions
-    let eventLogger: EventLogger
-    let broadcaster: EventBroadcaster
+    let events: EngineEvents
     let lifecycle: EngineLifecycle
     /// Asks the backplane again for a held grant: the answer carries a fresh entitlement.
     let askBackplane: @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
@@ -35,7 +34,7 @@ final class RightsKeeper: Sendable {
 
     init(
         database: SDKDatabase, content: ContentStore, clock: TrustedClock, snapshot: DeviceSnapshot, options: RightsOptions,
-        eventLogger: EventLogger, broadcaster: EventBroadcaster, lifecycle: EngineLifecycle,
+        events: EngineEvents, lifecycle: EngineLifecycle,
         askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse,
         requestSync: @escaping @Sendable () -> Void = {}
     ) {
@@ -46,8 +45,7 @@ final class RightsKeeper: Sendable {
         self.clock = clock
         self.snapshot = snapshot
         self.options = options
-        self.eventLogger = eventLogger
-        self.broadcaster = broadcaster
+        self.events = events
         self.lifecycle = lifecycle
     }
 
@@ -135,7 +133,7 @@ final class RightsKeeper: Sendable {
     func now() -> TrustedTime {
         let now = clock.now()
         if case .untrusted(.deviceClockChanged) = now, clock.noteLossReported() {
-            broadcaster.emit(.trustedTimeLost(.deviceClockChanged))
+            events.tellApp(.trustedTimeLost(.deviceClockChanged))
             requestSync()
         }
         return now
@@ -157,7 +155,7 @@ final class RightsKeeper: Sendable {
         doorAnswers.withLock { $0[assetId] = nil }
         playActivity.withLock { $0[assetId] = .now }
         clock.checkpoint()
-        _ = try? eventLogger.log(.playStart(assetId: assetId))
+        events.log(.playStart(assetId: assetId))
         return try rightsNow()
     }
 
@@ -181,7 +179,7 @@ final class RightsKeeper: Sendable {
             throw BackplaneClientError(kind: .invalidInput, message: "Asset \(assetId) is not on the device.")
         }
         let seconds = watched.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
-        _ = try? eventLogger.log(.playStop(assetId: assetId, durationSeconds: seconds))
+        events.log(.playStop(assetId: assetId, durationSeconds: seconds))
     }
 
     // MARK: the sweep
@@ -261,8 +259,7 @@ final class RightsKeeper: Sendable {
             // and is said to have expired, and why.
             let deleted = Set((try? content.removeDownloaded(expired.map(\.0), reason: .internal)) ?? [])
             for (assetId, reason) in expired where deleted.contains(assetId) {
-                _ = try? eventLogger.log(.assetExpired(assetId: assetId))
-                broadcaster.emit(.assetExpired(assetId: assetId, reason: reason))
+                events.record(.assetExpired(assetId: assetId), tellingApp: .assetExpired(assetId: assetId, reason: reason))
             }
         }
         var next: Date?

@@ -12,20 +12,17 @@ struct ContentStore: Sendable {
     /// Told of every deleted asset that held a license.
     let licenses: (any LicenseProvider)?
     /// Where each removal is logged (uploaded) and announced (in-app).
-    let eventLogger: EventLogger
-    let broadcaster: EventBroadcaster
+    let events: EngineEvents
     /// The download loop's: a removal may free the room or the asset count it waits for.
     let downloadSignal: WakeSignal
 
     init(
-        dataDirectory: URL, database: SDKDatabase, licenses: (any LicenseProvider)?, eventLogger: EventLogger,
-        broadcaster: EventBroadcaster, downloadSignal: WakeSignal
+        dataDirectory: URL, database: SDKDatabase, licenses: (any LicenseProvider)?, events: EngineEvents, downloadSignal: WakeSignal
     ) {
         self.root = dataDirectory.appendingPathComponent("content", isDirectory: true)
         self.database = database
         self.licenses = licenses
-        self.eventLogger = eventLogger
-        self.broadcaster = broadcaster
+        self.events = events
         self.downloadSignal = downloadSignal
     }
 
@@ -55,8 +52,7 @@ struct ContentStore: Sendable {
     func removeDownloaded(_ assetIds: [String]?, reason: AssetDeletionReason) throws -> [String] {
         let deleted = try delete(assetIds)
         for assetId in deleted {
-            _ = try? eventLogger.log(.assetDeleted(assetId: assetId, reason: reason))
-            broadcaster.emit(.downloadRemoved(assetId: assetId, reason: reason))
+            events.record(.assetDeleted(assetId: assetId, reason: reason), tellingApp: .downloadRemoved(assetId: assetId, reason: reason))
         }
         if !deleted.isEmpty { downloadSignal.signal() }
         return deleted
@@ -69,8 +65,7 @@ struct ContentStore: Sendable {
         release(assetIds.filter(licensed.contains))
         for assetId in assetIds {
             try? removeFiles(of: assetId)
-            _ = try? eventLogger.log(.removedFromQueue(assetId: assetId))
-            broadcaster.emit(.downloadRemoved(assetId: assetId, reason: reason))
+            events.record(.removedFromQueue(assetId: assetId), tellingApp: .downloadRemoved(assetId: assetId, reason: reason))
         }
         if !assetIds.isEmpty { downloadSignal.signal() }
     }

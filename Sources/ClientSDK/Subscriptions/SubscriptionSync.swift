@@ -10,8 +10,7 @@ struct SubscriptionSync: Sendable {
     let database: SDKDatabase
     let content: ContentStore
     let downloads: DownloadRunner
-    let eventLogger: EventLogger
-    let broadcaster: EventBroadcaster
+    let events: EngineEvents
     let lifecycle: EngineLifecycle
 
     var dataSource: any SubscriptionDataSource { configuration.subscriptions.dataSource ?? BackplaneMetadataDataSource() }
@@ -71,7 +70,7 @@ struct SubscriptionSync: Sendable {
                     try await api.changes(cursor: pageCursor, as: credentials)
                 }
                 if !page.changes.isEmpty, rules == nil {
-                    broadcaster.emit(.subscriptionStatusChanged(.receiving))
+                    events.tellApp(.subscriptionStatusChanged(.receiving))
                     rules = Dictionary(try await list().map { ($0.feedId, $0) }, uniquingKeysWith: { first, _ in first })
                 }
                 for change in page.changes {
@@ -84,13 +83,13 @@ struct SubscriptionSync: Sendable {
                 try trail.follow(page.cursor)
             }
         } catch let error as BackplaneClientError {
-            broadcaster.emit(.subscriptionStatusChanged(error.isTransient ? .offline : .errors))
+            events.tellApp(.subscriptionStatusChanged(error.isTransient ? .offline : .errors))
             throw error
         }
         await downloadQueuedItems()
         guard summary.changes > 0 else { return }
-        broadcaster.emit(.subscriptionStatusChanged(.started))
-        broadcaster.emit(.subscriptionSyncFinished(summary))
+        events.tellApp(.subscriptionStatusChanged(.started))
+        events.tellApp(.subscriptionSyncFinished(summary))
     }
 
     /// One change under the feed's rules (the subscription's, else the configuration's).
@@ -103,9 +102,9 @@ struct SubscriptionSync: Sendable {
                 try database.access { try $0.deleteItem(assetId: change.assetId) }
                 // The download queue logs the removal of what it held.
                 if try await downloads.remove(.queued([change.assetId]), reason: .remote).dequeued.isEmpty {
-                    _ = try? eventLogger.log(.removedFromQueue(assetId: change.assetId))
+                    events.log(.removedFromQueue(assetId: change.assetId))
                 }
-                broadcaster.emit(.subscriptionAssetDeleted(assetId: change.assetId, feedId: change.feedId, reason: .remote))
+                events.tellApp(.subscriptionAssetDeleted(assetId: change.assetId, feedId: change.feedId, reason: .remote))
                 summary.removed += 1
                 result = .removed
             } else {
@@ -154,7 +153,7 @@ struct SubscriptionSync: Sendable {
             guard autodelete else {
                 item.state = .deferred
                 try database.access { try $0.saveItem(item) }
-                broadcaster.emit(.assetDeferred(item))
+                events.tellApp(.assetDeferred(item))
                 summary.deferred += 1
                 return .deferred
             }
@@ -165,15 +164,15 @@ struct SubscriptionSync: Sendable {
                 _ = try? await downloads.remove(.assets([oldest.assetId]), reason: .internal)
                 oldest.state = .reset
                 try database.access { try $0.saveItem(oldest) }
-                broadcaster.emit(.subscriptionAssetDeleted(assetId: oldest.assetId, feedId: feedId, reason: .internal))
+                events.tellApp(.subscriptionAssetDeleted(assetId: oldest.assetId, feedId: feedId, reason: .internal))
                 summary.reset += 1
             }
         }
         try database.access { try $0.saveItem(item) }
         // An item that cannot be downloaded (no URL) is queued only here; the download queue
         // logs the others when it takes them (`downloadQueuedItems`).
-        if metadata.downloadRequest == nil { _ = try? eventLogger.log(.queuedForDownload(assetId: item.assetId)) }
-        broadcaster.emit(.assetAdded(item))
+        if metadata.downloadRequest == nil { events.log(.queuedForDownload(assetId: item.assetId)) }
+        events.tellApp(.assetAdded(item))
         summary.added += 1
         return .added
     }
