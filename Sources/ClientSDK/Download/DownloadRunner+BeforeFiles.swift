@@ -48,7 +48,7 @@ extension DownloadRunner {
     /// estimate unknown, and the download goes on.
     func estimated(_ queued: QueuedDownload, plan: DownloadPlan) async -> QueuedDownload? {
         guard let estimate = await estimator.estimate(plan) else {
-            estimateTried.insert(queued.assetId)
+            state.estimateUnanswered(queued.assetId)
             return stillWanted(queued.assetId)
         }
         return stillWanted(queued.assetId).flatMap { _ in
@@ -64,7 +64,7 @@ extension DownloadRunner {
     /// is known to be larger than the rules could ever allow), or left the queue meanwhile.
     func sizedToFit(_ queued: QueuedDownload, plan: DownloadPlan) async -> QueuedDownload? {
         var queued = queued
-        if queued.estimatedBytes == nil, !estimateTried.contains(queued.assetId) {
+        if queued.estimatedBytes == nil, state.shouldEstimate(queued.assetId) {
             guard let estimated = await estimated(queued, plan: plan) else { return nil }
             queued = estimated
         }
@@ -88,20 +88,18 @@ extension DownloadRunner {
     func permission(for queued: QueuedDownload) async -> DownloadGrant? {
         let assetId = queued.assetId
         // A sync that ends while the backplane is asked may have freed the place it denies.
-        let syncsBefore = syncsSeen
+        let syncsBefore = state.syncsSeen
         switch await permission.ask(for: queued) {
         case .granted(let grant):
             return grant
         case .later(deniedByRule: false):
-            erroredThisPass.insert(assetId)
+            state.toldToWait(assetId)
         case .later(deniedByRule: true):
             // A sync ended meanwhile: the denial may be out of date, and the asset is asked again now.
-            guard syncsSeen == syncsBefore else { break }
-            erroredThisPass.insert(assetId)
-            deniedThisPass.insert(assetId)
+            guard state.syncsSeen == syncsBefore else { break }
+            state.deniedByRule(assetId)
         case .noAnswer:
-            erroredThisPass.insert(assetId)
-            erroredThisPass.formUnion((try? database.runnableDownloadIdsWithoutGrant()) ?? [])
+            state.permissionUnanswered(assetId, withoutGrant: Array((try? database.runnableDownloadIdsWithoutGrant()) ?? []))
         case .deniedForGood(let failure):
             failed(assetId, failure, forGood: true)
         case .notQueued:
@@ -114,11 +112,7 @@ extension DownloadRunner {
     /// so assets denied by a rule that can change are asked again without waiting for the
     /// next retry pass.
     func retryDenied() {
-        syncsSeen += 1
-        guard !deniedThisPass.isEmpty else { return }
-        erroredThisPass.subtract(deniedThisPass)
-        deniedThisPass = []
-        signal.signal()
+        if state.syncEnded() { signal.signal() }
     }
 
     /// Asks the app's license provider for the asset's license before its files come; its
@@ -149,7 +143,7 @@ extension DownloadRunner {
     /// during an await, so the asset may have been removed, paused or failed, the engine
     /// stopped, or a rule may now block the queue.
     func stillWanted(_ assetId: String) -> QueuedDownload? {
-        guard lifecycle.isRunning, !Task.isCancelled, currentBlock() == nil, !updatingURL.contains(assetId),
+        guard lifecycle.isRunning, !Task.isCancelled, currentBlock() == nil, state.mayStart(assetId),
               let current = try? database.queuedDownload(assetId: assetId), !current.paused, !current.failed
         else { return nil }
         return current

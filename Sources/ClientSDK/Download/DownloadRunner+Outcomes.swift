@@ -15,7 +15,7 @@ extension DownloadRunner {
             failed(asset.assetId, DownloadFailure(.storage, "Could not record the completed download: \(error)."))
             return
         }
-        erroredThisPass.remove(asset.assetId)
+        state.completed(asset.assetId)
         let seconds = elapsed.seconds
         events.log(.downloadComplete(
             assetId: asset.assetId, bitrate: seconds > 0 ? Int64(nonNegative: Double(asset.size) * 8 / seconds) : nil, durationSeconds: seconds))
@@ -30,13 +30,12 @@ extension DownloadRunner {
     }
 
     func failed(_ assetId: String, _ failure: DownloadFailure, forGood: Bool = false) {
-        refreshesInARow[assetId] = nil
         let updated = try? database.recordFailure(assetId: assetId) { download in
             download.errorCount = download.errorCount.addingClamped(1)
             download.lastFailure = failure
             download.failed = forGood || failure.isFatal || download.errorCount >= Self.maxErrorPasses
         }
-        erroredThisPass.insert(assetId)
+        state.tryFailed(assetId)
         let willRetry = updated.map { !$0.failed } ?? false
         events.record(
             .downloadError(

@@ -21,10 +21,10 @@ extension DownloadRunner {
             try clearRetries([request.assetId])
             return try asset(request.assetId) ?? known
         }
-        guard preparing.insert(request.assetId).inserted else {
+        guard state.beginPreparing(request.assetId) else {
             throw BackplaneClientError(kind: .invalidInput, message: "Asset \(request.assetId) is being queued already.")
         }
-        defer { preparing.remove(request.assetId) }
+        defer { state.endPreparing(request.assetId) }
         var estimate: (bytes: Int64, basis: EstimateBasis)?
         do {
             let plan = try await prepareWithinDeadline(request)
@@ -90,7 +90,7 @@ extension DownloadRunner {
     /// Moves a queued asset to `index`; the asset downloading now goes on.
     func move(_ assetId: String, to index: Int) throws {
         guard try database.access({ try $0.moveDownload(assetId: assetId, to: index) }) else { throw notQueued(assetId) }
-        roomWhenStorageRanOut = nil
+        state.queueChanged()
         signal.signal()
     }
 
@@ -106,8 +106,7 @@ extension DownloadRunner {
         let licensed = try database.access { try $0.assetIdsHoldingLicense(queued: true) }
         let dequeued = try database.access { try $0.removeDownloads(selection.assetIds) }
         await cancelCurrent(ifAmong: selection.assetIds)
-        if !dequeued.isEmpty { roomWhenStorageRanOut = nil }
-        erroredThisPass.subtract(dequeued)
+        state.dequeued(dequeued)
         content.removeDequeued(dequeued, licensed: licensed, reason: reason)
         let deleted = selection.includesDownloaded ? try content.removeDownloaded(selection.assetIds, reason: reason) : []
         signal.signal()
@@ -132,7 +131,7 @@ extension DownloadRunner {
             download.errorCount = 0
             download.failed = false
         }
-        if let assetIds { erroredThisPass.subtract(assetIds) } else { erroredThisPass = [] }
+        state.retriesCleared(assetIds)
         if let assetIds {
             for assetId in assetIds { events.log(.maxErrorsReset(assetId: assetId)) }
         } else {
@@ -176,7 +175,7 @@ extension DownloadRunner {
     private func state(of queued: QueuedDownload, block: DownloadBlock?, shortfall: Int64?) -> DownloadState {
         if queued.failed { return .failed(queued.lastFailure ?? DownloadFailure(.network, "Failed.")) }
         if queued.paused { return .paused }
-        if case .downloading(queued.assetId) = status { return .downloading }
+        if case .downloading(queued.assetId) = state.status { return .downloading }
         if let block { return .blocked(block) }
         if shortfall != nil { return .blocked(.storage) }
         if queued.denial != nil { return .blocked(.permissionDenied) }

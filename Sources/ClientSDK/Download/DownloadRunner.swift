@@ -48,27 +48,9 @@ actor DownloadRunner {
         var progress: ProgressReporter?
     }
 
-    /// Assets whose try in this pass ended in an error.
-    var erroredThisPass: Set<String> = []
-    /// Those of them the backplane denied by a rule that can change: asked again after a sync.
-    var deniedThisPass: Set<String> = []
-    /// Syncs that ended so far (`retryDenied`), to tell a denial that came before one.
-    var syncsSeen = 0
-    /// Assets being checked for the queue (their playlists fetched).
-    var preparing: Set<String> = []
-    /// Fresh URLs asked for each asset in a row (`refreshURL`), and its bytes at the last one:
-    /// bytes gained since start the count again.
-    var refreshesInARow: [String: (count: Int, bytes: Int64)] = [:]
-    /// Assets whose URL is being swapped (`updateURL`): not started meanwhile.
-    var updatingURL: Set<String> = []
-    /// Assets whose size was asked of their origin in this run of the engine without an answer:
-    /// not asked again on every pass.
-    var estimateTried: Set<String> = []
-    /// The room the storage rules left when a download ran out of it; the queue stays blocked
-    /// until there is more (an asset deleted, space freed) or the queue changes.
-    var roomWhenStorageRanOut: Int64?
-    private(set) var status = DownloadEngineStatus.stopped
-    private var block: DownloadBlock?
+    /// What the loop knows beyond the database, changed through its named transitions.
+    var state = DownloadLoopState()
+    var status: DownloadEngineStatus { state.status }
 
     /// Passes through the queue with errors before an asset is `failed`.
     static let maxErrorPasses = 3
@@ -190,17 +172,16 @@ actor DownloadRunner {
         while lifecycle.isRunning, !Task.isCancelled {
             // Ids only: the one chosen is the only row decoded.
             let runnable = (try? database.runnableDownloadIds()) ?? []
-            guard let next = runnable.first(where: { !erroredThisPass.contains($0) && !updatingURL.contains($0) })
-                .flatMap({ try? database.queuedDownload(assetId: $0) })
+            guard let next = state.next(among: runnable).flatMap({ try? database.queuedDownload(assetId: $0) })
             else {
                 setBlock(nil)
                 if runnable.isEmpty {
-                    erroredThisPass = []
+                    state.passEnded()
                     setStatus(.idle)
                     _ = await signal.wait(upTo: nil)
                 } else {
                     setStatus(.waitingToRetry)
-                    if await signal.wait(upTo: options.retryPassDelay) == .timedOut { erroredThisPass = [] }
+                    if await signal.wait(upTo: options.retryPassDelay) == .timedOut { state.passEnded() }
                 }
                 continue
             }
@@ -218,8 +199,8 @@ actor DownloadRunner {
     /// The rule that keeps the queue from running now, if any. Once the room grew past what it
     /// was when the head of the queue ran out of it, the head is tried again.
     func currentBlock() -> DownloadBlock? {
-        let block = requirements.block(roomWhenStorageRanOut: roomWhenStorageRanOut)
-        if block == nil { roomWhenStorageRanOut = nil }
+        let block = requirements.block(roomWhenStorageRanOut: state.roomWhenStorageRanOut)
+        if block == nil { state.queueChanged() }
         return block
     }
 
@@ -311,7 +292,6 @@ actor DownloadRunner {
         var outOfRoom = false
         switch result {
         case .success(let asset):
-            refreshesInARow[assetId] = nil
             completed(asset, after: ContinuousClock.now - started)
             return
         case .failure(let blocked as Blocked):
@@ -337,7 +317,7 @@ actor DownloadRunner {
     /// out of it, or its estimate does not fit): until an asset is deleted, space is freed or
     /// `storageRecheck` passes.
     func blockOnStorage() {
-        roomWhenStorageRanOut = requirements.storageRoom(assetBytes: 0)
+        state.ranOutOfRoom(requirements.storageRoom(assetBytes: 0))
         setBlock(.storage)
         setStatus(.blocked(.storage))
     }
@@ -350,16 +330,11 @@ actor DownloadRunner {
     /// Records the status and tells the app, except between `stopped` and `idle`: an engine
     /// with nothing to download starting or stopping is no news.
     private func setStatus(_ next: DownloadEngineStatus) {
-        guard next != status else { return }
-        defer { status = next }
-        guard !(status.isQuiet && next.isQuiet) else { return }
-        events.tellApp(.downloadEngineStatusChanged(next))
+        if state.setStatus(next).tellsApp { events.tellApp(.downloadEngineStatusChanged(next)) }
     }
 
     private func setBlock(_ next: DownloadBlock?) {
-        guard next != block else { return }
-        block = next
-        events.tellApp(next.map { .downloadsBlocked($0) } ?? .downloadsUnblocked)
+        if state.setBlock(next) { events.tellApp(next.map { .downloadsBlocked($0) } ?? .downloadsUnblocked) }
     }
 
     /// Thrown from `beforeFile` when a rule stops the download between files.

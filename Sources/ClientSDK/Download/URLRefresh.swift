@@ -53,13 +53,13 @@ extension DownloadRunner {
         var request = queued.request
         request.url = url
         if let problem = request.problem { throw BackplaneClientError(kind: .invalidInput, message: problem) }
-        guard updatingURL.insert(assetId).inserted else {
+        guard state.beginURLChange(assetId) else {
             throw BackplaneClientError(kind: .invalidInput, message: "The URL of \(assetId) is being changed already.")
         }
         // Not started again until the swap is done, so that no download reads the manifests
         // while they are replaced.
         defer {
-            updatingURL.remove(assetId)
+            state.endURLChange(assetId)
             signal.signal()
         }
         await cancelCurrent(ifAmong: [assetId])
@@ -75,11 +75,7 @@ extension DownloadRunner {
     /// a row for one asset, so that a refresher whose URLs are refused too cannot loop.
     func refreshURL(of assetId: String, after failure: DownloadFailure) async -> Bool {
         guard failure.isExpiredURL, let refresher = options.urlRefresher, let queued = try? database.queuedDownload(assetId: assetId) else { return false }
-        // Bytes gained since the last refresh start the count again: a long download outlives many tokens.
-        var refreshes = refreshesInARow[assetId] ?? (0, queued.bytesDownloaded)
-        if queued.bytesDownloaded > refreshes.bytes { refreshes = (0, queued.bytesDownloaded) }
-        guard refreshes.count < Self.maxRefreshes else { return false }
-        refreshesInARow[assetId] = (refreshes.count + 1, refreshes.bytes)
+        guard state.mayRefreshURL(assetId, bytes: queued.bytesDownloaded, atMost: Self.maxRefreshes) else { return false }
         guard let url = try? await refresher.refreshedURL(for: queued.request, status: failure.status ?? 0) else { return false }
         var request = queued.request
         request.url = url
