@@ -50,6 +50,26 @@ public enum RequestSigning {
             .joined(separator: "\n")
     }
 
+    /// The headers of a signed request: the one place they are written, for the SDK and the
+    /// tests alike. The caller holds the keys (this module uses Foundation alone): `mac` is the
+    /// lower-hex HMAC-SHA256 of the string to sign with the app secret, `proof` the base64url
+    /// signature of it by the device key, for a registration that records or proves one.
+    public static func headers(
+        keyId: String, method: String, pathAndQuery: String, bodySHA256Hex: String, timestamp: Int64, nonce: String,
+        deviceId: String? = nil, credential: String? = nil,
+        mac: (_ stringToSign: String) -> String, proof: ((_ stringToSign: String) throws -> String)? = nil
+    ) throws -> [(name: String, value: String)] {
+        let stringToSign = stringToSign(
+            method: method, pathAndQuery: pathAndQuery, timestamp: timestamp, nonce: nonce, bodySHA256Hex: bodySHA256Hex, deviceId: deviceId)
+        var headers = [
+            (Header.keyId, keyId), (Header.timestamp, String(timestamp)), (Header.nonce, nonce), (Header.signature, mac(stringToSign)),
+        ]
+        if let deviceId { headers.append((Header.deviceId, deviceId)) }
+        if let credential { headers.append((Header.deviceCredential, credential)) }
+        if let proof { headers.append((Header.deviceProof, try proof(stringToSign))) }
+        return headers.map { (name: $0.0, value: $0.1) }
+    }
+
     /// Lower-case hex, as used for the body hash and the signature. Inlinable, so that a caller
     /// in another module loops over its own kind of bytes rather than a generic sequence's: the
     /// server hashes every signed request's body (a profile showed the generic loop).

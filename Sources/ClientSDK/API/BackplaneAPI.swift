@@ -203,34 +203,22 @@ struct BackplaneAPI: Sendable {
     func headers(
         method: String, pathAndQuery: String, body: Data, device: DeviceCredentials?, proof: DeviceProof? = nil
     ) throws -> [(name: String, value: String)] {
-        let timestamp = Int64(serverNow().timeIntervalSince1970.rounded())
-        let nonce = Self.nonce()
-        let stringToSign = RequestSigning.stringToSign(
-            method: method, pathAndQuery: pathAndQuery, timestamp: timestamp, nonce: nonce,
-            bodySHA256Hex: RequestSigning.hex(SHA256.hash(data: body)), deviceId: device?.deviceId)
-        let signature = HMAC<SHA256>.authenticationCode(for: Data(stringToSign.utf8), using: secret)
-        var headers: [(name: String, value: String)] = [
-            ("Content-Type", "application/json"),
-            (RequestSigning.Header.keyId, keyId),
-            (RequestSigning.Header.timestamp, String(timestamp)),
-            (RequestSigning.Header.nonce, nonce),
-            (RequestSigning.Header.signature, signature.withUnsafeBytes { RequestSigning.hex($0) }),
-        ]
-        if let device {
-            headers.append((RequestSigning.Header.deviceId, device.deviceId))
-            headers.append((RequestSigning.Header.deviceCredential, device.credential))
-        }
-        if let proof {
-            let signature: P256.Signing.ECDSASignature
-            do {
-                signature = try proof.key.signature(for: Data(stringToSign.utf8))
-            } catch {
-                throw BackplaneClientError(kind: .localStorage, message: "Could not sign with the device key.", underlying: error)
-            }
-            headers.append((RequestSigning.Header.deviceProof, Base64URL.encode(signature.rawRepresentation)))
-            if let credential = proof.credential { headers.append((RequestSigning.Header.deviceCredential, credential)) }
-        }
-        return headers
+        let secret = secret
+        let signed = try RequestSigning.headers(
+            keyId: keyId, method: method, pathAndQuery: pathAndQuery, bodySHA256Hex: RequestSigning.hex(SHA256.hash(data: body)),
+            timestamp: Int64(serverNow().timeIntervalSince1970.rounded()), nonce: Self.nonce(),
+            deviceId: device?.deviceId, credential: device?.credential ?? proof?.credential,
+            mac: { HMAC<SHA256>.authenticationCode(for: Data($0.utf8), using: secret).withUnsafeBytes { RequestSigning.hex($0) } },
+            proof: proof.map { proof in
+                { stringToSign in
+                    do {
+                        return Base64URL.encode(try proof.key.signature(for: Data(stringToSign.utf8)).rawRepresentation)
+                    } catch {
+                        throw BackplaneClientError(kind: .localStorage, message: "Could not sign with the device key.", underlying: error)
+                    }
+                }
+            })
+        return [("Content-Type", "application/json")] + signed
     }
 
     static func nonce() -> String {
