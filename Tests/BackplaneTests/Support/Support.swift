@@ -62,22 +62,15 @@ struct Signer: Sendable {
         method: HTTPRequest.Method, path: String, body: Data, deviceId: String? = nil, credential: String? = nil,
         timestamp: Int64 = Int64(Date().timeIntervalSince1970), nonce: String = UUID().uuidString, proofKey: P256.Signing.PrivateKey? = nil
     ) -> HTTPFields {
-        let stringToSign = RequestSigning.stringToSign(
-            method: method.rawValue, pathAndQuery: path, timestamp: timestamp, nonce: nonce,
-            bodySHA256Hex: RequestSigning.hex(SHA256.hash(data: body)), deviceId: deviceId)
-        let mac = HMAC<SHA256>.authenticationCode(for: Data(stringToSign.utf8), using: SymmetricKey(data: Data(secret.utf8)))
+        let key = SymmetricKey(data: Data(secret.utf8))
+        let signed = try! RequestSigning.headers(
+            keyId: keyId, method: method.rawValue, pathAndQuery: path, bodySHA256Hex: RequestSigning.hex(SHA256.hash(data: body)),
+            timestamp: timestamp, nonce: nonce, deviceId: deviceId, credential: credential,
+            mac: { HMAC<SHA256>.authenticationCode(for: Data($0.utf8), using: key).withUnsafeBytes { RequestSigning.hex($0) } },
+            proof: proofKey.map { proofKey in { Base64URL.encode(try proofKey.signature(for: Data($0.utf8)).rawRepresentation) } })
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
-        headers[HTTPField.Name(RequestSigning.Header.keyId)!] = keyId
-        headers[HTTPField.Name(RequestSigning.Header.timestamp)!] = String(timestamp)
-        headers[HTTPField.Name(RequestSigning.Header.nonce)!] = nonce
-        headers[HTTPField.Name(RequestSigning.Header.signature)!] = mac.withUnsafeBytes { RequestSigning.hex($0) }
-        if let deviceId { headers[HTTPField.Name(RequestSigning.Header.deviceId)!] = deviceId }
-        if let credential { headers[HTTPField.Name(RequestSigning.Header.deviceCredential)!] = credential }
-        if let proofKey {
-            let signature = try! proofKey.signature(for: Data(stringToSign.utf8))
-            headers[HTTPField.Name(RequestSigning.Header.deviceProof)!] = Base64URL.encode(signature.rawRepresentation)
-        }
+        for (name, value) in signed { headers[HTTPField.Name(name)!] = value }
         return headers
     }
 }

@@ -2,12 +2,13 @@ import Backplane
 import Foundation
 import BackplaneWire
 import Testing
+import TestSupport
 
 /// `docs/openapi.yaml` must describe exactly the routes the router serves and every error code.
 /// (Its validity as OpenAPI 3.1 is checked by `openapi-spec-validator` in `scripts/test`.)
 @Suite struct APIDocumentTests {
     static let document: String = {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = BuiltProduct.packageRoot
         return (try? String(contentsOf: root.appendingPathComponent("docs/openapi.yaml"), encoding: .utf8)) ?? ""
     }()
 

@@ -1,10 +1,11 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The SDK guide's code blocks are compiled as the `SDKGuideExamples` target; this makes sure the
 /// guide shows exactly what compiles there, so neither can change without the other.
 @Suite struct GuideExamplesTests {
-    private static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    private static let root = BuiltProduct.packageRoot
 
     /// The lines that matter: trimmed, blank ones dropped.
     private static func lines(_ text: some StringProtocol) -> [String] {
