@@ -122,6 +122,26 @@ def signing_headers(
     return headers
 
 
+REGISTER_PATH = "/v1/devices/register"
+
+
+def registration(
+    app_key: AppKey, device_id: str, user_id: str, platform: str = "bench", device_key: DeviceKey | None = None, **fields: object
+) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of one device registration (`POST /v1/devices/register`), signed now:
+    the one place the fuzzing net and every benchmark build it, whatever connection sends it.
+    `device_key` records the device's key, with its proof; `fields` adds the request's other
+    fields (pushToken, moveFromOtherUser, ...)."""
+    body: dict[str, object] = {"userId": user_id, "deviceId": device_id, "platform": platform}
+    if device_key is not None:
+        body["devicePublicKey"] = device_key.public_key_text
+    body.update(fields)
+    data = json.dumps(body).encode("utf-8")
+    headers = {"Content-Type": "application/json"}
+    headers.update(signing_headers(app_key, "POST", REGISTER_PATH, data, device_key=device_key))
+    return data, headers
+
+
 def signed_request(
     base_url: str,
     app_key: AppKey,
@@ -141,7 +161,12 @@ def signed_request(
         headers["Authorization"] = f"Bearer {bearer}"
     elif app_key is not None:
         headers.update(signing_headers(app_key, method, path, data, device_id, credential, device_key))
-    request = urllib.request.Request(base_url + path, data=data if body is not None else None, method=method, headers=headers)
+    return send(base_url, method, path, data if body is not None else None, headers, timeout)
+
+
+def send(base_url: str, method: str, path: str, data: bytes | None, headers: dict[str, str], timeout: float = 10) -> tuple[int, object]:
+    """Sends one request as built and returns (status, decoded JSON or text)."""
+    request = urllib.request.Request(base_url + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             status, text = response.status, response.read().decode("utf-8")
@@ -165,14 +190,8 @@ def try_register(
     base_url: str, app_key: AppKey, device_id: str, user_id: str, device_key: DeviceKey, move: bool = True
 ) -> tuple[int, object]:
     """One registration attempt: (status, answer)."""
-    body = {
-        "userId": user_id,
-        "deviceId": device_id,
-        "platform": "fuzz",
-        "devicePublicKey": device_key.public_key_text,
-        "moveFromOtherUser": move,
-    }
-    return signed_request(base_url, app_key, "POST", "/v1/devices/register", body, device_key=device_key)
+    data, headers = registration(app_key, device_id, user_id, "fuzz", device_key, moveFromOtherUser=move)
+    return send(base_url, "POST", REGISTER_PATH, data, headers)
 
 
 def main(argv: list[str]) -> int:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from backplane_signing import AppKey, signing_headers  # noqa: E402
+from backplane_signing import REGISTER_PATH, AppKey, registration, signing_headers  # noqa: E402
 
 
 def sign(method, path, body, key, secret, device_id=None, credential=None):
@@ -45,11 +45,10 @@ _kept = threading.local()
 
 def register(host, port, key, secret, index):
     device_id = f"bench-device-{index}"
-    body = json.dumps({"userId": f"bench-user-{index}", "deviceId": device_id, "platform": "bench"}).encode()
+    body, headers = registration(AppKey(key, secret), device_id, f"bench-user-{index}")
     if getattr(_kept, "connection", None) is None:
         _kept.connection = http.client.HTTPConnection(host, port, timeout=60)
-    answer = request(host, port, "POST", "/v1/devices/register", body, sign("POST", "/v1/devices/register", body, key, secret),
-                     connection=_kept.connection)
+    answer = request(host, port, "POST", REGISTER_PATH, body, headers, connection=_kept.connection)
     return device_id, answer["deviceCredential"]
 
 

@@ -25,5 +25,5 @@ SERVE_ARGS="--max-connections $((N + 100)) ${SERVE_ARGS:-}"
 source benchmarks/serve.sh
 
 echo "backplane pid $server on port $port; $N channels"
-python3 benchmarks/channels/load.py --url "http://127.0.0.1:$port" --pid "$server" --devices "$N" \
+python3 benchmarks/channels/open_channels.py --url "http://127.0.0.1:$port" --pid "$server" --devices "$N" \
     --key "$(value 'app key id')" --secret="$(value 'app key secret')" --admin "$(value 'admin token    :')"

@@ -12,7 +12,7 @@ import time
 from urllib.parse import urlparse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from backplane_signing import AppKey, signing_headers  # noqa: E402
+from backplane_signing import REGISTER_PATH, AppKey, registration, signing_headers  # noqa: E402
 
 
 class Backplane:
@@ -30,6 +30,14 @@ class Backplane:
             headers.update(signing_headers(AppKey(self.key, self.secret), method, path, data, device_id, credential))
         else:
             headers["Authorization"] = f"Bearer {self.cms}"
+        return self.send(method, path, data, headers)
+
+    def register(self, device_id, user_id):
+        """Registers the device this benchmark's device requests come from."""
+        data, headers = registration(AppKey(self.key, self.secret), device_id, user_id)
+        self.device = (device_id, self.send("POST", REGISTER_PATH, data, headers)["deviceCredential"])
+
+    def send(self, method, path, data, headers):
         self.conn.request(method, path, body=data, headers=headers)
         response = self.conn.getresponse()
         payload = response.read()
@@ -71,8 +79,7 @@ def main():
     args = parser.parse_args()
     bp = Backplane(args.url, args.key, args.secret, args.cms)
 
-    registration = bp.call("POST", "/v1/devices/register", {"userId": "bench", "deviceId": "bench-device", "platform": "bench"}, signed=True)
-    bp.device = ("bench-device", registration["deviceCredential"])
+    bp.register("bench-device", "bench")
     for f in range(10):
         bp.call("PUT", f"/v1/cms/feeds/sub-{f}", {"title": f"Subscribed {f}"})
         bp.call("PUT", f"/v1/subscriptions/sub-{f}", {}, signed=True)

@@ -19,5 +19,5 @@ fi
 source benchmarks/serve.sh
 [[ $postgres == 1 ]] || store=(--database "$work/data/backplane.sqlite" --baseline "$work/baseline.sqlite")
 
-python3 benchmarks/ingest/load.py --url "http://127.0.0.1:$port" --events "$EVENTS" --devices "$DEVICES" \
+python3 benchmarks/ingest/upload_events.py --url "http://127.0.0.1:$port" --events "$EVENTS" --devices "$DEVICES" \
     --key "$(value 'app key id')" --secret="$(value 'app key secret')" "${store[@]}"

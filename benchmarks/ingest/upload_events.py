@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from urllib.parse import urlparse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from backplane_signing import AppKey, signing_headers  # noqa: E402
+from backplane_signing import REGISTER_PATH, AppKey, registration, signing_headers  # noqa: E402
 
 BATCH = 200
 
@@ -43,7 +43,9 @@ class Device:
         self.key, self.secret, self.device_id, self.credential = key, secret, device_id, None
 
     def call(self, method, path, data):
-        headers = signed_headers(self.key, self.secret, method, path, data, self.device_id, self.credential)
+        return self.send(method, path, data, signed_headers(self.key, self.secret, method, path, data, self.device_id, self.credential))
+
+    def send(self, method, path, data, headers):
         self.conn.request(method, path, body=data, headers=headers)
         response = self.conn.getresponse()
         payload = response.read()
@@ -52,8 +54,8 @@ class Device:
         return json.loads(payload)
 
     def register(self, user):
-        body = json.dumps({"userId": user, "deviceId": self.device_id, "platform": "linux"}).encode()
-        self.credential = self.call("POST", "/v1/devices/register", body)["deviceCredential"]
+        data, headers = registration(AppKey(self.key, self.secret), self.device_id, user, "linux")
+        self.credential = self.send("POST", REGISTER_PATH, data, headers)["deviceCredential"]
 
 
 def make_events(count, user, start_ts):

@@ -22,7 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from backplane_signing import AppKey, signing_headers  # noqa: E402
+from backplane_signing import REGISTER_PATH, AppKey, registration  # noqa: E402
 
 local = threading.local()
 
@@ -52,13 +52,9 @@ def call(port, method, path, body=b"", headers=None):
 
 def register(port, key, index, token, provider, user=None):
     device_id = f"push-bench-{index}"
-    request = {"userId": user or f"push-user-{index}", "deviceId": device_id, "platform": "bench"}
-    if token:
-        request.update({"pushToken": token, "pushProvider": provider})
-    body = json.dumps(request).encode()
-    headers = {"Content-Type": "application/json"}
-    headers.update(signing_headers(key, "POST", "/v1/devices/register", body, None, None))
-    call(port, "POST", "/v1/devices/register", body, headers)
+    push = {"pushToken": token, "pushProvider": provider} if token else {}
+    body, headers = registration(key, device_id, user or f"push-user-{index}", **push)
+    call(port, "POST", REGISTER_PATH, body, headers)
     return device_id
 
 

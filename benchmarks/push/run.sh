@@ -23,6 +23,6 @@ source benchmarks/serve.sh
 trap 'kill "$server" "$endpoints" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work" "$endpoints_dir"' EXIT
 
 echo "backplane pid $server on port $port; $N devices not pushed, $N pushed one call each, $N pushed 1,000 a call"
-python3 benchmarks/push/load.py --port "$port" --devices "$N" --key "$(value 'app key id')" --secret="$(value 'app key secret')" \
+python3 benchmarks/push/push_commands.py --port "$port" --devices "$N" --key "$(value 'app key id')" --secret="$(value 'app key secret')" \
     --admin "$(value 'admin token    :')" --config "$endpoints_dir/config.json" --results "$endpoints_dir/results.json" --endpoints-pid "$endpoints" \
     --progress "$endpoints_dir/results.json.progress" --server-pid "$server"

@@ -18,7 +18,9 @@ import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ingest"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from load import Device, baseline_database, signed_headers  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
+from upload_events import Device, baseline_database, signed_headers  # noqa: E402
+from backplane_signing import REGISTER_PATH, AppKey, registration  # noqa: E402
 from wrk import SocketErrors, run as wrk_run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -180,9 +182,8 @@ def main():
         """A new device for a new user each time: never refused by the device limit."""
         batch = next(batches)
         for i in range(count):
-            body = json.dumps({"userId": f"new-user-{batch}-{i}", "deviceId": str(uuid.uuid4()), "platform": "linux"}).encode()
-            yield raw_request("POST", "/v1/devices/register", body,
-                              signed_headers(args.key, args.secret, "POST", "/v1/devices/register", body))
+            body, headers = registration(AppKey(args.key, args.secret), str(uuid.uuid4()), f"new-user-{batch}-{i}", "linux")
+            yield raw_request("POST", REGISTER_PATH, body, headers)
 
     print(f"wrk, 1 thread, {args.connections} connections, {args.seconds} s per run; quiet syncs from {args.devices} devices")
     print(f"{'scenario':24} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'of /healthz':>12}  goal")
@@ -253,9 +254,9 @@ def main():
     if "registration" not in rates:
         return
     raw = raw_registration_loop(args.database, os.path.join(args.out, "raw.sqlite"), 3_000)
-    registration = rates["registration"]
+    registration_rate = rates["registration"]
     print(f"{'raw SQLite registration':24} {raw:9,.0f}  (BEGIN IMMEDIATE; count; insert; COMMIT; synchronous = FULL)")
-    print(f"registration over the raw loop: {registration / raw:.2f}x (goal >= 5x)")
+    print(f"registration over the raw loop: {registration_rate / raw:.2f}x (goal >= 5x)")
 
 
 if __name__ == "__main__":
