@@ -259,7 +259,7 @@ actor DownloadRunner {
         let budget = StorageBudget(
             requirements.storageRoom(assetBytes: queued.bytesDownloaded, completedBytes: completedBytes),
             ceiling: ceiling.subtractingClamped(queued.bytesDownloaded))
-        let progress = ProgressReporter(assetId: assetId, database: database, broadcaster: events.broadcaster)
+        let progress = ProgressReporter(assetId: assetId, database: database, events: events)
         tasks.withLock { $0.progress = progress }
         noteUnflushed(assetId)
         let task = Task { [downloader, content] in

@@ -10,7 +10,7 @@ final class ProgressReporter: Sendable {
 
     let assetId: String
     let database: SDKDatabase
-    let broadcaster: EventBroadcaster
+    let events: EngineEvents
     private let state = Mutex(State())
 
     private struct State {
@@ -20,10 +20,10 @@ final class ProgressReporter: Sendable {
         var storedAt = ContinuousClock.now
     }
 
-    init(assetId: String, database: SDKDatabase, broadcaster: EventBroadcaster) {
+    init(assetId: String, database: SDKDatabase, events: EngineEvents) {
         self.assetId = assetId
         self.database = database
-        self.broadcaster = broadcaster
+        self.events = events
     }
 
     func report(_ progress: AssetProgress) {
@@ -40,7 +40,7 @@ final class ProgressReporter: Sendable {
         }
         guard due else { return }
         if storing { store(progress) }
-        broadcaster.emit(.downloadProgress(assetId: assetId, bytes: progress.bytes, expectedBytes: progress.expected, fraction: fraction))
+        events.tellApp(.downloadProgress(assetId: assetId, bytes: progress.bytes, expectedBytes: progress.expected, fraction: fraction))
     }
 
     /// The last progress heard.

@@ -1,5 +1,4 @@
 import Foundation
-import PostgresNIO
 import BackplaneWire
 
 /// When a command expires, the rule's one home: an open command (`pending` or `delivered`) whose
