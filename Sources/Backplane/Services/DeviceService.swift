@@ -153,8 +153,10 @@ public struct DeviceService: Sendable {
             device.updatedAt = now
             device.lastSeenAt = now
             let limitReached = !device.downloadEnabled && !hasRoom
-            // A device moved to another user takes none of the old user's downloads along.
-            return (DeviceChange(device, releasing: outcome == .moved ? .all : nil),
+            // A device that goes to another user (moved, or reactivated by another) takes none
+            // of the old user's downloads along.
+            let changesUser = state.existing.map { $0.userId != request.userId } ?? false
+            return (DeviceChange(device, releasing: changesUser ? .all : nil),
                     RegistrationDecision(outcome: outcome, deviceLimitReached: limitReached))
         }
         metrics.registrations.increment()

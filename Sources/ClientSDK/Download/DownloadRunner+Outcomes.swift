@@ -5,6 +5,9 @@ import BackplaneWire
 // its grant and any warning), or failed (the rule of threes counts it, or a fatal failure ends it).
 extension DownloadRunner {
     func completed(_ asset: LocalAsset, after elapsed: Duration) {
+        // Done with this pass's errors and URL refreshes, whether or not it is still wanted:
+        // queued again later, it starts afresh.
+        state.completed(asset.assetId)
         do {
             guard try database.completeDownload(asset, downloadedAt: clock.now().date ?? clock.latestTrusted ?? Date()) else {
                 // Removed while it finished: whoever removed it has said so; the files go too.
@@ -15,7 +18,6 @@ extension DownloadRunner {
             failed(asset.assetId, DownloadFailure(.storage, "Could not record the completed download: \(error)."))
             return
         }
-        state.completed(asset.assetId)
         let seconds = elapsed.seconds
         events.log(.downloadComplete(
             assetId: asset.assetId, bitrate: seconds > 0 ? Int64(nonNegative: Double(asset.size) * 8 / seconds) : nil, durationSeconds: seconds))
