@@ -72,6 +72,8 @@ public struct BackplaneServices: Sendable {
     public let entitlements: Entitlements
     public let grants: DownloadGrantService
     public let assetPolicies: AssetPolicyService
+    /// Assets' content keys, sealed under `keyEncryption`.
+    public let contentKeys: ContentKeyService
     public let feeds: FeedService
     public let subscriptions: SubscriptionService
     public let events: EventService
@@ -94,7 +96,7 @@ public struct BackplaneServices: Sendable {
     public init(
         store: any BackplaneStore, wakeUpHub: WakeUpHub? = nil, metrics: BackplaneMetrics = BackplaneMetrics(),
         userTokens: UserTokenOptions = UserTokenOptions(), push: PushOptions = PushOptions(),
-        commandSupport: CommandSupport = .current, now: @escaping @Sendable () -> Date = { Date() }
+        commandSupport: CommandSupport = .current, keyEncryption: KeyEncryptionKey? = nil, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
         self.health = StoreHealth(store: store)
@@ -119,6 +121,7 @@ public struct BackplaneServices: Sendable {
         self.entitlements = Entitlements(store: store, now: now)
         self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
         self.assetPolicies = AssetPolicyService(store: store, now: now)
+        self.contentKeys = ContentKeyService(store: store, sealing: keyEncryption, now: now)
         self.sync = SyncService(store: store, devices: devices, commands: commands, lastSeen: lastSeen, now: now)
         self.feeds = FeedService(store: store, wakeUps: wakeUps, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)
@@ -168,6 +171,7 @@ public func buildRouter(
     grants.addDeviceRoutes(to: signedByDevice)
     grants.addAdminRoutes(to: admin)
     grants.addPublicRoutes(to: router)
+    ContentKeysController(contentKeys: services.contentKeys).addAdminRoutes(to: admin)
     CMSController(feeds: services.feeds).addRoutes(to: callers.bearer("v1/cms/feeds", scope: .cms))
     ReportsController(events: services.events).addRoutes(to: callers.bearer("v1/reports/events", scope: .reporting))
     ConsoleController(services: services).addRoutes(to: router)
@@ -236,5 +240,6 @@ public func buildApplication(
 /// Opens the SQLite store in the configured data directory and builds the application on it.
 public func buildApplication(_ configuration: BackplaneConfiguration) throws -> some ApplicationProtocol {
     let store = try SQLiteStore(directory: configuration.dataDirectory)
-    return buildApplication(configuration, services: BackplaneServices(store: store))
+    let keyEncryption = try KeyEncryptionKey.inDataDirectory(configuration.dataDirectory).key
+    return buildApplication(configuration, services: BackplaneServices(store: store, keyEncryption: keyEncryption))
 }

@@ -69,7 +69,7 @@ struct Migrate: AsyncParsableCommand {
 
 struct AppCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "app", abstract: "Manage applications.", subcommands: [Create.self, List.self, Keys.self, UserIdentityCommand.self, PushCommand.self])
+        commandName: "app", abstract: "Manage applications.", subcommands: [Create.self, List.self, Keys.self, UserIdentityCommand.self, PushCommand.self, ContentKeysCommand.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create an application and print its first app key (shown once).")

@@ -19,6 +19,7 @@ struct Backup: AsyncParsableCommand {
     func run() async throws {
         let summary = try SQLiteBackup.backup(directory: data.url, to: URL(fileURLWithPath: to))
         print("Backed up \(data.dataDir) to \(to): \(summary).")
+        if let note = summary.keyEncryptionNote { print(note) }
     }
 }
 
@@ -41,5 +42,6 @@ struct Restore: AsyncParsableCommand {
         let (summary, aside) = try SQLiteBackup.restore(from: URL(fileURLWithPath: from), into: data.url)
         if let aside { print("The database that was there is kept as \(aside).") }
         print("Restored \(from) into \(data.dataDir): \(summary).")
+        if let note = summary.keyEncryptionNote { print(note) }
     }
 }

@@ -17,6 +17,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: Environment.help("Address to listen on", option: "host", default: Defaults.host)) var host: String?
     @Option(help: Environment.help("Port to listen on, 0 picks a free one", option: "port", default: Defaults.port)) var port: Int?
     @OptionGroup var data: StoreOptions
+    @OptionGroup var sealing: KeyEncryptionOptions
     @Option(help: Environment.help("trace, debug, info, notice, warning, error or critical", option: "log-level", default: Defaults.logLevel))
     var logLevel: String?
     @Option(help: Environment.help("text, or json for one JSON object per line (log shippers)", option: "log-format", default: Defaults.logFormat))
@@ -177,14 +178,16 @@ struct Serve: AsyncParsableCommand {
         // One server per data directory; `restore` waits for none. Held until the process ends.
         let lock = data.databaseURL == nil ? try DataDirectoryLock(directory: data.url) : nil
         defer { lock?.release() }
+        let sealing = try sealing.key(for: data)
+        if let made = sealing.made { Self.write(made) }
         do {
-            try await data.withStore(logLevel: max(level, .notice)) { store in try await serve(store, level: level) }
+            try await data.withStore(logLevel: max(level, .notice)) { store in try await serve(store, sealing: sealing.key, level: level) }
         } catch let error as IOError where error.errnoCode == EADDRINUSE || error.errnoCode == EACCES || error.errnoCode == EADDRNOTAVAIL {
             throw ListenFailure(host: host!, port: port!, errno: error.errnoCode)
         }
     }
 
-    private func serve(_ store: any BackplaneStore, level: Logger.Level) async throws {
+    private func serve(_ store: any BackplaneStore, sealing: KeyEncryptionKey?, level: Logger.Level) async throws {
         var logger = Logger(label: "backplane")
         logger.logLevel = level
         let services = BackplaneServices(
@@ -196,7 +199,8 @@ struct Serve: AsyncParsableCommand {
             push: PushOptions(
                 apnsURL: apnsUrl.flatMap(URL.init(string:)), fcmURL: URL(string: fcmUrl!) ?? PushOptions.googleFCMURL,
                 googleTokenURL: URL(string: googleTokenUrl!) ?? PushOptions.googleTokenURL,
-                trustedCertificateAuthorities: pushCaFile.map(URL.init(fileURLWithPath:))))
+                trustedCertificateAuthorities: pushCaFile.map(URL.init(fileURLWithPath:))),
+            keyEncryption: sealing)
         let configuration = BackplaneConfiguration(
             host: host!, port: port!, dataDirectory: data.url, logLevel: level,
             channelPingInterval: channelPingSeconds! > 0 ? .seconds(channelPingSeconds!) : nil,

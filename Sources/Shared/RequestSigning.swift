@@ -89,6 +89,34 @@ public enum RequestSigning {
         value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 
+    /// Decodes lower- or upper-case hex; nil for anything else (a sign included, which
+    /// `UInt8(_:radix:)` would take). On the UTF-8 bytes: every request's signature goes through it.
+    public static func unhex(_ text: String) -> Data? {
+        text.utf8.withContiguousStorageIfAvailable({ decodeHex($0) }) ?? decodeHex(Array(text.utf8))
+    }
+
+    private static func decodeHex(_ text: some RandomAccessCollection<UInt8>) -> Data? {
+        guard text.count % 2 == 0 else { return nil }
+        func value(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(text.count / 2)
+        var index = text.startIndex
+        while index != text.endIndex {
+            let next = text.index(after: index)
+            guard let high = value(text[index]), let low = value(text[next]) else { return nil }
+            bytes.append(high << 4 | low)
+            index = text.index(after: next)
+        }
+        return Data(bytes)
+    }
+
     /// Longest accepted `devicePublicKey` and `X-Backplane-Device-Proof` (both are about 87 characters).
     public static let maxDeviceKeyTextLength = 128
 

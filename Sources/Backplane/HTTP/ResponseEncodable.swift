@@ -15,6 +15,8 @@ extension CreatedAppKey: ResponseEncodable {}
 extension CreatedToken: ResponseEncodable {}
 extension DevicePage: ResponseEncodable {}
 extension CommandPage: ResponseEncodable {}
+extension ContentKeyList: ResponseEncodable {}
+extension GeneratedContentKey: ResponseEncodable {}
 extension DownloadGrantPage: ResponseEncodable {}
 extension DownloadPermissionResponse: ResponseEncodable {}
 extension EntitlementKeySet: ResponseEncodable {}

@@ -51,3 +51,43 @@ extension StoreConformanceTests {
         #expect(granted == 1)
     }
 }
+
+/// Content keys, on every store.
+extension StoreConformanceTests {
+    private func contentKey(_ applicationId: String, _ assetId: String, _ kid: String, at offset: TimeInterval = 0) -> ContentKeyRecord {
+        ContentKeyRecord(
+            applicationId: applicationId, assetId: assetId, kid: kid, sealedKey: Data(kid.utf8), sealedWith: "kek",
+            createdAt: Self.now.addingTimeInterval(offset))
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func contentKeysAreSetAddedAndOneKeyIdOpensOneAsset(_ kind: StoreKind) async throws {
+        let store = try await kind.make()
+        let app = try await application(in: store)
+        let a = contentKey(app, "film", "aa", at: 0), b = contentKey(app, "film", "bb", at: 1)
+        #expect(try await store.setContentKeys(applicationId: app, assetId: "film", keys: [a, b], replacing: true, limit: 3) == .set)
+        #expect(try await store.contentKeys(applicationId: app, assetId: "film") == [a, b])
+        // Another asset cannot take a key id; nothing changes.
+        let c = contentKey(app, "trailer", "cc")
+        #expect(try await store.setContentKeys(
+            applicationId: app, assetId: "trailer", keys: [c, contentKey(app, "trailer", "bb")], replacing: true, limit: 3)
+            == .kidTaken(kid: "bb", assetId: "film"))
+        #expect(try await store.contentKeys(applicationId: app, assetId: "trailer").isEmpty)
+        // Adding counts what the asset keeps (a key id given again replaces its key).
+        let d = contentKey(app, "film", "dd", at: 2), e = contentKey(app, "film", "ee", at: 3)
+        #expect(try await store.setContentKeys(applicationId: app, assetId: "film", keys: [d, e], replacing: false, limit: 3) == .tooMany(held: 2))
+        var newB = contentKey(app, "film", "bb", at: 4)
+        newB.sealedKey = Data("new".utf8)
+        #expect(try await store.setContentKeys(applicationId: app, assetId: "film", keys: [d], replacing: false, limit: 3) == .set)
+        #expect(try await store.setContentKeys(applicationId: app, assetId: "film", keys: [newB], replacing: false, limit: 3) == .set)
+        #expect(try await store.contentKeys(applicationId: app, assetId: "film") == [a, d, newB])
+        // Replacing drops those not given; the freed key id may then open another asset.
+        #expect(try await store.setContentKeys(applicationId: app, assetId: "film", keys: [a], replacing: true, limit: 3) == .set)
+        #expect(try await store.setContentKeys(applicationId: app, assetId: "trailer", keys: [c, contentKey(app, "trailer", "bb")], replacing: true, limit: 3) == .set)
+        #expect(try await store.contentKeys(applicationId: app, assetId: "film") == [a])
+        #expect(try await store.contentKeys(applicationId: app, assetId: "trailer").map(\.kid) == ["bb", "cc"])
+        // Another application has its own key ids.
+        let other = try await application(in: store)
+        #expect(try await store.setContentKeys(applicationId: other, assetId: "x", keys: [contentKey(other, "x", "aa")], replacing: true, limit: 3) == .set)
+    }
+}

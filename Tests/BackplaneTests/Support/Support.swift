@@ -23,9 +23,12 @@ struct Fixture {
     ) async throws -> Fixture {
         let directory = directory ?? temporaryDirectory("backplane-tests")
         let store = try SQLiteStore(directory: directory)
+        // The data directory's own, as `serve` makes it: a restarted fixture opens the same keys.
+        let sealing = try KeyEncryptionKey.inDataDirectory(directory).key
         let services = clock.map { clock in
-            BackplaneServices(store: store, userTokens: userTokens, push: push, commandSupport: commandSupport, now: { clock.now })
-        } ?? BackplaneServices(store: store, userTokens: userTokens, push: push, commandSupport: commandSupport)
+            BackplaneServices(
+                store: store, userTokens: userTokens, push: push, commandSupport: commandSupport, keyEncryption: sealing, now: { clock.now })
+        } ?? BackplaneServices(store: store, userTokens: userTokens, push: push, commandSupport: commandSupport, keyEncryption: sealing)
         let (application, key) = try await services.testApplication(name: "test app", deviceLimit: deviceLimit)
         let token = try await services.applications.createToken(applicationId: application.id, scope: .admin, name: "tests")
         return Fixture(
@@ -36,7 +39,10 @@ struct Fixture {
     /// The same data directory opened by a new store and services, as after a restart.
     func restarted() throws -> Fixture {
         Fixture(
-            directory: directory, services: BackplaneServices(store: try SQLiteStore(directory: directory)), applicationId: applicationId,
+            directory: directory,
+            services: BackplaneServices(
+                store: try SQLiteStore(directory: directory), keyEncryption: try KeyEncryptionKey.inDataDirectory(directory).key),
+            applicationId: applicationId,
             signer: signer, adminToken: adminToken)
     }
 

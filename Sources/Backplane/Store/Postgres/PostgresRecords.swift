@@ -202,3 +202,11 @@ extension Array where Element == PostgresRow {
         try map { try make(StoredRow($0)) }
     }
 }
+
+extension ContentKeyRecord {
+    init(_ row: StoredRow) throws {
+        self.init(
+            applicationId: try row("application_id"), assetId: try row("asset_id"), kid: try row("kid"), sealedKey: try row("sealed_key"),
+            sealedWith: try row("sealed_with"), createdAt: try row("created_at"))
+    }
+}

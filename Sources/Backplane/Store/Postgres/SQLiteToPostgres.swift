@@ -19,7 +19,7 @@ public enum SQLiteToPostgres {
         ("subscriptions", true), ("events", true), ("event_floors", false), ("download_grants", true),
         ("entitlement_keys", true), ("asset_policies", true), ("nonce_lease", false),
         ("user_identities", true), ("push_credentials", true), ("device_pushes", false),
-        ("user_token_uses", false),
+        ("user_token_uses", false), ("content_keys", false),
     ]
 
     /// Identity columns whose sequences must continue after the copied values.

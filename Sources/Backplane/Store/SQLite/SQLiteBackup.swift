@@ -16,11 +16,22 @@ public enum SQLiteBackup {
     /// Row counts of a database, for what `backup` and `restore` print.
     public struct Summary: Sendable, CustomStringConvertible {
         public let rows: [(table: String, count: Int)]
+        /// The fingerprints of the key-encryption keys its content keys are sealed under: a
+        /// backup never holds those keys, so whoever keeps it must keep them too.
+        public let contentKeysSealedWith: [String]
 
         public var description: String { rows.map { "\($0.table) \($0.count)" }.joined(separator: ", ") }
+
+        /// What to tell whoever keeps the copy, when it holds content keys.
+        public var keyEncryptionNote: String? {
+            guard !contentKeysSealedWith.isEmpty else { return nil }
+            return "Its content keys are sealed under key-encryption key \(contentKeysSealedWith.joined(separator: ", ")), "
+                + "which is not in it: keep that key (\(KeyEncryptionKey.fileName) in the data directory, or the "
+                + "--key-encryption-key-file) apart from the backup; without it the content keys cannot be opened."
+        }
     }
 
-    static let summarized = ["applications", "devices", "commands", "events", "episodes", "download_grants"]
+    static let summarized = ["applications", "devices", "commands", "events", "episodes", "download_grants", "content_keys"]
 
     /// Writes a copy of the database in `directory` to `file`, which must not exist. The database
     /// is opened as it is (never created or migrated: a mistyped directory is an error, not an
@@ -154,9 +165,12 @@ public enum SQLiteBackup {
                 throw BackupError("\(name) is damaged: SQLite's integrity check failed.")
             }
             try requireBackplaneTables(db, named: name)
-            return Summary(rows: try summarized.filter { try db.tableExists($0) }.map { table in
-                (table, try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0)
-            })
+            return Summary(
+                rows: try summarized.filter { try db.tableExists($0) }.map { table in
+                    (table, try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? 0)
+                },
+                contentKeysSealedWith: try db.tableExists("content_keys")
+                    ? String.fetchAll(db, sql: "SELECT DISTINCT sealed_with FROM content_keys ORDER BY sealed_with") : [])
         }
     }
 

@@ -269,3 +269,7 @@ extension TokenScope: DatabaseValueConvertible {}
 extension DownloadGrantState: DatabaseValueConvertible {}
 extension CommandType: DatabaseValueConvertible {}
 extension CommandState: DatabaseValueConvertible {}
+
+extension ContentKeyRecord: SnakeCaseRecord {
+    public static var databaseTableName: String { "content_keys" }
+}

@@ -207,6 +207,9 @@ extension SQLiteStore {
         migrator.registerMigration("v15: user tokens bound to the device they registered") { db in
             try db.execute(sql: UserTokenUses.sqlite)
         }
+        migrator.registerMigration("v16: content keys") { db in
+            try db.execute(sql: ContentKeyTables.sqlite)
+        }
         return migrator
     }
 }

@@ -61,3 +61,27 @@ enum UserTokenUses {
         statements(time: "timestamptz(3)", text: "text COLLATE \"C\"", withoutRowId: "")
     }
 }
+
+/// Migration v16 (PostgreSQL's 8): assets' content keys, sealed (`ContentKeyStore`). A key id
+/// opens one asset of an application, hence the primary key. Never edit once shipped.
+enum ContentKeyTables {
+    static func statements(time: String, text: String, bytes: String, withoutRowId: String) -> [String] {
+        [
+            """
+            CREATE TABLE content_keys (
+                application_id \(text) NOT NULL REFERENCES applications ON DELETE CASCADE, kid \(text) NOT NULL,
+                asset_id \(text) NOT NULL, sealed_key \(bytes) NOT NULL, sealed_with \(text) NOT NULL, created_at \(time) NOT NULL,
+                PRIMARY KEY (application_id, kid))\(withoutRowId)
+            """,
+            "CREATE INDEX content_keys_by_asset ON content_keys (application_id, asset_id, created_at)",
+        ]
+    }
+
+    static var sqlite: String {
+        statements(time: "DATETIME", text: "TEXT", bytes: "BLOB", withoutRowId: " WITHOUT ROWID").map { $0 + ";" }.joined(separator: "\n")
+    }
+
+    static var postgres: [String] {
+        statements(time: "timestamptz(3)", text: "text COLLATE \"C\"", bytes: "bytea", withoutRowId: "")
+    }
+}
