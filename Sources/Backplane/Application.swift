@@ -74,6 +74,8 @@ public struct BackplaneServices: Sendable {
     public let assetPolicies: AssetPolicyService
     /// Assets' content keys, sealed under `keyEncryption`.
     public let contentKeys: ContentKeyService
+    /// The license door.
+    public let licenses: LicenseService
     public let feeds: FeedService
     public let subscriptions: SubscriptionService
     public let events: EventService
@@ -122,6 +124,7 @@ public struct BackplaneServices: Sendable {
         self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
         self.assetPolicies = AssetPolicyService(store: store, now: now)
         self.contentKeys = ContentKeyService(store: store, sealing: keyEncryption, now: now)
+        self.licenses = LicenseService(store: store, contentKeys: contentKeys, now: now)
         self.sync = SyncService(store: store, devices: devices, commands: commands, lastSeen: lastSeen, now: now)
         self.feeds = FeedService(store: store, wakeUps: wakeUps, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)
@@ -172,6 +175,9 @@ public func buildRouter(
     grants.addAdminRoutes(to: admin)
     grants.addPublicRoutes(to: router)
     ContentKeysController(contentKeys: services.contentKeys).addAdminRoutes(to: admin)
+    let licenses = LicensesController(licenses: services.licenses)
+    licenses.addDeviceRoutes(to: signedByDevice)
+    licenses.addAdminRoutes(to: admin)
     CMSController(feeds: services.feeds).addRoutes(to: callers.bearer("v1/cms/feeds", scope: .cms))
     ReportsController(events: services.events).addRoutes(to: callers.bearer("v1/reports/events", scope: .reporting))
     ConsoleController(services: services).addRoutes(to: router)

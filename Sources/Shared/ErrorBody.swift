@@ -45,6 +45,8 @@ public struct ErrorCode: WireVocabulary {
     public static let downloadLimitReached = ErrorCode(rawValue: "download_limit_reached")
     /// A download permission is denied because the device is not download-enabled.
     public static let downloadNotEnabled = ErrorCode(rawValue: "download_not_enabled")
+    /// A license is refused: `details.reason` says why (`LicenseDenial`).
+    public static let licenseDenied = ErrorCode(rawValue: "license_denied")
     /// The request conflicts with the current state (e.g. revoking the last key).
     public static let conflict = ErrorCode(rawValue: "conflict")
     /// The route exists but not with this HTTP method.
@@ -59,7 +61,7 @@ public struct ErrorCode: WireVocabulary {
         .badRequest, .validationFailed, .payloadTooLarge, .headersTooLarge, .invalidCredentials, .invalidSignature,
         .staleTimestamp, .nonceReused, .userTokenRequired, .userTokenInvalid, .userTokenMismatch, .forbidden,
         .deviceUnregistered, .notFound, .deviceAlreadyRegistered, .deviceLimitReached, .downloadLimitReached,
-        .downloadNotEnabled, .conflict, .methodNotAllowed, .rateLimited, .serviceUnavailable, .internalError,
+        .downloadNotEnabled, .licenseDenied, .conflict, .methodNotAllowed, .rateLimited, .serviceUnavailable, .internalError,
     ]
 }
 

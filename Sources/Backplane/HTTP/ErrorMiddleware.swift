@@ -86,7 +86,7 @@ extension ErrorCode {
         case .payloadTooLarge: .contentTooLarge
         case .headersTooLarge: .requestHeaderFieldsTooLarge
         case .invalidCredentials, .invalidSignature, .staleTimestamp, .nonceReused, .userTokenRequired, .userTokenInvalid: .unauthorized
-        case .forbidden, .deviceUnregistered, .userTokenMismatch: .forbidden
+        case .forbidden, .deviceUnregistered, .userTokenMismatch, .licenseDenied: .forbidden
         case .notFound: .notFound
         case .deviceAlreadyRegistered, .deviceLimitReached, .downloadLimitReached, .downloadNotEnabled, .conflict: .conflict
         case .methodNotAllowed: .methodNotAllowed

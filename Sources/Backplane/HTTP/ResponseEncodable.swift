@@ -16,6 +16,9 @@ extension CreatedToken: ResponseEncodable {}
 extension DevicePage: ResponseEncodable {}
 extension CommandPage: ResponseEncodable {}
 extension ContentKeyList: ResponseEncodable {}
+extension License: ResponseEncodable {}
+extension LicenseIssueResponse: ResponseEncodable {}
+extension LicenseList: ResponseEncodable {}
 extension GeneratedContentKey: ResponseEncodable {}
 extension DownloadGrantPage: ResponseEncodable {}
 extension DownloadPermissionResponse: ResponseEncodable {}

@@ -32,6 +32,7 @@ extension PostgresStore {
         (6, "SQLite migration v14: push credentials, each device's last push, its push provider", PushTables.postgres),
         (7, "SQLite migration v15: user tokens bound to the device they registered", UserTokenUses.postgres),
         (8, "SQLite migration v16: content keys", ContentKeyTables.postgres),
+        (9, "SQLite migration v17: agreement keys, licenses", LicenseTables.postgres),
     ]
 
     /// Brings the database to the newest schema. Nodes starting together take turns on the

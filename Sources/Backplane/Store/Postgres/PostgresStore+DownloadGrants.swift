@@ -13,43 +13,52 @@ extension PostgresStore {
         decide: @escaping @Sendable (DownloadPermissionState) throws -> (DownloadGrantRecord?, Decision)
     ) async throws -> Decision {
         try await transaction { [logger] connection in
-            try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
-            guard let device = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger) else {
-                throw StoreError.unknownDevice(deviceId)
-            }
-            try await Self.lockUser(connection, applicationId: applicationId, userId: device.userId, logger: logger)
-            let holding = Self.holdingStates
-            let counts = try await connection.rows("""
-                SELECT a.settings::text AS settings,
-                    (SELECT COUNT(*) FROM download_grants WHERE application_id = a.id AND user_id = \(device.userId)
-                        AND state = ANY(\(holding))) AS account_held,
-                    (SELECT COUNT(*) FROM download_grants WHERE application_id = a.id AND device_id = \(deviceId)
-                        AND state = ANY(\(holding))) AS device_held,
-                    (SELECT COUNT(*) FROM download_grants WHERE application_id = a.id AND user_id = \(device.userId)
-                        AND asset_id = \(assetId) AND state = ANY(\(holding))) AS copies_held,
-                    (SELECT COUNT(*) FROM download_grants WHERE application_id = a.id AND user_id = \(device.userId)
-                        AND asset_id = \(assetId) AND counts_for_lifetime) AS lifetime,
-                    (SELECT policy::text FROM asset_policies WHERE application_id = a.id AND asset_id = \(assetId)) AS policy,
-                    (SELECT episode::text FROM episodes WHERE application_id = a.id AND asset_id = \(assetId) AND retracted_at IS NULL
-                        ORDER BY updated_at DESC LIMIT 1) AS episode
-                FROM applications a WHERE a.id = \(applicationId)
-                """, logger: logger)
-            guard let row = counts.first.map(StoredRow.init) else { throw StoreError.unknownApplication(applicationId) }
-            let held = try await connection.rows("""
-                SELECT \(unescaped: PostgresColumns.grant) FROM download_grants
-                WHERE application_id = \(applicationId) AND user_id = \(device.userId) AND asset_id = \(assetId) AND device_id = \(deviceId)
-                  AND state = ANY(\(holding))
-                ORDER BY row_id LIMIT 1
-                """, logger: logger).records(DownloadGrantRecord.init).first
-            let state = DownloadPermissionState(
-                device: device, settings: try row.json("settings"), held: held,
-                accountHeld: try row("account_held"), deviceHeld: try row("device_held"), copiesHeld: try row("copies_held"),
-                lifetime: try row("lifetime"), policy: try row.json("policy", as: AssetPolicy?.self),
-                episode: try row.json("episode", as: EpisodeInput?.self))
+            let state = try await Self.permissionState(
+                connection, applicationId: applicationId, deviceId: deviceId, assetId: assetId, logger: logger)
             let (grant, decision) = try decide(state)
             if let grant { try await Self.insert(connection, grant, logger: logger) }
             return decision
         }
+    }
+
+    /// What a download permission (or a license) is decided on, read in the caller's transaction
+    /// under the device's and the user's locks.
+    static func permissionState(
+        _ connection: PostgresConnection, applicationId: String, deviceId: String, assetId: String, logger: Logger
+    ) async throws -> DownloadPermissionState {
+        try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
+        guard let device = try await Self.device(connection, applicationId: applicationId, deviceId: deviceId, logger: logger) else {
+            throw StoreError.unknownDevice(deviceId)
+        }
+        try await Self.lockUser(connection, applicationId: applicationId, userId: device.userId, logger: logger)
+        let holding = Self.holdingStates
+        let counts = try await connection.rows("""
+            SELECT a.settings::text AS settings,
+                (SELECT COUNT(*) FROM download_grants WHERE application_id = a.id AND user_id = \(device.userId)
+                    AND state = ANY(\(holding))) AS account_held,
+                (SELECT COUNT(*) FROM download_grants WHERE application_id = a.id AND device_id = \(deviceId)
+                    AND state = ANY(\(holding))) AS device_held,
+                (SELECT COUNT(*) FROM download_grants WHERE application_id = a.id AND user_id = \(device.userId)
+                    AND asset_id = \(assetId) AND state = ANY(\(holding))) AS copies_held,
+                (SELECT COUNT(*) FROM download_grants WHERE application_id = a.id AND user_id = \(device.userId)
+                    AND asset_id = \(assetId) AND counts_for_lifetime) AS lifetime,
+                (SELECT policy::text FROM asset_policies WHERE application_id = a.id AND asset_id = \(assetId)) AS policy,
+                (SELECT episode::text FROM episodes WHERE application_id = a.id AND asset_id = \(assetId) AND retracted_at IS NULL
+                    ORDER BY updated_at DESC LIMIT 1) AS episode
+            FROM applications a WHERE a.id = \(applicationId)
+            """, logger: logger)
+        guard let row = counts.first.map(StoredRow.init) else { throw StoreError.unknownApplication(applicationId) }
+        let held = try await connection.rows("""
+            SELECT \(unescaped: PostgresColumns.grant) FROM download_grants
+            WHERE application_id = \(applicationId) AND user_id = \(device.userId) AND asset_id = \(assetId) AND device_id = \(deviceId)
+              AND state = ANY(\(holding))
+            ORDER BY row_id LIMIT 1
+            """, logger: logger).records(DownloadGrantRecord.init).first
+        return DownloadPermissionState(
+            device: device, settings: try row.json("settings"), held: held,
+            accountHeld: try row("account_held"), deviceHeld: try row("device_held"), copiesHeld: try row("copies_held"),
+            lifetime: try row("lifetime"), policy: try row.json("policy", as: AssetPolicy?.self),
+            episode: try row.json("episode", as: EpisodeInput?.self))
     }
 
     public func downloadGrant(applicationId: String, grantId: String) async throws -> DownloadGrantRecord? {
@@ -105,7 +114,7 @@ extension PostgresStore {
             logger: logger)
     }
 
-    private static func insert(_ connection: PostgresConnection, _ g: DownloadGrantRecord, logger: Logger) async throws {
+    static func insert(_ connection: PostgresConnection, _ g: DownloadGrantRecord, logger: Logger) async throws {
         try await connection.run("""
             INSERT INTO download_grants (
                 grant_id, application_id, user_id, device_id, asset_id, state, counts_for_lifetime, "window", granted_at, updated_at)

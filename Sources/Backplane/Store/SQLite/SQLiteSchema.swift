@@ -210,6 +210,9 @@ extension SQLiteStore {
         migrator.registerMigration("v16: content keys") { db in
             try db.execute(sql: ContentKeyTables.sqlite)
         }
+        migrator.registerMigration("v17: agreement keys, licenses") { db in
+            try db.execute(sql: LicenseTables.sqlite)
+        }
         return migrator
     }
 }

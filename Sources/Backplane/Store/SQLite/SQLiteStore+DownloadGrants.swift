@@ -9,31 +9,36 @@ extension SQLiteStore {
         decide: @escaping @Sendable (DownloadPermissionState) throws -> (DownloadGrantRecord?, Decision)
     ) async throws -> Decision {
         try await write { db in
-            guard let device = try Self.device(db, applicationId: applicationId, deviceId: deviceId) else {
-                throw StoreError.unknownDevice(deviceId)
-            }
-            guard let application = try ApplicationRecord.fetchOne(db, key: applicationId) else {
-                throw StoreError.unknownApplication(applicationId)
-            }
-            let holding = Self.holdsDownload
-            let ofUser = DownloadGrantRecord.filter { $0.applicationId == applicationId && $0.userId == device.userId }
-            let ofAsset = ofUser.filter { $0.assetId == assetId }
-            let state = DownloadPermissionState(
-                device: device, settings: application.settings,
-                held: try ofAsset.filter { $0.deviceId == deviceId }.filter(holding).fetchOne(db),
-                accountHeld: try ofUser.filter(holding).fetchCount(db),
-                deviceHeld: try DownloadGrantRecord
-                    .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }.filter(holding).fetchCount(db),
-                copiesHeld: try ofAsset.filter(holding).fetchCount(db),
-                lifetime: try ofAsset.filter { $0.countsForLifetime }.fetchCount(db),
-                policy: try AssetPolicyRecord.fetchOne(db, key: ["application_id": applicationId, "asset_id": assetId])?.policy,
-                episode: try EpisodeRecord
-                    .filter { $0.applicationId == applicationId && $0.assetId == assetId && $0.retractedAt == nil }
-                    .order(EpisodeRecord.Columns.updatedAt.desc).fetchOne(db)?.episode)
+            let state = try Self.permissionState(db, applicationId: applicationId, deviceId: deviceId, assetId: assetId)
             let (grant, decision) = try decide(state)
             if var grant { try grant.insert(db) }
             return decision
         }
+    }
+
+    /// What a download permission (or a license) is decided on, read in the caller's transaction.
+    static func permissionState(_ db: Database, applicationId: String, deviceId: String, assetId: String) throws -> DownloadPermissionState {
+        guard let device = try Self.device(db, applicationId: applicationId, deviceId: deviceId) else {
+            throw StoreError.unknownDevice(deviceId)
+        }
+        guard let application = try ApplicationRecord.fetchOne(db, key: applicationId) else {
+            throw StoreError.unknownApplication(applicationId)
+        }
+        let holding = Self.holdsDownload
+        let ofUser = DownloadGrantRecord.filter { $0.applicationId == applicationId && $0.userId == device.userId }
+        let ofAsset = ofUser.filter { $0.assetId == assetId }
+        return DownloadPermissionState(
+            device: device, settings: application.settings,
+            held: try ofAsset.filter { $0.deviceId == deviceId }.filter(holding).fetchOne(db),
+            accountHeld: try ofUser.filter(holding).fetchCount(db),
+            deviceHeld: try DownloadGrantRecord
+                .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }.filter(holding).fetchCount(db),
+            copiesHeld: try ofAsset.filter(holding).fetchCount(db),
+            lifetime: try ofAsset.filter { $0.countsForLifetime }.fetchCount(db),
+            policy: try AssetPolicyRecord.fetchOne(db, key: ["application_id": applicationId, "asset_id": assetId])?.policy,
+            episode: try EpisodeRecord
+                .filter { $0.applicationId == applicationId && $0.assetId == assetId && $0.retractedAt == nil }
+                .order(EpisodeRecord.Columns.updatedAt.desc).fetchOne(db)?.episode)
     }
 
     public func downloadGrant(applicationId: String, grantId: String) async throws -> DownloadGrantRecord? {
@@ -67,7 +72,7 @@ extension SQLiteStore {
     }
 
     /// Grants that hold a download: they count toward the account, copies and device limits.
-    private static let holdsDownload = DownloadGrantState.allCases.filter(\.holdsDownload).contains(DownloadGrantRecord.Columns.state)
+    static let holdsDownload = DownloadGrantState.allCases.filter(\.holdsDownload).contains(DownloadGrantRecord.Columns.state)
 
     /// The states that hold a download are this enum's own raw values, so they can be written into the SQL.
     private static let releaseAllSQL = """

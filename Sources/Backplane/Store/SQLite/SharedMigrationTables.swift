@@ -85,3 +85,35 @@ enum ContentKeyTables {
         statements(time: "timestamptz(3)", text: "text COLLATE \"C\"", bytes: "bytea", withoutRowId: "")
     }
 }
+
+/// Migration v17 (PostgreSQL's 9): devices' agreement keys and the licenses issued
+/// (`LicenseStore`). A license's key ids are lowercase hex joined by commas. Never edit once shipped.
+enum LicenseTables {
+    static func statements(time: String, text: String, bytes: String, withoutRowId: String) -> [String] {
+        [
+            """
+            CREATE TABLE agreement_keys (
+                application_id \(text) NOT NULL REFERENCES applications ON DELETE CASCADE, device_id \(text) NOT NULL,
+                public_key \(bytes) NOT NULL, set_at \(time) NOT NULL,
+                PRIMARY KEY (application_id, device_id))\(withoutRowId)
+            """,
+            """
+            CREATE TABLE licenses (
+                license_id \(text) PRIMARY KEY, application_id \(text) NOT NULL REFERENCES applications ON DELETE CASCADE,
+                device_id \(text) NOT NULL, user_id \(text) NOT NULL, asset_id \(text) NOT NULL, grant_id \(text) NOT NULL,
+                system \(text) NOT NULL, kids \(text) NOT NULL, issued_at \(time) NOT NULL, renewed_at \(time), expires_at \(time),
+                released_at \(time))
+            """,
+            "CREATE INDEX licenses_by_device ON licenses (application_id, device_id, issued_at)",
+            "CREATE INDEX licenses_by_grant ON licenses (grant_id)",
+        ]
+    }
+
+    static var sqlite: String {
+        statements(time: "DATETIME", text: "TEXT", bytes: "BLOB", withoutRowId: " WITHOUT ROWID").map { $0 + ";" }.joined(separator: "\n")
+    }
+
+    static var postgres: [String] {
+        statements(time: "timestamptz(3)", text: "text COLLATE \"C\"", bytes: "bytea", withoutRowId: "")
+    }
+}
