@@ -81,6 +81,19 @@ struct BackplaneAPI: Sendable {
         try await send("POST", "/v1/download-grants", body: request, as: device)
     }
 
+    func setAgreementKey(_ request: AgreementKeyRequest, as device: DeviceCredentials) async throws {
+        let _: EmptyAnswer = try await send("PUT", "/v1/devices/\(Self.segment(device.deviceId))/agreement-key", body: request, as: device)
+    }
+
+    /// Repeatable: a repeat for the grant the first made answers that grant with another license.
+    func requestLicense(_ request: LicenseIssueRequest, as device: DeviceCredentials) async throws -> LicenseIssueResponse {
+        try await send("POST", "/v1/licenses", body: request, as: device)
+    }
+
+    func releaseLicense(_ licenseId: String, _ request: LicenseReleaseRequest, as device: DeviceCredentials) async throws -> License {
+        try await send("POST", "/v1/licenses/\(Self.segment(licenseId))/release", body: request, as: device)
+    }
+
     /// Not repeated on a closed connection: a repeat of one that arrived is refused (the device is
     /// no longer registered), which would hide that the first succeeded.
     func unregister(as device: DeviceCredentials) async throws -> DeviceResponse {

@@ -13,6 +13,8 @@ struct DownloadPlan: Sendable, Codable, Equatable {
     var estimatedBytes: Int64?
     /// DASH: the chosen streams' `ContentProtection`, for the license provider.
     var contentProtection: [ContentProtection]? = nil
+    /// HLS: the key ids of keys that are not files (`LicenseRequest.keyIds`).
+    var keyIds: [Data]? = nil
 
     struct WrittenFile: Sendable, Codable, Equatable {
         var path: String

@@ -126,7 +126,8 @@ extension DownloadRunner {
         // A DASH license is made from the manifest's PSSH, which the plan keeps.
         let request = LicenseRequest(
             assetId: queued.assetId, url: queued.request.url, kind: queued.request.kind, entitlement: entitlement,
-            window: grant?.window ?? queued.window, contentProtection: plan.contentProtection ?? [])
+            window: grant?.window ?? queued.window, contentProtection: plan.contentProtection ?? [], keyIds: plan.keyIds ?? [],
+            grantId: grant?.grantId ?? queued.grantId)
         do {
             let license = try await licenses.acquireLicense(for: request)
             try database.recordLicense(license, assetId: queued.assetId)

@@ -62,6 +62,8 @@ public actor BackplaneEngine {
         let channel: WakeUpChannel
         let downloads: DownloadRunner
         let rights: RightsKeeper
+        /// The built-in ClearKey licenses, when the app kept `BackplaneLicenseProvider`.
+        let licenses: BackplaneLicenses?
     }
 
     public init(configuration: BackplaneClientConfiguration) {
@@ -139,7 +141,8 @@ public actor BackplaneEngine {
             refused: { assetId, rights in broadcaster.emit(.playbackRefused(assetId: assetId, rights: rights)) },
             served: { assetId, entry in
                 try? keeper.notePlaybackRequest(assetId: assetId, entry: entry, downloading: downloads.runsDownload(of: assetId))
-            })
+            },
+            clearKeys: Self.clearKeys(parts.licenses))
         let options = configuration.playback
         let task = Task {
             try await PlaybackServer.start(library: library, origins: OriginPassThrough(client: DownloadRunner.client), options: options)
@@ -151,6 +154,14 @@ public actor BackplaneEngine {
             playbackStart = nil
             throw BackplaneClientError(kind: .localStorage, message: "The playback server could not start.", underlying: error)
         }
+    }
+
+    /// The built-in licenses' keys for the playback server's ClearKey answers.
+    private static func clearKeys(
+        _ licenses: BackplaneLicenses?
+    ) -> (@Sendable (String, [Data]) async throws -> [(kid: Data, key: Data)])? {
+        guard let licenses else { return nil }
+        return { assetId, kids in try await licenses.clearKeys(assetId: assetId, kids: kids) }
     }
 
     /// The rights the playback server keeps at its door for `assetId` now.
@@ -228,8 +239,16 @@ public actor BackplaneEngine {
             let session = try DeviceSession(
                 deviceId: deviceId, deviceKey: deviceKey, configuration: configuration, database: database, clock: clock,
                 broadcaster: broadcaster, snapshot: snapshot)
+            // The built-in provider needs the device's session, which only the engine has.
+            let backplaneLicenses = configuration.rights.licenseProvider is BackplaneLicenseProvider
+                ? BackplaneLicenses(
+                    session: session, database: database,
+                    agreementKey: try BackplaneLicenses.agreementKey(in: configuration.dataDirectory))
+                : nil
+            var rightsOptions = configuration.rights
+            if let backplaneLicenses { rightsOptions.licenseProvider = backplaneLicenses }
             let content = ContentStore(
-                dataDirectory: configuration.dataDirectory, database: database, licenses: configuration.rights.licenseProvider,
+                dataDirectory: configuration.dataDirectory, database: database, licenses: rightsOptions.licenseProvider,
                 events: events, downloadSignal: downloadSignal)
             // Best effort: what it cannot move now it moves at the next start.
             try? DirectoryNameMigration.run(content: content)
@@ -240,13 +259,13 @@ public actor BackplaneEngine {
                 try await session.request { api, credentials in try await api.requestDownloadPermission(request, as: credentials) }
             }
             let rights = RightsKeeper(
-                database: database, content: content, clock: trustedClock, snapshot: snapshot, options: configuration.rights,
+                database: database, content: content, clock: trustedClock, snapshot: snapshot, options: rightsOptions,
                 events: events, lifecycle: lifecycle,
                 askBackplane: askBackplane, requestSync: { [weak self] in Task { await self?.syncNow() } })
             let downloads = DownloadRunner(
                 database: database, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
                 events: events, signal: downloadSignal, clock: trustedClock,
-                licenses: configuration.rights.licenseProvider, requestSync: { [weak self] in Task { await self?.syncNow() } },
+                licenses: rightsOptions.licenseProvider, requestSync: { [weak self] in Task { await self?.syncNow() } },
                 askBackplane: askBackplane)
             let subscriptions = SubscriptionSync(
                 configuration: configuration, session: session, database: database, content: content, downloads: downloads,
@@ -268,7 +287,7 @@ public actor BackplaneEngine {
                 onWakeUp: { [weak syncLoop] in syncLoop?.wakeUp() })
             let loaded = Components(
                 database: database, content: content, snapshot: snapshot, session: session, subscriptions: subscriptions,
-                uploader: uploader, syncLoop: syncLoop, channel: channel, downloads: downloads, rights: rights)
+                uploader: uploader, syncLoop: syncLoop, channel: channel, downloads: downloads, rights: rights, licenses: backplaneLicenses)
             components = loaded
             return loaded
         } catch let error as BackplaneClientError {
@@ -368,6 +387,8 @@ extension BackplaneEngine: EngineControl {
         components?.rights.sweepSoon()
         // Places freed by the reports this sync carried may let denied assets through.
         if let downloads = components?.downloads { Task { await downloads.retryDenied() } }
+        // Releases of deleted assets' licenses that could not be sent when they were queued.
+        if let licenses = components?.licenses { Task { await licenses.sendReleases() } }
     }
 
     func deviceLeft(after command: CommandType) async {

@@ -16,6 +16,9 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
     private let library: any PlaybackLibrary
     private let origins: OriginPassThrough
     private var head: HTTPRequestHead?
+    /// A license request's body (`POST`), up to `ClearKeyLicenseAnswer.maxRequestBytes`.
+    private var body: ByteBuffer?
+    private var bodyTooLarge = false
 
     init(token: String, library: any PlaybackLibrary, origins: OriginPassThrough) {
         self.token = token
@@ -27,11 +30,27 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         switch unwrapInboundIn(data) {
         case .head(let head):
             self.head = head
-        case .body:
-            break  // a player sends none; whatever comes is not read
+            body = nil
+            bodyTooLarge = false
+        case .body(var part):
+            // Only a license request has a body; a media request's is not read.
+            guard head?.method == .POST, !bodyTooLarge else { break }
+            if (body?.readableBytes ?? 0) + part.readableBytes > ClearKeyLicenseAnswer.maxRequestBytes {
+                bodyTooLarge = true
+                body = nil
+            } else if body == nil {
+                body = part
+            } else {
+                body!.writeBuffer(&part)
+            }
         case .end:
             guard let head else { return }
             self.head = nil
+            if head.method == .POST {
+                let received = body.map { Data($0.readableBytesView) } ?? Data()
+                body = nil
+                return respondToLicenseRequest(head, body: received, tooLarge: bodyTooLarge, context: context)
+            }
             respond(to: head, context: context)
         }
     }
@@ -74,6 +93,42 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
             await relay.run()
         }
         Task(operation: work)
+    }
+
+    /// `POST /<token>/<asset>/clearkey-license`: the asset's keys for an EME player, at the door of its rights.
+    private func respondToLicenseRequest(_ head: HTTPRequestHead, body: Data, tooLarge: Bool, context: ChannelHandlerContext) {
+        guard case .accepted = LoopbackHost(head, port: context.channel.localAddress?.port) else {
+            return sendText(.misdirectedRequest, "This server answers only for 127.0.0.1 and localhost on its own port.", head: head,
+                            context: context, closing: true)
+        }
+        guard let target = PlaybackPath(uri: head.uri, token: token), target.relativePath == ClearKeyLicenseAnswer.path else {
+            var headers = HTTPHeaders()
+            headers.add(name: "Allow", value: "GET, HEAD")
+            return sendText(
+                .methodNotAllowed, "Only GET and HEAD are served, and POST for a license.", extra: headers, head: head, context: context,
+                closing: !PlaybackPath.carriesToken(head.uri, token: token))
+        }
+        guard !tooLarge else {
+            return sendText(.payloadTooLarge, "A license request is at most \(ClearKeyLicenseAnswer.maxRequestBytes) bytes.", head: head,
+                            context: context, closing: true)
+        }
+        let library = library
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let loop = context.eventLoop
+        Task {
+            let answer = await library.clearKeyLicense(assetId: target.assetId, request: body)
+            loop.execute { handler.value.finishLicense(answer, head: head, context: boundContext.value) }
+        }
+    }
+
+    private func finishLicense(_ answer: PlaybackAnswer, head: HTTPRequestHead, context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        switch answer {
+        case .text(let text, let contentType): sendText(.ok, text, contentType: contentType, head: head, context: context)
+        case .refused(let status, let reason): sendText(HTTPResponseStatus(statusCode: status), reason, head: head, context: context)
+        case .file, .origin: sendText(.notFound, "Not found.", head: head, context: context)
+        }
     }
 
     /// The library's answer and, for a file, the file opened with its size, or, for a file at

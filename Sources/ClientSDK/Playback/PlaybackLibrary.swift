@@ -16,6 +16,9 @@ protocol PlaybackLibrary: Sendable {
     func answer(assetId: String, relativePath: String) async -> PlaybackAnswer
     /// An `.origin` answer's file is being passed on: the origin answered, so it counts as served.
     func servedFromOrigin(assetId: String, relativePath: String)
+    /// A W3C ClearKey license request for the asset (`ClearKeyLicenseAnswer`), kept at the same
+    /// door as its playlists.
+    func clearKeyLicense(assetId: String, request body: Data) async -> PlaybackAnswer
 }
 
 /// The download the engine is running, as the playback server plays it before it completes.
@@ -54,13 +57,17 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
     let refused: @Sendable (String, AssetRights) -> Void
     /// A file of the asset was served (`entry`: at the door): the first of a play session is its play start.
     let served: @Sendable (_ assetId: String, _ entry: Bool) -> Void
+    /// The asset's keys for a player (`BackplaneLicenses.clearKeys`); nil without the built-in licenses.
+    let clearKeys: (@Sendable (_ assetId: String, _ kids: [Data]) async throws -> [(kid: Data, key: Data)])?
     /// The running download's plan by path, read once per download.
     private let plans = PlanIndexCache()
 
     init(
         content: ContentStore, downloads: any DownloadsInProgress, rights: @escaping @Sendable (String) async throws -> AssetRights,
-        refused: @escaping @Sendable (String, AssetRights) -> Void, served: @escaping @Sendable (String, Bool) -> Void
+        refused: @escaping @Sendable (String, AssetRights) -> Void, served: @escaping @Sendable (String, Bool) -> Void,
+        clearKeys: (@Sendable (String, [Data]) async throws -> [(kid: Data, key: Data)])? = nil
     ) {
+        self.clearKeys = clearKeys
         self.content = content
         self.downloads = downloads
         self.rights = rights
@@ -110,6 +117,26 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
 
     func servedFromOrigin(assetId: String, relativePath: String) {
         served(assetId, Self.isAtTheDoor(relativePath) && !relativePath.hasPrefix("keys/"))
+    }
+
+    func clearKeyLicense(assetId: String, request body: Data) async -> PlaybackAnswer {
+        guard let kids = ClearKeyLicenseAnswer.keyIds(in: body) else {
+            return .refused(status: 400, reason: "Not a W3C ClearKey license request: {\"kids\":[1 to \(WireLimits.maxKeyIdsPerLicense) base64url key ids]}.")
+        }
+        let now: AssetRights
+        do {
+            now = try await rights(assetId)
+        } catch {
+            return .refused(status: 503, reason: "The asset's rights cannot be read now.")
+        }
+        guard now.isPlayable else {
+            refused(assetId, now)
+            return .refused(status: 403, reason: "Not playable: \(now.name).")
+        }
+        guard let clearKeys, let keys = try? await clearKeys(assetId, kids), !keys.isEmpty else {
+            return .refused(status: 404, reason: "The asset holds no license for these key ids.")
+        }
+        return .text(ClearKeyLicenseAnswer.license(keys), contentType: "application/json")
     }
 
     /// Top-level files (playlists, a flat asset's file) and keys.

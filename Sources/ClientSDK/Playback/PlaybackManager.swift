@@ -49,6 +49,20 @@ public struct PlaybackManager: Sendable {
         return try await engine.playbackServer().url(assetId: assetId, relativePath: file.relativePath)
     }
 
+    /// Where an EME player (a web view) posts W3C ClearKey license requests for the asset's
+    /// keys: beside its media on the playback server, answered only while its rights are
+    /// `valid` (403 with the reason otherwise). The player's session is temporary; the license
+    /// stays the SDK's. Throws `invalidInput` for an asset neither downloaded nor downloading.
+    public func licenseURL(for assetId: String) async throws -> URL {
+        let known = try await engine.downloads.asset(assetId) != nil
+        let downloading = try await engine.planInProgress(assetId: assetId) != nil
+        guard known || downloading else {
+            throw BackplaneClientError(
+                kind: .invalidInput, message: "Asset '\(assetId)' is neither downloaded nor downloading; only those are served.")
+        }
+        return try await engine.playbackServer().url(assetId: assetId, relativePath: ClearKeyLicenseAnswer.path)
+    }
+
     /// The rights the server keeps at its door for the asset now: a completed asset's (as
     /// `engine.rights.rights(for:)` says), or, for the asset the engine is downloading, the
     /// rights it would have if it completed now. `noRights` for any other asset.

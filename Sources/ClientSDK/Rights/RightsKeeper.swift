@@ -287,7 +287,8 @@ final class RightsKeeper: Sendable {
         }
         let asking = LicenseRequest(
             assetId: stored.assetId, url: request.url, kind: request.kind, entitlement: entitlement, window: window(of: stored),
-            contentProtection: DownloadPlan.kept(in: content.directory(for: stored.assetId))?.contentProtection ?? [])
+            contentProtection: DownloadPlan.kept(in: content.directory(for: stored.assetId))?.contentProtection ?? [],
+            keyIds: DownloadPlan.kept(in: content.directory(for: stored.assetId))?.keyIds ?? [], grantId: stored.grantId)
         // Never sooner than a sweep interval from now: a license shorter than the lead, or a
         // provider that hands back the same end, must not be renewed in a loop.
         let earliest = now.addingTimeInterval(options.sweepInterval.seconds)

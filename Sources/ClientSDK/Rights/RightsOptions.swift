@@ -16,7 +16,9 @@ public struct RightsOptions: Sendable {
     public var sweepInterval: Duration {
         didSet { sweepInterval = Self.clampInterval(sweepInterval) }
     }
-    /// Acquires, renews and releases the app's DRM licenses; the default does nothing.
+    /// Acquires, renews and releases the app's DRM licenses. The default,
+    /// `BackplaneLicenseProvider`, does it through the backplane for ClearKey content and leaves
+    /// content of other DRM systems alone; `NoLicenseProvider` does nothing.
     public var licenseProvider: any LicenseProvider
     /// How long before a license ends the sweep asks the provider to renew it (0 to 30 days).
     public var licenseRenewalLead: TimeInterval {
@@ -25,7 +27,7 @@ public struct RightsOptions: Sendable {
 
     public init(
         deviceClock: any DeviceClock = SystemDeviceClock(), clockTolerance: TimeInterval = 300, sweepInterval: Duration = .seconds(300),
-        licenseProvider: any LicenseProvider = NoLicenseProvider(), licenseRenewalLead: TimeInterval = 86_400
+        licenseProvider: any LicenseProvider = BackplaneLicenseProvider(), licenseRenewalLead: TimeInterval = 86_400
     ) {
         self.licenseRenewalLead = Self.clampLead(licenseRenewalLead)
         self.deviceClock = deviceClock

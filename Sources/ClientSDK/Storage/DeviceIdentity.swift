@@ -43,16 +43,21 @@ public struct FileDeviceIdentityStore: DeviceIdentityStore {
     }
 
     public func saveDeviceKey(_ key: Data) throws {
-        try FileManager.default.createDirectory(at: keyFile.deletingLastPathComponent(), withIntermediateDirectories: true)
-        // Written owner-only from the start: the key never exists on disk readable by others.
-        let temporary = keyFile.appendingPathExtension("tmp-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: temporary.path, contents: key, attributes: [.posixPermissions: 0o600]) else {
+        try Self.writeOwnerOnly(key, to: keyFile)
+    }
+
+    /// Writes `data` to `file` atomically, owner-only from the start: a key never exists on
+    /// disk readable by others.
+    static func writeOwnerOnly(_ data: Data, to file: URL) throws {
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let temporary = file.appendingPathExtension("tmp-\(UUID().uuidString)")
+        guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600]) else {
             throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: temporary.path])
         }
-        if FileManager.default.fileExists(atPath: keyFile.path) {
-            _ = try FileManager.default.replaceItemAt(keyFile, withItemAt: temporary)
+        if FileManager.default.fileExists(atPath: file.path) {
+            _ = try FileManager.default.replaceItemAt(file, withItemAt: temporary)
         } else {
-            try FileManager.default.moveItem(at: temporary, to: keyFile)
+            try FileManager.default.moveItem(at: temporary, to: file)
         }
     }
 }

@@ -111,6 +111,23 @@ extension SDKDatabase {
                 t.add(column: "estimate_basis", .integer).notNull().defaults(to: 0)
             }
         }
+        migrator.registerMigration("v10: licenses through the backplane") { db in
+            // The license each asset holds, as the backplane sent it: the keys still wrapped for
+            // the device's agreement key, so they are never at rest in the clear.
+            try db.create(table: "backplane_licenses") { t in
+                t.primaryKey("asset_id", .text)
+                t.column("license_id", .text).notNull()
+                t.column("grant_id", .text).notNull()
+                t.column("answer", .blob).notNull()
+                t.column("expires_at", .datetime)
+            }
+            // Releases of deleted assets' licenses, sent until the backplane acknowledges them.
+            try db.create(table: "license_releases") { t in
+                t.primaryKey("license_id", .text)
+                t.column("kids", .text).notNull()
+                t.column("queued_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

@@ -39,7 +39,8 @@ final class InProcessBackplane: Sendable {
         deviceLimit: Int? = nil, push: PushOptions = PushOptions(), now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> InProcessBackplane {
         let directory = temporaryDirectory("backplane-sdk-server")
-        let services = BackplaneServices(store: try SQLiteStore(directory: directory), push: push, now: now)
+        let services = BackplaneServices(
+            store: try SQLiteStore(directory: directory), push: push, keyEncryption: try KeyEncryptionKey.inDataDirectory(directory).key, now: now)
         let (application, key) = try await services.testApplication(name: "sdk tests", deviceLimit: deviceLimit)
         return try await serve(
             services: services, applicationId: application.id, keyId: key.keyId, secret: key.secret, directory: directory, now: now, port: 0)
@@ -47,7 +48,8 @@ final class InProcessBackplane: Sendable {
 
     /// The same data directory served again (after `stop()`), on `port`.
     func restart(port: Int? = nil) async throws -> InProcessBackplane {
-        let reopened = BackplaneServices(store: try SQLiteStore(directory: directory), now: now)
+        let reopened = BackplaneServices(
+            store: try SQLiteStore(directory: directory), keyEncryption: try KeyEncryptionKey.inDataDirectory(directory).key, now: now)
         return try await Self.serve(
             services: reopened, applicationId: applicationId, keyId: keyId, secret: secret, directory: directory, now: now,
             port: port ?? self.port)

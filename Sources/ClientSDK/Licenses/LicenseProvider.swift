@@ -32,6 +32,12 @@ public struct LicenseRequest: Sendable, Equatable {
     /// DASH: the chosen streams' `ContentProtection` (system ids, PSSH boxes, the default key
     /// id), what a Widevine or PlayReady license request is built from. Empty for other kinds.
     public var contentProtection: [ContentProtection] = []
+    /// HLS: the key ids of the playlists' `SAMPLE-AES` keys that are not files to download
+    /// (`KEYFORMAT="identity"` with a `data:` URI, as Shaka Packager writes for cbcs), 16 bytes
+    /// each. Empty for other kinds.
+    public var keyIds: [Data] = []
+    /// The backplane's grant the download holds, when a permission was asked.
+    public var grantId: String?
 }
 
 extension LicenseRequest {

@@ -1,0 +1,112 @@
+import Crypto
+import Foundation
+import BackplaneWire
+
+/// ClearKey licenses through the backplane, the engine's own `LicenseProvider`: asks the
+/// license door with the device's signed session, keeps each answer as it came (the keys wrapped
+/// for the device's agreement key, so never at rest in the clear), unwraps the keys only to hand
+/// them to a player, and queues a release for every deleted asset's license, sent until the
+/// backplane acknowledges it.
+actor BackplaneLicenses: LicenseProvider {
+    private let session: DeviceSession
+    private let database: SDKDatabase
+    private let agreementKey: P256.KeyAgreement.PrivateKey
+    /// The credentials the agreement key was registered under (again after a new registration).
+    private var agreementKeySentAs: String?
+
+    init(session: DeviceSession, database: SDKDatabase, agreementKey: P256.KeyAgreement.PrivateKey) {
+        self.session = session
+        self.database = database
+        self.agreementKey = agreementKey
+    }
+
+    func acquireLicense(for asset: LicenseRequest) async throws -> LicenseState {
+        let kids = ClearKeyContent.keyIds(of: asset)
+        guard !kids.isEmpty else { return .notRequired }
+        let answer = try await ask(assetId: asset.assetId, kids: kids, grantId: asset.grantId)
+        try database.saveBackplaneLicense(answer, assetId: asset.assetId)
+        return .acquired(until: answer.expiresAt)
+    }
+
+    /// Asks again for the grant the license holds: the door answers with a new end, or refuses
+    /// when the grant has ended (then the old license stands until it ends, as offline).
+    func renewLicense(for asset: LicenseRequest) async throws -> Date? {
+        guard let held = try database.backplaneLicense(assetId: asset.assetId) else { return nil }
+        let kids = held.clearKey?.keys.compactMap { Base64URL.decode($0.kid) } ?? ClearKeyContent.keyIds(of: asset)
+        let answer = try await ask(assetId: asset.assetId, kids: kids, grantId: held.grantId)
+        try database.saveBackplaneLicense(answer, assetId: asset.assetId)
+        return answer.expiresAt
+    }
+
+    func releaseLicense(assetId: String) async {
+        guard (try? database.queueLicenseRelease(assetId: assetId, at: Date())) != nil else { return }
+        await sendReleases()
+    }
+
+    /// Sends the queued releases, oldest first, until one cannot be sent (offline, 5xx): the
+    /// rest wait for the next sync. An answer of 404 (a license the backplane does not know) is
+    /// as final as a release.
+    func sendReleases() async {
+        try? database.queueOrphanedLicenseReleases(at: Date())
+        guard let pending = try? database.pendingLicenseReleases() else { return }
+        for (licenseId, kids) in pending {
+            do {
+                _ = try await session.request { api, credentials in
+                    try await api.releaseLicense(licenseId, LicenseReleaseRequest(kids: kids.isEmpty ? nil : kids), as: credentials)
+                }
+            } catch let error as BackplaneClientError where error.code == .notFound {
+            } catch {
+                return
+            }
+            try? database.forgetLicenseRelease(licenseId)
+        }
+    }
+
+    /// The asset's keys in the clear, for a player (only the key ids asked for, when any): empty
+    /// when the asset holds no license. Throws when its keys do not open (another agreement key).
+    func clearKeys(assetId: String, kids: [Data]?) throws -> [(kid: Data, key: Data)] {
+        guard let held = try database.backplaneLicense(assetId: assetId), let wrapped = held.clearKey,
+              let epk = Base64URL.decode(wrapped.epk), wrapped.alg == ClearKeyLicense.algorithm
+        else { return [] }
+        let wrapping = try agreementKey.sharedSecretFromKeyAgreement(with: try P256.KeyAgreement.PublicKey(x963Representation: epk))
+            .hkdfDerivedSymmetricKey(
+                using: SHA256.self, salt: Data(held.licenseId.utf8), sharedInfo: Data(ClearKeyLicense.wrappingInfo.utf8) + epk,
+                outputByteCount: 32)
+        var keys: [(kid: Data, key: Data)] = []
+        for entry in wrapped.keys {
+            guard let kid = Base64URL.decode(entry.kid), kids?.contains(kid) ?? true, let box = Base64URL.decode(entry.k) else { continue }
+            keys.append((kid, try AES.GCM.open(try AES.GCM.SealedBox(combined: box), using: wrapping, authenticating: kid)))
+        }
+        return keys
+    }
+
+    private func ask(assetId: String, kids: [Data], grantId: String?) async throws -> LicenseIssueResponse {
+        let request = LicenseIssueRequest(
+            assetId: assetId, system: .clearKey, request: ClearKeyRequest(kids: kids.map { Base64URL.encode($0) }, type: "persistent-license"),
+            grantId: grantId)
+        return try await session.request { [agreementKey] api, credentials in
+            if await self.agreementKeySentAs != credentials.credential {
+                try await api.setAgreementKey(
+                    AgreementKeyRequest(publicKey: Base64URL.encode(agreementKey.publicKey.x963Representation)), as: credentials)
+                await self.agreementKeySent(as: credentials.credential)
+            }
+            return try await api.requestLicense(request, as: credentials)
+        }
+    }
+
+    private func agreementKeySent(as credential: String) {
+        agreementKeySentAs = credential
+    }
+}
+
+extension BackplaneLicenses {
+    /// The device's agreement key, kept owner-only in `agreement-key` in the data directory and
+    /// made on first use. Apart from the device key: it only ever opens licenses.
+    static func agreementKey(in directory: URL) throws -> P256.KeyAgreement.PrivateKey {
+        let file = directory.appendingPathComponent("agreement-key")
+        if let data = try? Data(contentsOf: file), let key = try? P256.KeyAgreement.PrivateKey(rawRepresentation: data) { return key }
+        let key = P256.KeyAgreement.PrivateKey()
+        try FileDeviceIdentityStore.writeOwnerOnly(key.rawRepresentation, to: file)
+        return key
+    }
+}
