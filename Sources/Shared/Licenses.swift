@@ -63,6 +63,29 @@ public struct ClearKeyRequest: Codable, Sendable, Equatable {
     }
 }
 
+extension ClearKeyRequest {
+    /// What is wrong with a request's key ids: the field (`kids`, `kids[2]`) and why.
+    public struct Problem: Error, Equatable, Sendable {
+        public var field: String
+        public var message: String
+    }
+
+    /// The key ids asked for, 16 bytes each: 1 to `WireLimits.maxKeyIdsPerLicense` of them, each
+    /// base64url. The backplane's door and the SDK's playback server read requests alike.
+    public func keyIds() throws(Problem) -> [Data] {
+        let limit = WireLimits.maxKeyIdsPerLicense
+        guard (1...limit).contains(kids.count) else { throw Problem(field: "kids", message: "A license asks for 1 to \(limit) key ids.") }
+        var keyIds: [Data] = []
+        for (index, text) in kids.enumerated() {
+            guard text.utf8.count <= 24, let kid = Base64URL.decode(text), kid.count == 16 else {
+                throw Problem(field: "kids[\(index)]", message: "'kids[\(index)]' must be base64url of 16 bytes.")
+            }
+            keyIds.append(kid)
+        }
+        return keyIds
+    }
+}
+
 /// How long a license lasts, in Widevine's `policy_overrides` names, so a license server
 /// reads it as it is. A duration of 0 means no limit, as in Widevine.
 public struct LicensePolicy: Codable, Sendable, Equatable {

@@ -15,11 +15,8 @@ enum ClearKeyLicenseAnswer {
     /// Key ids from a W3C ClearKey license request (16 bytes each, at most
     /// `WireLimits.maxKeyIdsPerLicense`); nil for anything else.
     static func keyIds(in body: Data) -> [Data]? {
-        guard body.count <= maxRequestBytes, let request = try? JSONDecoder().decode(ClearKeyRequest.self, from: body),
-              (1...WireLimits.maxKeyIdsPerLicense).contains(request.kids.count)
-        else { return nil }
-        let kids = request.kids.compactMap { text in Base64URL.decode(text).flatMap { $0.count == 16 ? $0 : nil } }
-        return kids.count == request.kids.count ? kids : nil
+        guard body.count <= maxRequestBytes, let request = try? JSONDecoder().decode(ClearKeyRequest.self, from: body) else { return nil }
+        return try? request.keyIds()
     }
 
     /// The W3C ClearKey license for `keys`.

@@ -150,3 +150,33 @@ import TestSupport
             + "ffmpeg decrypted its \(media.count) segments to the clear clip's \(original.count) frame hashes")
     }
 }
+
+/// The playback server's license door on what a hostile page could post: refused with a clear
+/// status, never a crash, and no key for an asset that holds no license.
+@Suite struct ClearKeyLicenseDoorTests {
+    @Test func malformedOversizedAndKeylessRequestsAreRefused() async throws {
+        let bench = try await DownloadBench.start()
+        _ = TestHLSAsset(serving: bench.origin)
+        try await bench.engine.downloads.enqueue(DownloadRequest(
+            assetId: "clear", url: bench.origin.url("/hls/master.m3u8"), kind: .hls, allowedMIMETypes: TestHLSAsset.mediaTypes,
+            maxVideoBitrate: 1_500_000, audioLanguages: ["en"]))
+        #expect(try await bench.waitForOutcome("clear").state == .completed)
+        let url = try await bench.engine.playback.licenseURL(for: "clear")
+        let kid = Base64URL.encode(Data(repeating: 7, count: 16))
+        let cases: [(String, UInt)] = [
+            (#"{"kids":["\#(kid)"],"type":"temporary"}"#, 404),
+            (#"{"kids":[]}"#, 400),
+            (#"{"kids":["AAAA"]}"#, 400),
+            ("not json", 400),
+            (#"{"kids":["\#(kid)"],"pad":"\#(String(repeating: "x", count: 5000))"}"#, 413),
+        ]
+        for (body, status) in cases {
+            #expect(try await ClearKeyDownloadTests.post(url, body).status == status, "\(body.prefix(40))")
+        }
+        // Another path under the token is no license door.
+        let elsewhere = url.deletingLastPathComponent().appendingPathComponent("index.m3u8")
+        #expect(try await ClearKeyDownloadTests.post(elsewhere, #"{"kids":["\#(kid)"]}"#).status == 405)
+        await #expect(throws: BackplaneClientError.self) { try await bench.engine.playback.licenseURL(for: "never-downloaded") }
+        await bench.stop()
+    }
+}

@@ -125,6 +125,40 @@ import Testing
         #expect(throws: HLSPlaylistError.self) { try parse(local) }
     }
 
+    /// Shaka Packager's cbcs HLS: `SAMPLE-AES` with the key id in a `data:` URI, identity format.
+    @Test func aKeyIdInADataURIReachesTheLicenseProviderAndTheLocalPlaylistKeepsIt() throws {
+        let kid = Data([0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef])
+        let uri = "data:text/plain;base64,\(kid.base64EncodedString())"
+        let text = """
+            #EXTM3U
+            #EXT-X-TARGETDURATION:2
+            #EXT-X-KEY:METHOD=SAMPLE-AES,URI="\(uri)",KEYFORMAT="identity"
+            #EXT-X-MAP:URI="init.mp4"
+            #EXTINF:2,
+            1.m4s
+            #EXTINF:2,
+            2.m4s
+            #EXT-X-ENDLIST
+            """
+        guard case .media(let media) = try parse(text) else { Issue.record("not a media playlist"); return }
+        let key = try #require(media.segments[0].key)
+        #expect(key.keyId == kid && !key.isDownloadable && key.url == nil)
+        #expect(media.segments[0].initSection?.key?.keyId == kid, "the map stands after the key: it is encrypted too")
+        let plan = try HLSPlan.make(master: nil, streams: [(HLSPlan.Stream(name: "video", url: base, bandwidth: nil), media)])
+        #expect(plan.keyIds == [kid])
+        #expect(!plan.files.contains { $0.relativePath.hasPrefix("keys/") }, "a key id is not a file to fetch")
+        let local = try #require(plan.written.first?.text)
+        #expect(local.contains("#EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"\(uri)\",KEYFORMAT=\"identity\""), "\(local)")
+
+        // SAMPLE-AES-CTR (CENC in HLS) too; a data: URI of another length is refused, not guessed at.
+        let ctr = text.replacingOccurrences(of: "METHOD=SAMPLE-AES,", with: "METHOD=SAMPLE-AES-CTR,")
+        guard case .media(let ctrMedia) = try parse(ctr) else { Issue.record("not a media playlist"); return }
+        #expect(ctrMedia.segments[0].key?.method == .other("SAMPLE-AES-CTR") && ctrMedia.segments[0].key?.keyId == kid)
+        for bad in ["data:text/plain;base64,AAAA", "data:text/plain,0123", "data:;base64,!!!!"] {
+            #expect(throws: HLSPlaylistError.self, "\(bad)") { try parse(text.replacingOccurrences(of: uri, with: bad)) }
+        }
+    }
+
     @Test func aLivePlaylistParsesButSaysItIsNotComplete() throws {
         let text = "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\na.ts\n#EXTINF:4,\nb.ts\n"
         guard case .media(let media) = try parse(text) else { Issue.record("not a media playlist"); return }

@@ -47,7 +47,7 @@ public struct LicenseService: Sendable {
         guard request.system == .clearKey else {
             throw Self.denied(.systemNotConfigured, "No license server is configured for \(request.system.rawValue).")
         }
-        let kids = try Self.keyIds(request.request.kids)
+        let kids = try Self.keyIds(request.request)
         let sealing = try contentKeys.keyEncryptionKey()
         let now = now()
         let licenseId = Secrets.random(prefix: "lic_", byteCount: 12)
@@ -124,7 +124,7 @@ public struct LicenseService: Sendable {
     /// again is safe and answers the license as it is. 404 for a license that is not the device's.
     public func release(applicationId: String, deviceId: String, licenseId: String, _ request: LicenseReleaseRequest) async throws -> License {
         try Validate.identifier(licenseId, field: "licenseId")
-        if let kids = request.kids { _ = try Self.keyIds(kids) }
+        if let kids = request.kids { _ = try Self.keyIds(ClearKeyRequest(kids: kids)) }
         let now = now()
         let released = try await store.releaseLicense(
             applicationId: applicationId, deviceId: deviceId, licenseId: licenseId
@@ -184,17 +184,12 @@ public struct LicenseService: Sendable {
 
     // MARK: ClearKey
 
-    /// Key ids from a ClearKey request: 1 to `maxKeyIdsPerLicense`, each base64url of 16 bytes.
-    static func keyIds(_ texts: [String]) throws -> [Data] {
-        let limit = WireLimits.maxKeyIdsPerLicense
-        guard (1...limit).contains(texts.count) else {
-            throw ServiceError.validation("A license asks for 1 to \(limit) key ids.", field: "request.kids")
-        }
-        return try texts.enumerated().map { index, text in
-            guard text.utf8.count <= 24, let kid = Base64URL.decode(text), kid.count == 16 else {
-                throw ServiceError.validation("'request.kids[\(index)]' must be base64url of 16 bytes.", field: "request.kids[\(index)]")
-            }
-            return kid
+    /// Key ids from a ClearKey request (`ClearKeyRequest.keyIds`), refused as the request's field.
+    static func keyIds(_ request: ClearKeyRequest) throws -> [Data] {
+        do {
+            return try request.keyIds()
+        } catch {
+            throw ServiceError.validation(error.message.replacingOccurrences(of: "'kids", with: "'request.kids"), field: "request.\(error.field)")
         }
     }
 

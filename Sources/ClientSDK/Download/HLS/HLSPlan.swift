@@ -64,8 +64,15 @@ enum HLSPlan {
         var written: [DownloadPlan.WrittenFile] = []
         var keyPaths: [URL: String] = [:]
         var estimate: Int64? = 0
+        var keyIds: [Data] = []
         for (stream, media) in streams {
             guard media.isComplete else { throw liveFailure(stream.url) }
+            // Keys named by id (the license provider's), each once, in playlist order.
+            for segment in media.segments {
+                for key in [segment.key, segment.initSection?.key ?? nil].compactMap({ $0 }) {
+                    if let keyId = key.keyId, !keyIds.contains(keyId) { keyIds.append(keyId) }
+                }
+            }
             let perSecond = stream.bandwidth.map { Double($0) / 8 }
             if stream.bandwidth == nil, stream.name == "video" { estimate = nil }
             let local = HLSPlaylistWriter.media(media, stream: stream.name, keyPaths: &keyPaths, files: &files, bytesPerSecond: perSecond)
@@ -74,7 +81,8 @@ enum HLSPlan {
             if let perSecond, let sum = estimate { estimate = Int64(nonNegative: perSecond * media.duration).map(sum.addingClamped) }
         }
         if let master { written.append(.init(path: indexPlaylist, text: HLSPlaylistWriter.master(master))) }
-        return DownloadPlan(files: files, written: written, mainPath: indexPlaylist, estimatedBytes: estimate)
+        return DownloadPlan(
+            files: files, written: written, mainPath: indexPlaylist, estimatedBytes: estimate, keyIds: keyIds.isEmpty ? nil : keyIds)
     }
 
     static func liveFailure(_ url: URL) -> DownloadFailure {

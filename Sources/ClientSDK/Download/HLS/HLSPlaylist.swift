@@ -162,10 +162,16 @@ struct HLSMediaPlaylist: Equatable, Sendable {
         var iv: String?
         /// `KEYFORMAT`; nil is "identity", the key file itself.
         var format: String?
+        /// The URI as the playlist wrote it, kept in the local playlist when the key is not a
+        /// file the SDK downloads (`skd://…`, a `data:` URI).
+        var uri: String = ""
+        /// The key id a `data:` URI carries (16 bytes): Shaka Packager writes cbcs HLS keys as
+        /// `data:text/plain;base64,<key id>` in the identity format. What a license is asked for.
+        var keyId: Data? = nil
         /// A key the SDK downloads with the segments: AES-128 (or SAMPLE-AES) in the identity
         /// format. Any other format belongs to the app's license provider.
         var isDownloadable: Bool {
-            method != .none && (format == nil || format == "identity") && url != nil
+            method != .none && (format == nil || format == "identity") && url != nil && keyId == nil
         }
     }
 
@@ -309,12 +315,27 @@ struct HLSMediaPlaylist: Equatable, Sendable {
         if method == .none { return nil }
         guard let uri = attributes.string("URI") else { throw .malformed(line: line, "an encryption key without URI") }
         let format = attributes.string("KEYFORMAT")
+        // A `data:` URI carries the key's id, not the key: the license provider's (any format).
+        if uri.utf8.count <= 1024, uri.lowercased().hasPrefix("data:") {
+            guard let keyId = dataURIKeyId(uri) else {
+                throw .malformed(line: line, "a data: key URI that is not a base64 key id of 16 bytes")
+            }
+            return Key(method: method, url: nil, iv: attributes.string("IV"), format: format, uri: uri, keyId: keyId)
+        }
         // A key in the identity format is a file the SDK downloads; any other format (FairPlay's
         // skd://, Widevine, …) is the license provider's, whatever its URI scheme.
         let keyURL = format == nil || format == "identity"
             ? try resolve(uri, against: url, line: line)
             : URL(string: uri, relativeTo: url)?.absoluteURL
-        return Key(method: method, url: keyURL, iv: attributes.string("IV"), format: format)
+        return Key(method: method, url: keyURL, iv: attributes.string("IV"), format: format, uri: uri)
+    }
+
+    /// `data:[<type>];base64,<16 bytes>` (RFC 2397), the key id Shaka Packager writes.
+    static func dataURIKeyId(_ uri: String) -> Data? {
+        guard let comma = uri.firstIndex(of: ","), uri[..<comma].lowercased().hasSuffix(";base64"),
+              let bytes = Data(base64Encoded: String(uri[uri.index(after: comma)...])), bytes.count == 16
+        else { return nil }
+        return bytes
     }
 }
 

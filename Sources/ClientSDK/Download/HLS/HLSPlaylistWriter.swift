@@ -60,7 +60,7 @@ enum HLSPlaylistWriter {
         case .sampleAES: "SAMPLE-AES"
         case .other(let name): name
         }
-        var uri = key.url?.absoluteString ?? ""
+        var uri = key.keyId != nil ? key.uri : key.url?.absoluteString ?? key.uri
         if key.isDownloadable, let url = key.url {
             uri = keyPaths[url] ?? {
                 let path = "keys/\(keyPaths.count).key"
