@@ -24,7 +24,7 @@ struct Play: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Record that playback of an asset starts (its expiry after play starts at the first) and print its rights; exits 10 when it may not be played.",
         discussion: """
-            With --serve: starts the engine, prints one JSON line with the asset's playback "url" (the SDK's \
+            With --serve: starts the engine, prints one JSON line with the asset's playback "url" and "licenseUrl" (the SDK's \
             loopback playback server, which records the play start at the player's first request), then serves \
             it, downloads going on, until SIGINT or SIGTERM. A downloaded asset needs no network; a queued one \
             is served once the engine downloads it, while it downloads.
@@ -73,7 +73,9 @@ extension Play {
                 throw ExitCode(10)
             }
             let served = if let url { url } else { try await engine.playback.url(for: assetId) }
-            Output.line(ServingOutput(url: served, rights: RightsOutput(assetId: assetId, rights, time: try await engine.rights.trustedTime())))
+            Output.line(ServingOutput(
+                url: served, licenseUrl: try await engine.playback.licenseURL(for: assetId),
+                rights: RightsOutput(assetId: assetId, rights, time: try await engine.rights.trustedTime())))
         } catch let error as BackplaneClientError {
             // A signal while a queued asset waited for its download: nothing was served.
             if error.kind == .notRunning, started { return }
@@ -115,13 +117,16 @@ extension Play {
 /// `play --serve`'s line: where the player plays, and the asset's rights then.
 struct ServingOutput: Encodable {
     var url: URL
+    /// Where an EME player posts W3C ClearKey license requests (`engine.playback.licenseURL`).
+    var licenseUrl: URL
     var assetId: String
     var rights: String
     var playable: Bool
     var until: Date?
 
-    init(url: URL, rights: RightsOutput) {
+    init(url: URL, licenseUrl: URL, rights: RightsOutput) {
         self.url = url
+        self.licenseUrl = licenseUrl
         assetId = rights.assetId
         self.rights = rights.rights
         playable = rights.playable
