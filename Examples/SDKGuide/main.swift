@@ -96,7 +96,7 @@ switch try await engine.rights.recordPlayStart(assetId: "episode-7") {
 case .valid: player.play(downloadedFile)   // valid(until:): when its window ends, if it does
 case .notYetAvailable(let from): showBanner("Available from \(from)")
 case .offlinePeriodExceeded, .untrustedTime: showBanner("Connect to the internet to keep watching")
-case .expired, .noRights: showBanner("This download has expired")
+case .expired, .licenseExpired, .noRights: showBanner("This download has expired")
 }
 // when playback stops
 try await engine.rights.recordPlayStop(assetId: "episode-7", watchedSeconds: 1_260)

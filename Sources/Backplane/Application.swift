@@ -125,7 +125,7 @@ public struct BackplaneServices: Sendable {
         self.assetPolicies = AssetPolicyService(store: store, now: now)
         self.contentKeys = ContentKeyService(store: store, sealing: keyEncryption, now: now)
         self.licenses = LicenseService(store: store, contentKeys: contentKeys, now: now)
-        self.sync = SyncService(store: store, devices: devices, commands: commands, lastSeen: lastSeen, now: now)
+        self.sync = SyncService(store: store, devices: devices, commands: commands, lastSeen: lastSeen, licenses: licenses, now: now)
         self.feeds = FeedService(store: store, wakeUps: wakeUps, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)
         self.events = EventService(store: store, lastSeen: lastSeen, metrics: metrics, now: now)

@@ -160,6 +160,7 @@ struct RightsOutput: Encodable {
         case .offlinePeriodExceeded(let lastSync): self.lastSync = lastSync
         case .untrustedTime(let reason): self.reason = reason.rawValue
         case .noRights: break
+        case .licenseExpired(let at): self.until = at
         }
     }
 }

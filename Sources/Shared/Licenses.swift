@@ -206,10 +206,12 @@ public struct LicenseDenial: WireVocabulary {
     public static let windowOver = LicenseDenial(rawValue: "windowOver")
     /// The device registered no agreement key to wrap ClearKey keys for.
     public static let noAgreementKey = LicenseDenial(rawValue: "noAgreementKey")
+    /// The license is not one the backplane issued to this device.
+    public static let unknownLicense = LicenseDenial(rawValue: "unknownLicense")
     /// No license server is configured for this system.
     public static let systemNotConfigured = LicenseDenial(rawValue: "systemNotConfigured")
     public static let allCases: [LicenseDenial] = [
-        .noContentKeys, .keyNotOfAsset, .grantEnded, .grantNotOfAsset, .windowOver, .noAgreementKey, .systemNotConfigured,
+        .noContentKeys, .keyNotOfAsset, .grantEnded, .grantNotOfAsset, .windowOver, .noAgreementKey, .unknownLicense, .systemNotConfigured,
     ]
 }
 
@@ -274,4 +276,48 @@ public struct LicenseList: Codable, Sendable, Equatable {
 extension WireLimits {
     /// Key ids in one license request.
     public static let maxKeyIdsPerLicense = 16
+}
+
+/// A license a device holds, reported in its sync for renewal.
+public struct HeldLicense: Codable, Sendable, Equatable {
+    public var licenseId: String
+    /// When the asset was first played (the device's trusted time), which starts the expiry
+    /// after play.
+    public var firstPlayedAt: Date?
+
+    public init(licenseId: String, firstPlayedAt: Date? = nil) {
+        self.licenseId = licenseId
+        self.firstPlayedAt = firstPlayedAt
+    }
+}
+
+/// What a sync says of a reported license.
+public struct LicenseRenewal: Codable, Sendable, Equatable {
+    public struct Status: WireVocabulary {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// It goes on, until `expiresAt`.
+        public static let renewed = Status(rawValue: "renewed")
+        /// It ends now: the device deletes its keys (`reason` says why).
+        public static let ended = Status(rawValue: "ended")
+        public static let allCases: [Status] = [.renewed, .ended]
+    }
+
+    public var licenseId: String
+    public var status: Status
+    public var expiresAt: Date?
+    public var reason: LicenseDenial?
+
+    public init(licenseId: String, status: Status, expiresAt: Date? = nil, reason: LicenseDenial? = nil) {
+        self.licenseId = licenseId
+        self.status = status
+        self.expiresAt = expiresAt
+        self.reason = reason
+    }
+}
+
+extension WireLimits {
+    /// Licenses one sync may report.
+    public static let maxLicensesPerSync = 500
 }

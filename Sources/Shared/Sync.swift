@@ -11,16 +11,20 @@ public struct SyncRequest: Codable, Sendable, Equatable {
     public var acks: [CommandAck]?
     /// What became of granted downloads (completed, failed, deleted). Idempotent, like `acks`.
     public var downloadReports: [DownloadReport]?
+    /// The licenses the device holds, to be renewed or ended (`SyncResponse.licenseRenewals`).
+    /// Absent when it holds none: such a sync costs nothing more.
+    public var licenses: [HeldLicense]?
 
     public init(
         sdkVersion: String? = nil, appVersion: String? = nil, osVersion: String? = nil, acks: [CommandAck]? = nil,
-        downloadReports: [DownloadReport]? = nil
+        downloadReports: [DownloadReport]? = nil, licenses: [HeldLicense]? = nil
     ) {
         self.sdkVersion = sdkVersion
         self.appVersion = appVersion
         self.osVersion = osVersion
         self.acks = acks
         self.downloadReports = downloadReports
+        self.licenses = licenses
     }
 }
 
@@ -37,11 +41,15 @@ public struct SyncResponse: Codable, Sendable, Equatable {
     public var ackResults: [CommandAckResult]
     /// One result per download report sent.
     public var downloadReportResults: [DownloadReportResult]
+    /// One per license the sync reported (absent when it reported none): renewed with a new end,
+    /// or ended (the device deletes its keys).
+    public var licenseRenewals: [LicenseRenewal]?
 
     public init(
         device: Device, settings: ApplicationSettings, serverTime: Date, commands: [Command] = [], ackResults: [CommandAckResult] = [],
-        downloadReportResults: [DownloadReportResult] = []
+        downloadReportResults: [DownloadReportResult] = [], licenseRenewals: [LicenseRenewal]? = nil
     ) {
+        self.licenseRenewals = licenseRenewals
         self.device = device
         self.settings = settings
         self.serverTime = serverTime
@@ -59,5 +67,6 @@ public struct SyncResponse: Codable, Sendable, Equatable {
         commands = try container.decodeIfPresent([Command].self, forKey: .commands) ?? []
         ackResults = try container.decodeIfPresent([CommandAckResult].self, forKey: .ackResults) ?? []
         downloadReportResults = try container.decodeIfPresent([DownloadReportResult].self, forKey: .downloadReportResults) ?? []
+        licenseRenewals = try container.decodeIfPresent([LicenseRenewal].self, forKey: .licenseRenewals)
     }
 }

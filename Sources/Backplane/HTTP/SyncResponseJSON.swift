@@ -20,6 +20,8 @@ extension SyncResponse {
         out.key("device")
         out.write(device)
         try out.key("downloadReportResults", list: downloadReportResults)
+        // Only a sync that reported licenses has the key, as `JSONEncoder` leaves out a nil.
+        if let licenseRenewals { try out.key("licenseRenewals", list: licenseRenewals) }
         out.key("serverTime", serverTime)
         out.key("settings")
         out.write(settings)

@@ -62,6 +62,9 @@ public enum LicenseState: Sendable, Equatable, Codable {
     case acquired(until: Date?)
     /// The last acquisition or renewal failed with this message.
     case failed(String)
+    /// The backplane ended it (its grant ended, its window closed): the keys are gone, and the
+    /// asset's rights are `licenseExpired`. The reason is a `LicenseDenial` value.
+    case ended(reason: String)
 
     /// A license was acquired (and so is released when the asset goes).
     public var isAcquired: Bool {
@@ -71,8 +74,10 @@ public enum LicenseState: Sendable, Equatable, Codable {
 
     /// Acquired or not needed: the download may go on.
     public var isUsable: Bool {
-        if case .failed = self { return false }
-        return true
+        switch self {
+        case .failed, .ended: false
+        case .notRequired, .acquired: true
+        }
     }
 }
 

@@ -243,7 +243,8 @@ public actor BackplaneEngine {
             let backplaneLicenses = configuration.rights.licenseProvider is BackplaneLicenseProvider
                 ? BackplaneLicenses(
                     session: session, database: database,
-                    agreementKey: try BackplaneLicenses.agreementKey(in: configuration.dataDirectory))
+                    agreementKey: try BackplaneLicenses.agreementKey(in: configuration.dataDirectory),
+                    requestSync: { [weak self] in Task { await self?.syncNow() } })
                 : nil
             var rightsOptions = configuration.rights
             if let backplaneLicenses { rightsOptions.licenseProvider = backplaneLicenses }

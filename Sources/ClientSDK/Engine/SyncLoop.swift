@@ -120,9 +120,12 @@ actor SyncLoop {
         let grantReports = try database.access { try $0.pendingGrantReports(limit: WireLimits.maxDownloadReportsPerSync) }
         // The SDK's version goes with every sync: an app update brings a new SDK without a new
         // registration, and the backplane sends a command only to an SDK that knows its type.
+        // The licenses held go with every sync, to be renewed or ended (none: nothing is sent).
+        let licenses = try database.access { try $0.heldLicenses() }
         let report = SyncRequest(
             sdkVersion: BackplaneSDK.version, appVersion: configuration.device.appVersion, osVersion: configuration.device.osVersion,
-            acks: pending.isEmpty ? nil : pending.map(\.ack), downloadReports: grantReports.isEmpty ? nil : grantReports)
+            acks: pending.isEmpty ? nil : pending.map(\.ack), downloadReports: grantReports.isEmpty ? nil : grantReports,
+            licenses: licenses)
         let sentAt = Date()
         let sentMonotonic = trustedClock.monotonicNow
         let response = try await session.request { api, credentials in try await api.sync(report, as: credentials) }
@@ -139,6 +142,8 @@ actor SyncLoop {
         try database.access { try $0.markAcknowledged(Array(answered.keys)) }
         // So is every answered download report: the backplane records it, or never will.
         try database.access { try $0.settleGrantReports(response.downloadReportResults, sent: grantReports) }
+        // Renewed licenses take their new end; ended ones lose their keys (`licenseExpired`).
+        if let renewals = response.licenseRenewals { try database.access { try $0.applyLicenseRenewals(renewals) } }
         let finishing = pending.first { outcome in
             (outcome.type == .kill || outcome.type == .unregister) && outcome.ack.outcome == .succeeded
                 && [.accepted, .duplicate].contains(answered[outcome.ack.commandId])

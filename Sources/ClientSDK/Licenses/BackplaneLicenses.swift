@@ -11,13 +11,18 @@ actor BackplaneLicenses: LicenseProvider {
     private let session: DeviceSession
     private let database: SDKDatabase
     private let agreementKey: P256.KeyAgreement.PrivateKey
+    /// Asks the engine for a sync, where licenses are renewed.
+    private let requestSync: @Sendable () -> Void
     /// The credentials the agreement key was registered under (again after a new registration).
     private var agreementKeySentAs: String?
 
-    init(session: DeviceSession, database: SDKDatabase, agreementKey: P256.KeyAgreement.PrivateKey) {
+    init(
+        session: DeviceSession, database: SDKDatabase, agreementKey: P256.KeyAgreement.PrivateKey, requestSync: @escaping @Sendable () -> Void
+    ) {
         self.session = session
         self.database = database
         self.agreementKey = agreementKey
+        self.requestSync = requestSync
     }
 
     func acquireLicense(for asset: LicenseRequest) async throws -> LicenseState {
@@ -28,14 +33,13 @@ actor BackplaneLicenses: LicenseProvider {
         return .acquired(until: answer.expiresAt)
     }
 
-    /// Asks again for the grant the license holds: the door answers with a new end, or refuses
-    /// when the grant has ended (then the old license stands until it ends, as offline).
+    /// Licenses are renewed at each sync (`SyncRequest.licenses`), which the backplane answers
+    /// with a new end or ends them: the sweep's call near a license's end asks for a sync and
+    /// answers the end the license has now (nil when the asset holds none of the backplane's).
     func renewLicense(for asset: LicenseRequest) async throws -> Date? {
         guard let held = try database.backplaneLicense(assetId: asset.assetId) else { return nil }
-        let kids = held.clearKey?.keys.compactMap { Base64URL.decode($0.kid) } ?? ClearKeyContent.keyIds(of: asset)
-        let answer = try await ask(assetId: asset.assetId, kids: kids, grantId: held.grantId)
-        try database.saveBackplaneLicense(answer, assetId: asset.assetId)
-        return answer.expiresAt
+        requestSync()
+        return held.expiresAt
     }
 
     func releaseLicense(assetId: String) async {

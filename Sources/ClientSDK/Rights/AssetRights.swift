@@ -16,6 +16,9 @@ public enum AssetRights: Sendable, Equatable {
     case untrustedTime(UntrustedReason)
     /// Not on the device (not downloaded, or deleted).
     case noRights
+    /// Its license ended (then, when known): it ran out offline without a renewal, or the
+    /// backplane ended it (a revoked grant, a wipe, the window over), and its keys are gone.
+    case licenseExpired(at: Date?)
 
     public var isPlayable: Bool {
         if case .valid = self { return true }
@@ -31,6 +34,7 @@ public enum AssetRights: Sendable, Equatable {
         case .offlinePeriodExceeded: "offlinePeriodExceeded"
         case .untrustedTime: "untrustedTime"
         case .noRights: "noRights"
+        case .licenseExpired: "licenseExpired"
         }
     }
 }
@@ -68,6 +72,21 @@ struct RightsFacts: Sendable, Equatable {
             ends.append((firstPlayedAt.addingTimeInterval(TimeInterval(window.expiryAfterPlaySeconds)), .afterPlay))
         }
         return ends
+    }
+
+    /// The rights at `now` under a license too: its end joins the window's (a license that
+    /// does not end, or content that needs none, changes nothing).
+    func rights(at now: TrustedTime, lastSync: Date?, license: LicenseState?) -> AssetRights {
+        if case .ended = license { return .licenseExpired(at: nil) }
+        let rights = rights(at: now, lastSync: lastSync)
+        guard case .valid(let until) = rights, case .acquired(let end?) = license else { return rights }
+        // A license's end is judged on trusted time, as a window's is.
+        guard let date = now.date else {
+            if case .untrusted(let reason) = now { return .untrustedTime(reason) }
+            return .untrustedTime(.neverSynced)
+        }
+        if end <= date { return .licenseExpired(at: end) }
+        return .valid(until: min(until ?? end, end))
     }
 
     /// The rights at `now`, with the last sync's (trusted) time for the offline period.

@@ -81,7 +81,7 @@ final class RightsKeeper: Sendable {
 
     func rights(of stored: StoredRights, at now: TrustedTime) -> AssetRights {
         RightsFacts(window: window(of: stored), downloadedAt: stored.downloadedAt, firstPlayedAt: stored.firstPlayedAt)
-            .rights(at: now, lastSync: clock.lastSync)
+            .rights(at: now, lastSync: clock.lastSync, license: stored.license)
     }
 
     func rights(assetId: String) throws -> AssetRights {

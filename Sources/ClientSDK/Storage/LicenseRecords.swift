@@ -67,3 +67,51 @@ extension SDKDatabase {
         try write { db in try db.execute(sql: "DELETE FROM license_releases WHERE license_id = ?", arguments: [licenseId]) }
     }
 }
+
+/// The licenses a sync reports for renewal, and what its answer says of them.
+extension SDKDatabase {
+    /// Every license held, with its asset's first play (nil when none is held: the sync then
+    /// carries nothing for licenses).
+    func heldLicenses() throws -> [HeldLicense]? {
+        let held = try read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT l.license_id, a.first_played_at FROM backplane_licenses l LEFT JOIN assets a ON a.asset_id = l.asset_id
+                ORDER BY l.license_id LIMIT \(WireLimits.maxLicensesPerSync)
+                """).map { row in HeldLicense(licenseId: row["license_id"], firstPlayedAt: row["first_played_at"]) }
+        }
+        return held.isEmpty ? nil : held
+    }
+
+    /// A renewed license takes its new end (the asset's license state too, which its rights
+    /// read); an ended one loses its keys in the same transaction, and the asset's license is
+    /// `ended`. A license the answer does not name is left as it is.
+    func applyLicenseRenewals(_ renewals: [LicenseRenewal]) throws {
+        try write { db in
+            for renewal in renewals {
+                guard let row = try Row.fetchOne(
+                    db, sql: "SELECT asset_id, answer FROM backplane_licenses WHERE license_id = ?", arguments: [renewal.licenseId])
+                else { continue }
+                let assetId: String = row["asset_id"]
+                let state: LicenseState
+                switch renewal.status {
+                case .renewed:
+                    guard var answer = try? Self.decoder.decode(LicenseIssueResponse.self, from: row["answer"] as Data) else { continue }
+                    answer.expiresAt = renewal.expiresAt
+                    try db.execute(
+                        sql: "UPDATE backplane_licenses SET answer = ?, expires_at = ? WHERE license_id = ?",
+                        arguments: [try Self.encoder.encode(answer), renewal.expiresAt, renewal.licenseId])
+                    state = .acquired(until: renewal.expiresAt)
+                case .ended:
+                    try db.execute(sql: "DELETE FROM backplane_licenses WHERE license_id = ?", arguments: [renewal.licenseId])
+                    state = .ended(reason: renewal.reason?.rawValue ?? "ended")
+                default:
+                    continue  // a status of a later backplane: the license stands until it ends
+                }
+                let data = try Self.encoder.encode(state)
+                for table in ["downloads", "assets"] {
+                    try db.execute(sql: "UPDATE \(table) SET license = ? WHERE asset_id = ?", arguments: [data, assetId])
+                }
+            }
+        }
+    }
+}

@@ -162,6 +162,51 @@ import Testing
         }
     }
 
+    @Test func aSyncRenewsTheLicensesItReportsAndEndsThoseWhoseGrantEnded() async throws {
+        let clock = TestClock()
+        let fixture = try await Fixture.make(clock: clock)
+        try await fixture.test { client in
+            try await setUp(client, fixture)
+            _ = try await fixture.services.applications.updateSettings(applicationId: fixture.applicationId, ApplicationSettingsUpdate {
+                $0.expiryAfterDownloadSeconds = -1; $0.expiryAfterPlaySeconds = 3_600; $0.offlineViewingPeriodSeconds = 86_400
+            })
+            let phone = try await client.register(user: "ed", device: "phone").0
+            _ = try await agree(client, phone)
+            let license = try await client.device(.post, "/v1/licenses", json: Self.ask("film", [Self.filmKid]), as: phone)
+                .decode(LicenseIssueResponse.self)
+
+            // A quiet sync carries no license and its answer has no renewals.
+            let quiet = try await client.device(.post, "/v1/sync", json: SyncRequest(), as: phone)
+            #expect(!quiet.text.contains("licenseRenewals"), "\(quiet.text)")
+
+            // An hour later the license is renewed from then; the first play bounds it.
+            clock.advance(by: 3_600)
+            let played = clock.now.addingTimeInterval(-1_800)
+            let answer = try await client.device(.post, "/v1/sync", json: SyncRequest(licenses: [
+                HeldLicense(licenseId: license.licenseId, firstPlayedAt: played), HeldLicense(licenseId: "lic_someone-elses"),
+            ]), as: phone, at: clock.now)
+            #expect(answer.status == .ok, "\(answer.text)")
+            let synced = try answer.decode(SyncResponse.self)
+            let renewals = try #require(synced.licenseRenewals)
+            #expect(renewals.map(\.status) == [.renewed, .ended] && renewals.last?.reason == .unknownLicense)
+            #expect(abs(try #require(renewals.first?.expiresAt).timeIntervalSince(played.addingTimeInterval(3_600))) < 1)
+            let listed = try await client.admin(.get, "/v1/admin/devices/phone/licenses").decode(LicenseList.self).licenses
+            #expect(listed.first?.renewedAt != nil && listed.first?.expiresAt == renewals.first?.expiresAt)
+
+            // Revoked: once the device acknowledges the deletion, the license ends at its next sync.
+            let revoked = try await client.admin(.post, "/v1/admin/download-grants/\(license.grantId)/revoke").decode(RevokedGrant.self)
+            _ = try await client.device(.post, "/v1/sync", json: SyncRequest(acks: [CommandAck(commandId: revoked.command.commandId, outcome: .succeeded)]), as: phone, at: clock.now)
+            let ended = try await client.device(.post, "/v1/sync", json: SyncRequest(licenses: [HeldLicense(licenseId: license.licenseId)]), as: phone, at: clock.now)
+                .decode(SyncResponse.self)
+            #expect(ended.licenseRenewals == [LicenseRenewal(licenseId: license.licenseId, status: .ended, reason: .grantEnded)])
+
+            // Too many, or a malformed id: 400, and the sync changes nothing.
+            let many = (0...WireLimits.maxLicensesPerSync).map { HeldLicense(licenseId: "lic_\($0)") }
+            #expect(try await client.device(.post, "/v1/sync", json: SyncRequest(licenses: many), as: phone, at: clock.now).status == .badRequest)
+            #expect(try await client.device(.post, "/v1/sync", json: SyncRequest(licenses: [HeldLicense(licenseId: "")]), as: phone, at: clock.now).status == .badRequest)
+        }
+    }
+
     @Test func hostileLicenseRequestsAreRefusedAndWriteNothing() async throws {
         let fixture = try await Fixture.make()
         try await fixture.test { client in

@@ -75,7 +75,11 @@ import Testing
             ]
             try expectSameBytes(SyncResponse(
                 device: Self.fullDevice("x", date), settings: .defaults, serverTime: date, commands: commands, ackResults: results,
-                downloadReportResults: [DownloadReportResult(grantId: "g1", status: .accepted, state: .completed, message: text)]))
+                downloadReportResults: [DownloadReportResult(grantId: "g1", status: .accepted, state: .completed, message: text)],
+                licenseRenewals: [
+                    LicenseRenewal(licenseId: "l1" + text, status: .renewed, expiresAt: date),
+                    LicenseRenewal(licenseId: "l2", status: .ended, reason: .grantEnded),
+                ]))
             try expectSameBytes(SyncResponse(
                 device: Self.fullDevice(text, date), settings: .defaults, serverTime: date, commands: [commands[index % 3]],
                 ackResults: [results[index % 3]]))
@@ -88,7 +92,8 @@ import Testing
     @Test func theSamplesSetEveryField() throws {
         let response = SyncResponse(
             device: Self.fullDevice("x", Self.dates[1]), settings: Self.settings, serverTime: Self.dates[1],
-            commands: [Self.fullCommand("x", Self.dates[1])], ackResults: [CommandAckResult(commandId: "c", status: .accepted, message: "m")])
+            commands: [Self.fullCommand("x", Self.dates[1])], ackResults: [CommandAckResult(commandId: "c", status: .accepted, message: "m")],
+            licenseRenewals: [])
         for value in [response.device as Any, response.settings, response, response.commands[0], response.ackResults[0]] {
             for child in Mirror(reflecting: value).children {
                 if let optional = child.value as? OptionalField {

@@ -98,6 +98,13 @@ import TestSupport
         let licenses = try await server.services.licenses.list(applicationId: server.applicationId, deviceId: try #require(await bench.engine.status.deviceId), limit: nil)
         #expect(licenses.licenses.map(\.state) == ["outstanding"] && licenses.licenses.first?.kids == [key.kid])
 
+        // Each sync reports the license, and the backplane renews it.
+        let deviceId = try #require(await bench.engine.status.deviceId)
+        _ = try await bench.engine.sync()
+        let renewed = try await server.services.licenses.list(applicationId: server.applicationId, deviceId: deviceId, limit: nil)
+        #expect(renewed.licenses.first?.renewedAt != nil, "the sync did not report the license")
+        #expect(try await bench.engine.rights.rights(for: "film").isPlayable)
+
         // The key at rest is wrapped: nowhere in the SDK's data directory in the clear.
         let keyBytes = try #require(HexKey.bytes(key.key))
         let enumerator = try #require(FileManager.default.enumerator(at: bench.dataDirectory, includingPropertiesForKeys: nil))

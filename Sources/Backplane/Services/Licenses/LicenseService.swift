@@ -141,6 +141,53 @@ public struct LicenseService: Sendable {
         return Self.wire(license, grantState: grantState)
     }
 
+    /// A sync's reported licenses: each renewed with a new end while its grant holds the asset and
+    /// the window is open, or ended (with the reason) otherwise. One transaction.
+    /// `held` is validated by the sync (`SyncService.validate`) before anything is written.
+    func renew(applicationId: String, deviceId: String, _ held: [HeldLicense]) async throws -> [LicenseRenewal] {
+        let now = now()
+        let ids = held.map(\.licenseId)
+        let firstPlays = Dictionary(held.map { ($0.licenseId, $0.firstPlayedAt) }, uniquingKeysWith: { first, _ in first })
+        return try await store.renewLicenses(applicationId: applicationId, deviceId: deviceId, licenseIds: ids) { found in
+            var renewed: [LicenseRecord] = []
+            var answers: [String: LicenseRenewal] = [:]
+            for (license, grant) in found {
+                let answer = Self.renewal(of: license, grant: grant, firstPlayedAt: firstPlays[license.licenseId] ?? nil, now: now)
+                if answer.status == .renewed {
+                    var license = license
+                    license.renewedAt = now
+                    license.expiresAt = answer.expiresAt
+                    renewed.append(license)
+                }
+                answers[license.licenseId] = answer
+            }
+            return (renewed, ids.map { answers[$0] ?? LicenseRenewal(licenseId: $0, status: .ended, reason: .unknownLicense) })
+        }
+    }
+
+    /// The rule of a renewal. The end is the first of: the expiry date, the expiry after download
+    /// (from the grant's completion when the device reported it, else from now), the expiry after
+    /// play (from the first play the device reports), and the offline period from now.
+    static func renewal(of license: LicenseRecord, grant: DownloadGrantRecord?, firstPlayedAt: Date?, now: Date) -> LicenseRenewal {
+        guard license.releasedAt == nil, let grant, grant.state.holdsDownload else {
+            return LicenseRenewal(licenseId: license.licenseId, status: .ended, reason: .grantEnded)
+        }
+        let window = grant.window
+        var ends: [Date] = []
+        if let expiry = window.expiryDate { ends.append(expiry) }
+        if window.expiryAfterDownloadSeconds >= 0 {
+            let downloaded = grant.state == .completed ? grant.updatedAt : now
+            ends.append(downloaded.addingTimeInterval(TimeInterval(window.expiryAfterDownloadSeconds)))
+        }
+        if window.expiryAfterPlaySeconds >= 0, let firstPlayedAt {
+            ends.append(firstPlayedAt.addingTimeInterval(TimeInterval(window.expiryAfterPlaySeconds)))
+        }
+        if window.offlineViewingPeriodSeconds >= 0 { ends.append(now.addingTimeInterval(TimeInterval(window.offlineViewingPeriodSeconds))) }
+        let end = ends.min()
+        if let end, end <= now { return LicenseRenewal(licenseId: license.licenseId, status: .ended, reason: .windowOver) }
+        return LicenseRenewal(licenseId: license.licenseId, status: .renewed, expiresAt: end)
+    }
+
     /// A device's licenses, newest first (admin).
     public func list(applicationId: String, deviceId: String, limit: Int?) async throws -> LicenseList {
         try Validate.identifier(deviceId, field: "deviceId")

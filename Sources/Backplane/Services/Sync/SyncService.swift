@@ -10,6 +10,8 @@ public struct SyncService: Sendable {
     let devices: DeviceService
     let commands: CommandService
     let lastSeen: LastSeenLog
+    /// Renews or ends the licenses a sync reports (after the sync's own transaction).
+    let licenses: LicenseService?
     let now: @Sendable () -> Date
 
     /// A device's signed sync: its nonce is spent by the sync's own transaction.
@@ -46,9 +48,14 @@ public struct SyncService: Sendable {
         // Accepted now: noted as seen before the answer, which shows it.
         if nonce != nil { lastSeen.saw(applicationId: applicationId, deviceId: deviceId, at: now()) }
         let device = try await devices.response(applicationId, decision.deviceAfter, includePushToken: true)
+        // Only a sync that reports licenses pays for their renewal.
+        var renewals: [LicenseRenewal]?
+        if let held = request.licenses, !held.isEmpty, let licenses {
+            renewals = try await licenses.renew(applicationId: applicationId, deviceId: deviceId, held)
+        }
         return SyncResponse(
             device: device.device, settings: device.settings, serverTime: device.serverTime, commands: decision.openCommands.map(\.wire),
-            ackResults: decision.ackResults, downloadReportResults: decision.reportResults)
+            ackResults: decision.ackResults, downloadReportResults: decision.reportResults, licenseRenewals: renewals)
     }
 
     private static func validate(_ request: SyncRequest, reports: [DownloadReport], acks: [CommandAck]) throws {
@@ -66,5 +73,12 @@ public struct SyncService: Sendable {
         try Validate.optionalText(request.sdkVersion, field: "sdkVersion", maxLength: WireLimits.maxShortTextLength)
         try Validate.optionalText(request.appVersion, field: "appVersion", maxLength: WireLimits.maxShortTextLength)
         try Validate.optionalText(request.osVersion, field: "osVersion", maxLength: WireLimits.maxShortTextLength)
+        guard (request.licenses?.count ?? 0) <= WireLimits.maxLicensesPerSync else {
+            throw ServiceError.validation("At most \(WireLimits.maxLicensesPerSync) licenses per sync.", field: "licenses")
+        }
+        for license in request.licenses ?? [] {
+            try Validate.identifier(license.licenseId, field: "licenses.licenseId")
+            try Validate.date(license.firstPlayedAt, field: "licenses.firstPlayedAt")
+        }
     }
 }

@@ -21,6 +21,13 @@ public protocol LicenseStore: Sendable {
         applicationId: String, deviceId: String, licenseId: String,
         decide: @escaping @Sendable (LicenseRecord?, DownloadGrantRecord?) throws -> (LicenseRecord?, DownloadGrantRecord?, Decision)
     ) async throws -> Decision
+    /// One transaction: reads the device's licenses among `licenseIds` with their grants (a
+    /// license that is not the device's is absent), asks `decide`, and writes the renewals it
+    /// returns (`renewedAt`, `expiresAt`).
+    func renewLicenses<Decision: Sendable>(
+        applicationId: String, deviceId: String, licenseIds: [String],
+        decide: @escaping @Sendable ([(license: LicenseRecord, grant: DownloadGrantRecord?)]) throws -> ([LicenseRecord], Decision)
+    ) async throws -> Decision
     /// The device's licenses, newest first, each with its grant's state.
     func licenses(applicationId: String, deviceId: String, limit: Int) async throws -> [(license: LicenseRecord, grantState: DownloadGrantState?)]
 }

@@ -86,6 +86,32 @@ extension PostgresStore {
         }
     }
 
+    public func renewLicenses<Decision: Sendable>(
+        applicationId: String, deviceId: String, licenseIds: [String],
+        decide: @escaping @Sendable ([(license: LicenseRecord, grant: DownloadGrantRecord?)]) throws -> ([LicenseRecord], Decision)
+    ) async throws -> Decision {
+        try await transaction { [logger] connection in
+            try await Self.lockDevice(connection, applicationId: applicationId, deviceId: deviceId, logger: logger)
+            let licenses = try await connection.rows("""
+                SELECT \(unescaped: Self.licenseColumns) FROM licenses
+                WHERE application_id = \(applicationId) AND device_id = \(deviceId) AND license_id = ANY(\(licenseIds))
+                """, logger: logger).records(LicenseRecord.init)
+            let grantIds = Array(Set(licenses.map(\.grantId)))
+            let grants = try await connection.rows("""
+                SELECT \(unescaped: PostgresColumns.grant) FROM download_grants WHERE application_id = \(applicationId) AND grant_id = ANY(\(grantIds))
+                """, logger: logger).records(DownloadGrantRecord.init)
+            let byId = Dictionary(uniqueKeysWithValues: licenses.map { ($0.licenseId, $0) })
+            // In the order asked, as the SQLite store reads them.
+            let held = licenseIds.compactMap { id in byId[id].map { license in (license, grants.first { $0.grantId == license.grantId }) } }
+            let (renewed, decision) = try decide(held)
+            for l in renewed {
+                try await connection.run(
+                    "UPDATE licenses SET renewed_at = \(l.renewedAt), expires_at = \(l.expiresAt) WHERE license_id = \(l.licenseId)", logger: logger)
+            }
+            return decision
+        }
+    }
+
     public func licenses(
         applicationId: String, deviceId: String, limit: Int
     ) async throws -> [(license: LicenseRecord, grantState: DownloadGrantState?)] {

@@ -66,6 +66,30 @@ extension SQLiteStore {
         }
     }
 
+    public func renewLicenses<Decision: Sendable>(
+        applicationId: String, deviceId: String, licenseIds: [String],
+        decide: @escaping @Sendable ([(license: LicenseRecord, grant: DownloadGrantRecord?)]) throws -> ([LicenseRecord], Decision)
+    ) async throws -> Decision {
+        try await write { db in
+            var held: [(license: LicenseRecord, grant: DownloadGrantRecord?)] = []
+            for licenseId in licenseIds {
+                guard let license = try Row.fetchOne(
+                    db, sql: "SELECT \(Self.licenseColumns) FROM licenses WHERE application_id = ? AND license_id = ? AND device_id = ?",
+                    arguments: [applicationId, licenseId, deviceId]
+                ).map(LicenseRecord.init(row:)) else { continue }
+                let grant = try DownloadGrantRecord.filter { $0.applicationId == applicationId && $0.grantId == license.grantId }.fetchOne(db)
+                held.append((license, grant))
+            }
+            let (renewed, decision) = try decide(held)
+            for license in renewed {
+                try db.execute(
+                    sql: "UPDATE licenses SET renewed_at = ?, expires_at = ? WHERE license_id = ?",
+                    arguments: [license.renewedAt.stored, license.expiresAt.stored, license.licenseId])
+            }
+            return decision
+        }
+    }
+
     public func licenses(
         applicationId: String, deviceId: String, limit: Int
     ) async throws -> [(license: LicenseRecord, grantState: DownloadGrantState?)] {
