@@ -83,8 +83,20 @@ extension StoreConformanceTests {
             #expect(error.code == .downloadLimitReached)
         }
 
+        // A sync's renewal: the device's licenses renewed in the order reported, another's unknown.
+        let renewals = try await licenses.renew(applicationId: app, deviceId: "phone", [
+            HeldLicense(licenseId: second.licenseId), HeldLicense(licenseId: "lic_nobody"), HeldLicense(licenseId: first.licenseId),
+        ])
+        #expect(renewals.map(\.licenseId) == [second.licenseId, "lic_nobody", first.licenseId])
+        #expect(renewals.map(\.status) == [.renewed, .ended, .renewed] && renewals[1].reason == .unknownLicense)
+        #expect(try await licenses.list(applicationId: app, deviceId: "phone", limit: nil).licenses.allSatisfy { $0.renewedAt == Self.now })
+        #expect(try await licenses.renew(applicationId: app, deviceId: "tablet", [HeldLicense(licenseId: first.licenseId)]).first?.reason
+            == .unknownLicense)
+
         let released = try await licenses.release(applicationId: app, deviceId: "phone", licenseId: first.licenseId, LicenseReleaseRequest())
         #expect(released.state == "released" && released.releasedAt == Self.now)
+        let afterRelease = try await licenses.renew(applicationId: app, deviceId: "phone", [HeldLicense(licenseId: first.licenseId)])
+        #expect(afterRelease.first?.status == .ended && afterRelease.first?.reason == .grantEnded)
         #expect(try await store.downloadGrant(applicationId: app, grantId: first.grantId)?.state == .deleted)
         await #expect(throws: ServiceError.self) {
             try await licenses.release(applicationId: app, deviceId: "tablet", licenseId: second.licenseId, LicenseReleaseRequest())
