@@ -80,6 +80,18 @@ extension ConsoleController {
         let commandTypes: [CommandChoice]
         let commands: [CommandRow]
         let next: String?
+        let licenses: [LicenseRow]
+    }
+
+    /// A license of the device: its key ids, never a key (the console never has one).
+    struct LicenseRow {
+        let licenseId: String
+        let assetId: String
+        let system: String
+        let kids: String
+        let issued: String
+        let expires: String
+        let state: String
     }
 
     @Sendable func device(_ request: Request, context: ConsoleRequestContext) async throws -> Response {
@@ -91,6 +103,7 @@ extension ConsoleController {
             applicationId: applicationId, filter: CommandFilter(deviceId: deviceId),
             cursor: try ConsoleForms.query(request)["cursor"], limit: nil)
         let row = DeviceRow(device)
+        let licenses = try await services.licenses.list(applicationId: applicationId, deviceId: deviceId, limit: nil).licenses
         let profile: [ProfileLine] = [
             ProfileLine(label: "User", value: device.userId, href: ConsolePaths.user(device.userId)),
             ProfileLine(label: "Nickname", value: device.nickname ?? "", href: nil),
@@ -111,7 +124,14 @@ extension ConsoleController {
                     type: type.rawValue, label: Self.label(type), destructive: type != .syncNow, needsAssets: type == .deleteAssets, commandAction: action)
             },
             commands: commands.commands.map(CommandRow.init),
-            next: commands.nextCursor.map { ConsoleFormat.link(ConsolePaths.device(deviceId), [("cursor", $0)]) })
+            next: commands.nextCursor.map { ConsoleFormat.link(ConsolePaths.device(deviceId), [("cursor", $0)]) },
+            licenses: licenses.map { license in
+                LicenseRow(
+                    licenseId: license.licenseId, assetId: license.assetId, system: license.system.rawValue,
+                    kids: license.kids.joined(separator: ", "), issued: ConsoleFormat.time(license.issuedAt),
+                    expires: license.expiresAt.map { ConsoleFormat.time($0) } ?? "never",
+                    state: license.releasedAt.map { "released \(ConsoleFormat.time($0))" } ?? license.state)
+            })
         return renderer.page("device", title: "Device \(deviceId)", model: model, session: context.session, current: .find)
     }
 

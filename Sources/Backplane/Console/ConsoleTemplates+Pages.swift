@@ -97,6 +97,14 @@ extension ConsoleTemplates {
         <h2>Commands</h2>
         {{>commandTable}}
         {{>pager}}
+        <h2>Licenses</h2>
+        <table>
+        <thead><tr><th>License</th><th>Asset</th><th>System</th><th>Key ids</th><th>Issued</th><th>Ends</th><th>State</th></tr></thead>
+        <tbody>
+        {{#licenses}}<tr><td>{{licenseId}}</td><td>{{assetId}}</td><td>{{system}}</td><td>{{kids}}</td><td>{{issued}}</td><td>{{expires}}</td><td>{{state}}</td></tr>{{/licenses}}
+        {{^licenses}}<tr><td colspan="7" class="muted">No licenses.</td></tr>{{/licenses}}
+        </tbody>
+        </table>
         """
 
     static let commands = """

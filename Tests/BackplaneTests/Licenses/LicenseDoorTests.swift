@@ -238,3 +238,29 @@ import Testing
         }
     }
 }
+
+/// The console's device page lists the device's licenses: key ids and states, never a key.
+@Suite struct LicenseConsoleTests {
+    @Test func theDevicePageListsLicensesWithKeyIdsOnly() async throws {
+        let fixture = try await Fixture.make()
+        try await fixture.test { client in
+            let set = try await client.admin(.put, "/v1/admin/assets/film/keys", json: ContentKeysRequest(keys: [
+                .init(kid: LicenseDoorTests.filmKid, key: LicenseDoorTests.filmKey),
+            ]))
+            #expect(set.status == .ok)
+            let phone = try await client.register(user: "fay", device: "phone").0
+            let key = P256.KeyAgreement.PrivateKey()
+            _ = try await client.device(
+                .put, "/v1/devices/phone/agreement-key", json: AgreementKeyRequest(publicKey: Base64URL.encode(key.publicKey.x963Representation)),
+                as: phone)
+            let license = try await client.device(.post, "/v1/licenses", json: LicenseDoorTests.ask("film", [LicenseDoorTests.filmKid]), as: phone)
+                .decode(LicenseIssueResponse.self)
+            var browser = try #require(try await ConsoleBrowser.signIn(client, token: fixture.adminToken))
+            let page = try await browser.get("/console/devices/phone")
+            #expect(page.text.contains(license.licenseId) && page.text.contains(LicenseDoorTests.filmKid) && page.text.contains("outstanding"))
+            #expect(!page.text.contains(LicenseDoorTests.filmKey))
+            _ = try await client.device(.post, "/v1/licenses/\(license.licenseId)/release", json: LicenseReleaseRequest(), as: phone)
+            #expect(try await browser.get("/console/devices/phone").text.contains("released "))
+        }
+    }
+}
