@@ -31,7 +31,8 @@ public struct LicenseService: Sendable {
 
     /// What the door decided, inside the transaction.
     private enum Outcome: Sendable {
-        case issued(LicenseRecord, grant: DownloadGrantRecord, keys: [(kid: Data, key: Data)], agreementKey: Data, created: Bool)
+        /// `recorded`: the license is new and is written; else the held one is answered again.
+        case issued(LicenseRecord, grant: DownloadGrantRecord, keys: [(kid: Data, key: Data)], agreementKey: Data, created: Bool, recorded: Bool)
         case denied(LicenseDenial, String)
         case limit(DownloadRule, DownloadCounts)
         case notEnabled
@@ -55,13 +56,13 @@ public struct LicenseService: Sendable {
             applicationId: applicationId, deviceId: deviceId, assetId: request.assetId, grantId: request.grantId
         ) { state -> (LicenseIssue?, Outcome) in
             let decision = try Self.decide(request, kids: kids, state, licenseId: licenseId, sealing: sealing, now: now)
-            if case .issued(let license, let grant, _, _, let created) = decision {
+            if case .issued(let license, let grant, _, _, let created, true) = decision {
                 return (LicenseIssue(grant: created ? grant : nil, license: license), decision)
             }
             return (nil, decision)
         }
         switch outcome {
-        case .issued(let license, let grant, let keys, let agreementKey, let created):
+        case .issued(let license, let grant, let keys, let agreementKey, let created, _):
             let wrapped = try Self.wrap(keys, for: agreementKey, licenseId: license.licenseId)
             return (LicenseIssueResponse(
                 licenseId: license.licenseId, grantId: license.grantId, assetId: license.assetId, system: license.system,
@@ -109,11 +110,20 @@ public struct LicenseService: Sendable {
             if let expiry = grant.window.expiryDate, expiry <= now {
                 return .denied(.windowOver, "Asset '\(request.assetId)' expired at \(ISO8601DateFormatter().string(from: expiry)).")
             }
+            // Asking again is safe and counts once, as for a permission: the held grant's
+            // unreleased license of the same keys is answered again (wrapped anew), nothing
+            // written. One that ran out (offline) is replaced by a new one.
+            let asked = kids.map { HexKey.text($0) }
+            if !created, let held = state.heldLicense, held.grantId == grant.grantId, held.system == request.system,
+                Set(asked).isSubset(of: held.kids), held.expiresAt.map({ now < $0 }) ?? true
+            {
+                return .issued(held, grant: grant, keys: keys, agreementKey: agreementKey, created: false, recorded: false)
+            }
             let license = LicenseRecord(
                 licenseId: licenseId, applicationId: grant.applicationId, deviceId: grant.deviceId, userId: grant.userId,
-                assetId: grant.assetId, grantId: grant.grantId, system: request.system, kids: kids.map { HexKey.text($0) }, issuedAt: now,
+                assetId: grant.assetId, grantId: grant.grantId, system: request.system, kids: asked, issuedAt: now,
                 renewedAt: nil, expiresAt: expiresAt(grant.window, now: now), releasedAt: nil)
-            return .issued(license, grant: grant, keys: keys, agreementKey: agreementKey, created: created)
+            return .issued(license, grant: grant, keys: keys, agreementKey: agreementKey, created: created, recorded: true)
         case .denied(let rule, let counts): return .limit(rule, counts)
         case .notEnabled: return .notEnabled
         case .ended(let grantId): return .denied(.grantEnded, "Grant '\(grantId)' has ended; ask without a grantId.")

@@ -8,8 +8,9 @@ public protocol LicenseStore: Sendable {
     /// Sets the device's agreement key; false when there is no such registered device.
     func setAgreementKey(applicationId: String, deviceId: String, publicKey: Data, at: Date) async throws -> Bool
     /// One transaction: reads what `POST /v1/download-grants` reads (`DownloadPermissionState`),
-    /// the grant named `grantId` (if any), the asset's content keys and the device's agreement
-    /// key; asks `decide`; and inserts the grant and the license it returns, if any. Throws
+    /// the grant named `grantId` (if any), the newest unreleased license of the held grant, the
+    /// asset's content keys and the device's agreement key; asks `decide`; and inserts the grant
+    /// and the license it returns, if any (none: nothing is written). Throws
     /// `StoreError.unknownDevice` when there is no such device.
     func issueLicense<Decision: Sendable>(
         applicationId: String, deviceId: String, assetId: String, grantId: String?,
@@ -38,12 +39,14 @@ public struct LicenseDoorState: Sendable {
     public var permission: DownloadPermissionState
     /// The grant the request named, in whatever state, if it is the device's.
     public var named: DownloadGrantRecord?
+    /// The newest unreleased license of the grant the device holds of the asset, if any.
+    public var heldLicense: LicenseRecord?
     public var contentKeys: [ContentKeyRecord]
     /// The device's agreement key (X9.63 P-256), if it registered one.
     public var agreementKey: Data?
 }
 
-/// What the door writes: a new grant (nil: it used the held one) and the license.
+/// What the door writes: a new grant (nil: it used the held one) and a new license.
 public struct LicenseIssue: Sendable {
     public var grant: DownloadGrantRecord?
     public var license: LicenseRecord

@@ -35,6 +35,14 @@ extension PostgresStore {
                     WHERE application_id = \(applicationId) AND grant_id = \(grantId) AND device_id = \(deviceId)
                     """, logger: logger).records(DownloadGrantRecord.init).first
             }
+            var heldLicense: LicenseRecord?
+            if let held = permission.held {
+                heldLicense = try await connection.rows("""
+                    SELECT \(unescaped: Self.licenseColumns) FROM licenses
+                    WHERE grant_id = \(held.grantId) AND device_id = \(deviceId) AND released_at IS NULL
+                    ORDER BY issued_at DESC, license_id DESC LIMIT 1
+                    """, logger: logger).records(LicenseRecord.init).first
+            }
             let keys = try await connection.rows("""
                 SELECT application_id, asset_id, kid, sealed_key, sealed_with, created_at FROM content_keys
                 WHERE application_id = \(applicationId) AND asset_id = \(assetId) ORDER BY created_at, kid
@@ -43,7 +51,7 @@ extension PostgresStore {
                 SELECT public_key FROM agreement_keys WHERE application_id = \(applicationId) AND device_id = \(deviceId)
                 """, logger: logger).first?.decode(Data.self)
             let (issue, decision) = try decide(
-                LicenseDoorState(permission: permission, named: named, contentKeys: keys, agreementKey: agreementKey))
+                LicenseDoorState(permission: permission, named: named, heldLicense: heldLicense, contentKeys: keys, agreementKey: agreementKey))
             if let issue {
                 if let grant = issue.grant { try await Self.insert(connection, grant, logger: logger) }
                 let l = issue.license

@@ -27,8 +27,18 @@ extension SQLiteStore {
                 try DownloadGrantRecord.filter { $0.applicationId == applicationId && $0.grantId == grantId && $0.deviceId == deviceId }
                     .fetchOne(db)
             }
+            let heldLicense = try permission.held.flatMap { held in
+                try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT \(Self.licenseColumns) FROM licenses WHERE grant_id = ? AND device_id = ? AND released_at IS NULL
+                        ORDER BY issued_at DESC, license_id DESC LIMIT 1
+                        """,
+                    arguments: [held.grantId, deviceId]
+                ).map(LicenseRecord.init(row:))
+            }
             let state = LicenseDoorState(
-                permission: permission, named: named,
+                permission: permission, named: named, heldLicense: heldLicense,
                 contentKeys: try ContentKeyRecord.filter(Column("application_id") == applicationId && Column("asset_id") == assetId)
                     .order(Column("created_at"), Column("kid")).fetchAll(db),
                 agreementKey: try Data.fetchOne(
