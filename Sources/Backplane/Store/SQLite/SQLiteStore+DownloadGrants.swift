@@ -16,30 +16,49 @@ extension SQLiteStore {
         }
     }
 
-    /// What a download permission (or a license) is decided on, read in the caller's transaction.
+    /// What a download permission (or a license) is decided on, read in the caller's transaction,
+    /// through statements prepared once: every permission and license runs it while no other
+    /// write can, and the query interface prepared nine statements per call (most of a
+    /// permission's time on the writer, `benchmarks/licenses`).
     static func permissionState(_ db: Database, applicationId: String, deviceId: String, assetId: String) throws -> DownloadPermissionState {
         guard let device = try Self.device(db, applicationId: applicationId, deviceId: deviceId) else {
             throw StoreError.unknownDevice(deviceId)
         }
-        guard let application = try ApplicationRecord.fetchOne(db, key: applicationId) else {
-            throw StoreError.unknownApplication(applicationId)
-        }
-        let holding = Self.holdsDownload
-        let ofUser = DownloadGrantRecord.filter { $0.applicationId == applicationId && $0.userId == device.userId }
-        let ofAsset = ofUser.filter { $0.assetId == assetId }
+        guard let settings = try String.fetchOne(db.cachedStatement(sql: "SELECT settings FROM applications WHERE id = ?"), arguments: [applicationId])
+        else { throw StoreError.unknownApplication(applicationId) }
+        let counts = try Row.fetchOne(db.cachedStatement(sql: permissionCountsSQL), arguments: [
+            applicationId, device.userId, applicationId, deviceId, applicationId, device.userId, assetId, applicationId, device.userId, assetId,
+        ])
+        let policy = try String.fetchOne(
+            db.cachedStatement(sql: "SELECT policy FROM asset_policies WHERE application_id = ? AND asset_id = ?"), arguments: [applicationId, assetId])
+        let episode = try String.fetchOne(
+            db.cachedStatement(sql: """
+                SELECT episode FROM episodes WHERE application_id = ? AND asset_id = ? AND retracted_at IS NULL ORDER BY updated_at DESC LIMIT 1
+                """), arguments: [applicationId, assetId])
         return DownloadPermissionState(
-            device: device, settings: application.settings,
-            held: try ofAsset.filter { $0.deviceId == deviceId }.filter(holding).fetchOne(db),
-            accountHeld: try ofUser.filter(holding).fetchCount(db),
-            deviceHeld: try DownloadGrantRecord
-                .filter { $0.applicationId == applicationId && $0.deviceId == deviceId }.filter(holding).fetchCount(db),
-            copiesHeld: try ofAsset.filter(holding).fetchCount(db),
-            lifetime: try ofAsset.filter { $0.countsForLifetime }.fetchCount(db),
-            policy: try AssetPolicyRecord.fetchOne(db, key: ["application_id": applicationId, "asset_id": assetId])?.policy,
-            episode: try EpisodeRecord
-                .filter { $0.applicationId == applicationId && $0.assetId == assetId && $0.retractedAt == nil }
-                .order(EpisodeRecord.Columns.updatedAt.desc).fetchOne(db)?.episode)
+            device: device, settings: try StoredJSON.decode(ApplicationSettings.self, settings),
+            held: try DownloadGrantRecord.fetchOne(db.cachedStatement(sql: heldGrantSQL), arguments: [applicationId, device.userId, assetId, deviceId]),
+            accountHeld: counts?[0] ?? 0, deviceHeld: counts?[1] ?? 0, copiesHeld: counts?[2] ?? 0, lifetime: counts?[3] ?? 0,
+            policy: try policy.map { try StoredJSON.decode(AssetPolicy.self, $0) },
+            episode: try episode.map { try StoredJSON.decode(EpisodeInput.self, $0) })
     }
+
+    /// The states that hold a download, written into the SQL (this enum's own raw values).
+    private static let holdingList = DownloadGrantState.allCases.filter(\.holdsDownload).map { "'\($0.rawValue)'" }.joined(separator: ", ")
+
+    /// The account's, the device's and the asset's held grants, and the asset's lifetime count.
+    private static let permissionCountsSQL = """
+        SELECT
+            (SELECT COUNT(*) FROM download_grants WHERE application_id = ? AND user_id = ? AND state IN (\(holdingList))),
+            (SELECT COUNT(*) FROM download_grants WHERE application_id = ? AND device_id = ? AND state IN (\(holdingList))),
+            (SELECT COUNT(*) FROM download_grants WHERE application_id = ? AND user_id = ? AND asset_id = ? AND state IN (\(holdingList))),
+            (SELECT COUNT(*) FROM download_grants WHERE application_id = ? AND user_id = ? AND asset_id = ? AND counts_for_lifetime)
+        """
+
+    private static let heldGrantSQL = """
+        SELECT * FROM download_grants WHERE application_id = ? AND user_id = ? AND asset_id = ? AND device_id = ?
+        AND state IN (\(holdingList)) ORDER BY row_id LIMIT 1
+        """
 
     public func downloadGrant(applicationId: String, grantId: String) async throws -> DownloadGrantRecord? {
         try await read { db in
