@@ -23,26 +23,22 @@ extension SQLiteStore {
     ) async throws -> Decision {
         try await write { db in
             let permission = try Self.permissionState(db, applicationId: applicationId, deviceId: deviceId, assetId: assetId)
+            // Statements prepared once: this runs while no other write can (as `permissionState`).
             let named = try grantId.flatMap { grantId in
-                try DownloadGrantRecord.filter { $0.applicationId == applicationId && $0.grantId == grantId && $0.deviceId == deviceId }
-                    .fetchOne(db)
+                try DownloadGrantRecord.fetchOne(
+                    db.cachedStatement(sql: "SELECT * FROM download_grants WHERE application_id = ? AND grant_id = ? AND device_id = ?"),
+                    arguments: [applicationId, grantId, deviceId])
             }
             let heldLicense = try permission.held.flatMap { held in
-                try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT \(Self.licenseColumns) FROM licenses WHERE grant_id = ? AND device_id = ? AND released_at IS NULL
-                        ORDER BY issued_at DESC, license_id DESC LIMIT 1
-                        """,
-                    arguments: [held.grantId, deviceId]
-                ).map(LicenseRecord.init(row:))
+                try Row.fetchOne(db.cachedStatement(sql: Self.heldLicenseSQL), arguments: [held.grantId, deviceId]).map(LicenseRecord.init(row:))
             }
             let state = LicenseDoorState(
                 permission: permission, named: named, heldLicense: heldLicense,
-                contentKeys: try ContentKeyRecord.filter(Column("application_id") == applicationId && Column("asset_id") == assetId)
-                    .order(Column("created_at"), Column("kid")).fetchAll(db),
+                contentKeys: try ContentKeyRecord.fetchAll(
+                    db.cachedStatement(sql: "SELECT * FROM content_keys WHERE application_id = ? AND asset_id = ? ORDER BY created_at, kid"),
+                    arguments: [applicationId, assetId]),
                 agreementKey: try Data.fetchOne(
-                    db, sql: "SELECT public_key FROM agreement_keys WHERE application_id = ? AND device_id = ?",
+                    db.cachedStatement(sql: "SELECT public_key FROM agreement_keys WHERE application_id = ? AND device_id = ?"),
                     arguments: [applicationId, deviceId]))
             let (issue, decision) = try decide(state)
             if let issue {
@@ -122,9 +118,16 @@ extension SQLiteStore {
     static let licenseColumns =
         "license_id, application_id, device_id, user_id, asset_id, grant_id, system, kids, issued_at, renewed_at, expires_at, released_at"
 
+    /// The newest unreleased license of a grant the device holds.
+    private static let heldLicenseSQL = """
+        SELECT \(licenseColumns) FROM licenses WHERE grant_id = ? AND device_id = ? AND released_at IS NULL
+        ORDER BY issued_at DESC, license_id DESC LIMIT 1
+        """
+
+    private static let insertLicenseSQL = "INSERT INTO licenses (\(licenseColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
     private static func insert(_ db: Database, _ license: LicenseRecord) throws {
-        try db.execute(
-            sql: "INSERT INTO licenses (\(licenseColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        try db.cachedStatement(sql: insertLicenseSQL).execute(
             arguments: [
                 license.licenseId, license.applicationId, license.deviceId, license.userId, license.assetId, license.grantId,
                 license.system.rawValue, license.kids.joined(separator: ","), license.issuedAt.stored, license.renewedAt.stored,
