@@ -66,7 +66,10 @@ struct PostgresRestartTests {
                 for node in [a, b] {
                     let ready = try await Self.send(node, .get, "/readyz")
                     #expect(ready.status == 503, "\(outage): /readyz on :\(node.port) answered \(ready.status)")
-                    #expect(ready.elapsed < .seconds(4), "\(outage): /readyz took \(ready.elapsed)")
+                    // The node caps its probe at 2 s (`PostgresStore.isReachable`); what this guards
+                    // against is a probe that hangs (30 s here, the client's limit). 8 s leaves room
+                    // for the kill and load tests that share the two cores: CI measured 5.4 s once.
+                    #expect(ready.elapsed < .seconds(8), "\(outage): /readyz took \(ready.elapsed)")
                     let body = try JSONEncoder().encode(SyncRequest())
                     let sync = try await Self.send(node, .post, "/v1/sync", body: body,
                         headers: signer.headers(method: .post, path: "/v1/sync", body: body, deviceId: "uploader", credential: uploader))
