@@ -158,19 +158,24 @@ import TestSupport
     }
 
     @Test func unreachableBackplaneIsReportedAndTheLoopRecovers() async throws {
-        // Learn a free port, then leave nothing listening on it.
+        // A port that refuses connections, held until the backplane takes it: a port merely
+        // free could be another test's server by the time the engine calls it (CI saw a 404).
         let server = try await InProcessBackplane.start()
         await server.stop()
+        let refusing = try RefusingPort()
+        var configuration = server.configuration(user: "gina", dataDirectory: temporaryDirectory("sdk-gina"))
+        configuration.backplaneURL = URL(string: "http://127.0.0.1:\(refusing.port)")!
 
-        let engine = BackplaneEngine(configuration: server.configuration(user: "gina", dataDirectory: temporaryDirectory("sdk-gina")))
+        let engine = BackplaneEngine(configuration: configuration)
         let events = EventRecorder(engine.events())
         try await engine.start()  // does not throw: an app starts offline
         try await events.wait(for: "communicationsFailure")
         #expect(await engine.status.isRegistered == false)
         #expect(await engine.status.lastError?.kind == .communicationsFailure)
 
-        // The backplane comes up on the same port: the backoff loop registers and syncs on its own.
-        let restarted = try await server.restart()
+        // The backplane comes up on that port: the backoff loop registers and syncs on its own.
+        refusing.close()
+        let restarted = try await server.restart(port: refusing.port)
         defer { Task { await restarted.stop() } }
         try await events.wait(for: "syncCompleted")
         #expect(await engine.status.isRegistered)

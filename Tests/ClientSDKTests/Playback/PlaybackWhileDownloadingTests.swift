@@ -100,7 +100,10 @@ import TestSupport
     @Test func filesNotOnDiskComeFromTheOriginOr404WhenItCannotBeReached() async throws {
         let bench = try await DownloadBench.start(options: { $0.parallelFiles = 1 })
         let origin = bench.origin
-        let deadPort = try freePort()
+        // Held refusing for the whole test: a port merely free could be another test's server by the time it is asked.
+        let dead = try RefusingPort()
+        defer { dead.close() }
+        let deadPort = dead.port
         origin.serve("/clip/0.ts", TestOrigin.content(5_000, seed: 3), contentType: "video/mp2t")
         origin.serve("/clip/1.ts", TestOrigin.content(6_000, seed: 4), contentType: "video/mp2t")
         let packed = TestOrigin.content(4_000, seed: 5)
