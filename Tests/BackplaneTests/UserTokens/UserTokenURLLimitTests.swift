@@ -99,8 +99,11 @@ import TestSupport
         let root = try createdTemporaryDirectory("backplane-jwks-limits")
         defer { try? FileManager.default.removeItem(at: root) }
         guard let certificates = try await Self.certificates(in: root) else { return }
-        // A port nothing listens on: the connection is refused.
-        let port = try freePort()
+        // A port that refuses connections for the whole test (a port merely free could become
+        // another test's server meanwhile).
+        let refusing = try RefusingPort()
+        defer { refusing.close() }
+        let port = refusing.port
         let fixture = try await Fixture.make(userTokens: Self.options(certificates))
         let issuer = TokenIssuer()
         try await fixture.test { client in
