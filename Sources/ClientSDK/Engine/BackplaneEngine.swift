@@ -43,7 +43,8 @@ public actor BackplaneEngine {
     let lifecycle = EngineLifecycle()
     var lastError: BackplaneClientError?
     /// Started by the first `playback.url(for:)`; stopped at shutdown.
-    private var playbackStart: Task<PlaybackServer, any Error>?
+    /// The playback server's start, once asked for (`BackplaneEngine+Playback.swift`).
+    var playbackStart: Task<PlaybackServer, any Error>?
     /// Loaded from the data directory on first use.
     var components: Components?
 
@@ -124,55 +125,6 @@ public actor BackplaneEngine {
         await components?.rights.finishInFlight()
         if let playbackStart { await (try? playbackStart.value)?.stop() }
         broadcaster.finish()
-    }
-
-    /// The playback server, started once; joined by every caller meanwhile.
-    func playbackServer() async throws -> PlaybackServer {
-        guard state != .shutDown else {
-            throw BackplaneClientError(kind: .notRunning, message: "The engine was shut down; create a new one.")
-        }
-        if let playbackStart { return try await playbackStart.value }
-        let parts = try loadComponents()
-        let broadcaster = broadcaster
-        let keeper = parts.rights, downloads = parts.downloads
-        let library = DownloadedAssetsLibrary(
-            content: parts.content, downloads: downloads,
-            rights: { assetId in try keeper.playbackRights(assetId: assetId, downloading: downloads.runsDownload(of: assetId)) },
-            refused: { assetId, rights in broadcaster.emit(.playbackRefused(assetId: assetId, rights: rights)) },
-            served: { assetId, entry in
-                try? keeper.notePlaybackRequest(assetId: assetId, entry: entry, downloading: downloads.runsDownload(of: assetId))
-            },
-            clearKeys: Self.clearKeys(parts.licenses))
-        let options = configuration.playback
-        let task = Task {
-            try await PlaybackServer.start(library: library, origins: OriginPassThrough(client: DownloadRunner.client), options: options)
-        }
-        playbackStart = task
-        do {
-            return try await task.value
-        } catch {
-            playbackStart = nil
-            throw BackplaneClientError(kind: .localStorage, message: "The playback server could not start.", underlying: error)
-        }
-    }
-
-    /// The built-in licenses' keys for the playback server's ClearKey answers.
-    private static func clearKeys(
-        _ licenses: BackplaneLicenses?
-    ) -> (@Sendable (String, [Data]) async throws -> [(kid: Data, key: Data)])? {
-        guard let licenses else { return nil }
-        return { assetId, kids in try await licenses.clearKeys(assetId: assetId, kids: kids) }
-    }
-
-    /// The rights the playback server keeps at its door for `assetId` now.
-    func playbackRights(assetId: String) throws -> AssetRights {
-        let parts = try loadComponents()
-        return try rightsKeeper().playbackRights(assetId: assetId, downloading: parts.downloads.runsDownload(of: assetId))
-    }
-
-    /// The plan of the asset the engine is downloading now (nil for any other).
-    func planInProgress(assetId: String) throws -> DownloadPlan? {
-        try loadComponents().downloads.planInProgress(assetId: assetId)
     }
 
     func contentDirectory(for assetId: String) throws -> URL {

@@ -97,32 +97,15 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
         } else {
             return .refused(status: 404, reason: "Not found.")
         }
-        if entry {
-            let now: AssetRights
-            do {
-                now = try await rights(assetId)
-            } catch {
-                return .refused(status: 503, reason: "The asset's rights cannot be read now.")
-            }
-            guard now.isPlayable else {
-                refused(assetId, now)
-                return .refused(status: 403, reason: "Not playable: \(now.name).")
-            }
-        }
+        if entry, let refusal = await refusalAtTheDoor(assetId) { return refusal }
         // A file still at its origin counts once the origin answers (`servedFromOrigin`).
         if case .origin = answer { return answer }
         served(assetId, entry && !relativePath.hasPrefix("keys/"))
         return answer
     }
 
-    func servedFromOrigin(assetId: String, relativePath: String) {
-        served(assetId, Self.isAtTheDoor(relativePath) && !relativePath.hasPrefix("keys/"))
-    }
-
-    func clearKeyLicense(assetId: String, request body: Data) async -> PlaybackAnswer {
-        guard let kids = ClearKeyLicenseAnswer.keyIds(in: body) else {
-            return .refused(status: 400, reason: "Not a W3C ClearKey license request: {\"kids\":[1 to \(WireLimits.maxKeyIdsPerLicense) base64url key ids]}.")
-        }
+    /// The door: nil while the asset's rights are valid, else the refusal (told to the app).
+    private func refusalAtTheDoor(_ assetId: String) async -> PlaybackAnswer? {
         let now: AssetRights
         do {
             now = try await rights(assetId)
@@ -133,6 +116,18 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
             refused(assetId, now)
             return .refused(status: 403, reason: "Not playable: \(now.name).")
         }
+        return nil
+    }
+
+    func servedFromOrigin(assetId: String, relativePath: String) {
+        served(assetId, Self.isAtTheDoor(relativePath) && !relativePath.hasPrefix("keys/"))
+    }
+
+    func clearKeyLicense(assetId: String, request body: Data) async -> PlaybackAnswer {
+        guard let kids = ClearKeyLicenseAnswer.keyIds(in: body) else {
+            return .refused(status: 400, reason: "Not a W3C ClearKey license request: {\"kids\":[1 to \(WireLimits.maxKeyIdsPerLicense) base64url key ids]}.")
+        }
+        if let refusal = await refusalAtTheDoor(assetId) { return refusal }
         guard let clearKeys, let keys = try? await clearKeys(assetId, kids), !keys.isEmpty else {
             return .refused(status: 404, reason: "The asset holds no license for these key ids.")
         }
