@@ -182,18 +182,8 @@ public struct LicenseService: Sendable {
         guard license.releasedAt == nil, let grant, grant.state.holdsDownload else {
             return LicenseRenewal(licenseId: license.licenseId, status: .ended, reason: .grantEnded)
         }
-        let window = grant.window
-        var ends: [Date] = []
-        if let expiry = window.expiryDate { ends.append(expiry) }
-        if window.expiryAfterDownloadSeconds >= 0 {
-            let downloaded = grant.state == .completed ? grant.updatedAt : now
-            ends.append(downloaded.addingTimeInterval(TimeInterval(window.expiryAfterDownloadSeconds)))
-        }
-        if window.expiryAfterPlaySeconds >= 0, let firstPlayedAt {
-            ends.append(firstPlayedAt.addingTimeInterval(TimeInterval(window.expiryAfterPlaySeconds)))
-        }
-        if window.offlineViewingPeriodSeconds >= 0 { ends.append(now.addingTimeInterval(TimeInterval(window.offlineViewingPeriodSeconds))) }
-        let end = ends.min()
+        let end = Self.end(
+            of: grant.window, downloadedAt: grant.state == .completed ? grant.updatedAt : now, firstPlayedAt: firstPlayedAt, now: now)
         if let end, end <= now { return LicenseRenewal(licenseId: license.licenseId, status: .ended, reason: .windowOver) }
         return LicenseRenewal(licenseId: license.licenseId, status: .renewed, expiresAt: end)
     }
@@ -220,9 +210,18 @@ public struct LicenseService: Sendable {
     /// (counted from now: the download has not finished), and the offline period (renewed at
     /// each sync). Nil when none applies.
     static func expiresAt(_ window: DownloadWindow, now: Date) -> Date? {
+        end(of: window, downloadedAt: now, firstPlayedAt: nil, now: now)
+    }
+
+    /// The first of the window's ends: its expiry date, the expiry after download, the expiry
+    /// after play (once played) and the offline period from now. Nil when none applies.
+    static func end(of window: DownloadWindow, downloadedAt: Date, firstPlayedAt: Date?, now: Date) -> Date? {
         var ends: [Date] = []
         if let expiry = window.expiryDate { ends.append(expiry) }
-        if window.expiryAfterDownloadSeconds >= 0 { ends.append(now.addingTimeInterval(TimeInterval(window.expiryAfterDownloadSeconds))) }
+        if window.expiryAfterDownloadSeconds >= 0 { ends.append(downloadedAt.addingTimeInterval(TimeInterval(window.expiryAfterDownloadSeconds))) }
+        if window.expiryAfterPlaySeconds >= 0, let firstPlayedAt {
+            ends.append(firstPlayedAt.addingTimeInterval(TimeInterval(window.expiryAfterPlaySeconds)))
+        }
         if window.offlineViewingPeriodSeconds >= 0 { ends.append(now.addingTimeInterval(TimeInterval(window.offlineViewingPeriodSeconds))) }
         return ends.min()
     }
