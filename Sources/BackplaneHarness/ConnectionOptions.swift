@@ -18,6 +18,10 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "PEM file of certificate authorities to trust besides the system's (or BACKPLANE_CA_FILE).") var caFile: String?
     @Option(help: "User token (a JWT from the app's backend) sent when the device registers (or BACKPLANE_USER_TOKEN).")
     var userToken: String?
+    @Option(help: ArgumentHelp(
+        "Seconds the device's clock is set ahead (negative: behind), as a user sets it, to try rights and licenses over time.",
+        valueName: "seconds"))
+    var clockOffset: Double = 0
 
     /// The private CA's certificates, when the backplane's certificate comes from one.
     var trustedAuthorities: URL? {
@@ -47,6 +51,7 @@ struct ConnectionOptions: ParsableArguments {
                 retry: RetryPolicy(initial: .seconds(1), maximum: .seconds(30)), requestTimeout: .seconds(timeout),
                 // One-shot commands sync once; only `watch` keeps the wake-up channel open.
                 useWakeUpChannel: false),
+            rights: RightsOptions(deviceClock: SetDeviceClock(offset: clockOffset.isFinite ? clockOffset : 0)),
             trustedCertificateAuthorities: trustedAuthorities,
             userToken: token.map { token in { @Sendable _ in token } })
     }
@@ -55,4 +60,14 @@ struct ConnectionOptions: ParsableArguments {
     private var token: String? {
         (userToken ?? ProcessInfo.processInfo.environment["BACKPLANE_USER_TOKEN"]).flatMap { $0.isEmpty ? nil : $0 }
     }
+}
+
+/// The device's clock as a user may set it: the wall clock moved by `offset` seconds (the
+/// monotonic clock does not move).
+struct SetDeviceClock: DeviceClock {
+    let offset: TimeInterval
+    private let system = SystemDeviceClock()
+
+    var wallNow: Date { system.wallNow.addingTimeInterval(offset) }
+    var monotonicNow: TimeInterval { system.monotonicNow }
 }

@@ -20,7 +20,8 @@ extension BackplaneEngine {
             served: { assetId, entry in
                 try? keeper.notePlaybackRequest(assetId: assetId, entry: entry, downloading: downloads.runsDownload(of: assetId))
             },
-            clearKeys: Self.clearKeys(parts.licenses))
+            clearKeys: Self.clearKeys(parts.licenses),
+            licensed: { [licenses = parts.licenses] assetId in await licenses?.holdsLicense(assetId: assetId) ?? false })
         let options = configuration.playback
         let task = Task {
             try await PlaybackServer.start(library: library, origins: OriginPassThrough(client: DownloadRunner.client), options: options)

@@ -66,6 +66,11 @@ actor BackplaneLicenses: LicenseProvider {
         }
     }
 
+    /// Whether the asset holds a license of the backplane's (its media opens only with its keys).
+    func holdsLicense(assetId: String) -> Bool {
+        (try? database.backplaneLicense(assetId: assetId)) != nil
+    }
+
     /// The asset's keys in the clear, for a player (only the key ids asked for, when any): empty
     /// when the asset holds no license. Throws when its keys do not open (another agreement key).
     func clearKeys(assetId: String, kids: [Data]?) throws -> [(kid: Data, key: Data)] {

@@ -59,15 +59,19 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
     let served: @Sendable (_ assetId: String, _ entry: Bool) -> Void
     /// The asset's keys for a player (`BackplaneLicenses.clearKeys`); nil without the built-in licenses.
     let clearKeys: (@Sendable (_ assetId: String, _ kids: [Data]) async throws -> [(kid: Data, key: Data)])?
+    /// Whether the asset's keys come only through the license door (it holds a backplane license).
+    let licensed: @Sendable (_ assetId: String) async -> Bool
     /// The running download's plan by path, read once per download.
     private let plans = PlanIndexCache()
 
     init(
         content: ContentStore, downloads: any DownloadsInProgress, rights: @escaping @Sendable (String) async throws -> AssetRights,
         refused: @escaping @Sendable (String, AssetRights) -> Void, served: @escaping @Sendable (String, Bool) -> Void,
-        clearKeys: (@Sendable (String, [Data]) async throws -> [(kid: Data, key: Data)])? = nil
+        clearKeys: (@Sendable (String, [Data]) async throws -> [(kid: Data, key: Data)])? = nil,
+        licensed: @escaping @Sendable (String) async -> Bool = { _ in false }
     ) {
         self.clearKeys = clearKeys
+        self.licensed = licensed
         self.content = content
         self.downloads = downloads
         self.rights = rights
@@ -97,7 +101,13 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
         } else {
             return .refused(status: 404, reason: "Not found.")
         }
-        if entry, let refusal = await refusalAtTheDoor(assetId) { return refusal }
+        if entry, let refusal = await refusalAtTheDoor(assetId) {
+            // Media whose keys come only through the license door is useless without them: it
+            // is served as it lies on disk, and the door refuses the license, so that an EME
+            // player says why (`waitingforkey`, the 403's reason) rather than failing to load.
+            guard case .file = answer, await licensed(assetId) else { return refusal }
+            return answer
+        }
         // A file still at its origin counts once the origin answers (`servedFromOrigin`).
         if case .origin = answer { return answer }
         served(assetId, entry && !relativePath.hasPrefix("keys/"))

@@ -59,15 +59,13 @@ import TestSupport
         return (response.status.code, Data(buffer: try await response.body.collect(upTo: 1 << 20)))
     }
 
-    @Test func aPackagedClipDownloadsWithItsLicenseAndDecryptsToTheClearFrames() async throws {
-        guard let packager = try await Self.toolsAreInstalled() else { return }
-        let root = try createdTemporaryDirectory("backplane-clearkey")
-        defer { try? FileManager.default.removeItem(at: root) }
-        let bench = try await DownloadBench.start()
-        let server = bench.server
-
-        // The key, made by the backplane and shown once, for the packager.
-        let key = try await server.services.contentKeys.generate(applicationId: server.applicationId, assetId: "film")
+    /// A 6 s clip (ffmpeg's test source, H.264, 25 fps), encrypted by Shaka Packager as CENC
+    /// DASH with `key` (2 s segments, no clear lead, a static MPD), served by `origin` under
+    /// `prefix` (`manifest.mpd`, `v/init.mp4`, `v/1.m4s`…). Returns the clear clip and the
+    /// names of the files under `v/`.
+    static func packageClip(
+        _ packager: URL, key: GeneratedContentKey, in root: URL, serving prefix: String, from origin: TestOrigin
+    ) async throws -> (source: URL, segments: [String]) {
         let clear = root.appendingPathComponent("clear.mp4")
         let made = try await ChildProcess.run(PlaybackPlayersTests.ffmpeg, [
             "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=25", "-t", "6", "-c:v", "libx264", "-preset", "ultrafast",
@@ -86,12 +84,25 @@ import TestSupport
         var manifest = try String(contentsOf: packaged.appendingPathComponent("manifest.mpd"), encoding: .utf8)
         manifest = manifest.replacingOccurrences(of: packaged.path + "/", with: "")
         #expect(manifest.contains("cenc:default_KID"))
-        bench.origin.serve("/film/manifest.mpd", Data(manifest.utf8), contentType: "application/dash+xml")
+        origin.serve("\(prefix)/manifest.mpd", Data(manifest.utf8), contentType: "application/dash+xml")
         let segments = try FileManager.default.contentsOfDirectory(atPath: packaged.appendingPathComponent("v").path).sorted()
         for file in segments {
-            bench.origin.serve("/film/v/\(file)", try Data(contentsOf: packaged.appendingPathComponent("v/\(file)")), contentType: "video/mp4")
+            origin.serve("\(prefix)/v/\(file)", try Data(contentsOf: packaged.appendingPathComponent("v/\(file)")), contentType: "video/mp4")
         }
+        return (clear, segments)
+    }
 
+    @Test func aPackagedClipDownloadsWithItsLicenseAndDecryptsToTheClearFrames() async throws {
+        guard let packager = try await Self.toolsAreInstalled() else { return }
+        let root = try createdTemporaryDirectory("backplane-clearkey")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let bench = try await DownloadBench.start()
+        let server = bench.server
+
+        // The key, made by the backplane and shown once, for the packager.
+        let key = try await server.services.contentKeys.generate(applicationId: server.applicationId, assetId: "film")
+        let clear = try await Self.packageClip(packager, key: key, in: root, serving: "/film", from: bench.origin)
+        let segments = clear.segments
         try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "film", url: bench.origin.url("/film/manifest.mpd"), kind: .dash))
         let asset = try await bench.waitForOutcome("film", timeout: .seconds(60))
         try #require(asset.state == .completed, "\(String(describing: asset.lastFailure))")
@@ -137,7 +148,7 @@ import TestSupport
             decrypted += try await Self.frameHashes(piece, key: HexKey.text(servedKey))
             wrongKey += try await Self.frameHashes(piece, key: String(HexKey.text(servedKey).reversed()))
         }
-        let original = try await Self.frameHashes(clear)
+        let original = try await Self.frameHashes(clear.source)
         #expect(original.count == 150 && decrypted == original, "\(decrypted.count) decrypted frames, \(original.count) clear")
         #expect(wrongKey.count == original.count && Set(wrongKey).isDisjoint(with: original), "a wrong key must give other frames")
 

@@ -111,8 +111,11 @@ import TestSupport
     /// Adds a line to the report CI reads (`BACKPLANE_PLAYERS_REPORT`).
     static func report(_ line: String) throws {
         guard let path = ProcessInfo.processInfo.environment["BACKPLANE_PLAYERS_REPORT"] else { return }
-        let old = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-        try (old + line + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        // Appended, not read and rewritten: suites running at once each add their line.
+        let descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT, 0o644)
+        guard descriptor >= 0 else { throw CocoaError(.fileWriteUnknown) }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        try handle.write(contentsOf: Data((line + "\n").utf8))
     }
 
     @Test func ffprobeAndGStreamerPlayDownloadsThroughTheServer() async throws {
