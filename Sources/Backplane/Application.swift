@@ -76,6 +76,8 @@ public struct BackplaneServices: Sendable {
     public let contentKeys: ContentKeyService
     /// The license door.
     public let licenses: LicenseService
+    /// The license servers applications forward Widevine, PlayReady and FairPlay requests to.
+    public let licenseServers: LicenseServerService
     public let feeds: FeedService
     public let subscriptions: SubscriptionService
     public let events: EventService
@@ -98,7 +100,8 @@ public struct BackplaneServices: Sendable {
     public init(
         store: any BackplaneStore, wakeUpHub: WakeUpHub? = nil, metrics: BackplaneMetrics = BackplaneMetrics(),
         userTokens: UserTokenOptions = UserTokenOptions(), push: PushOptions = PushOptions(),
-        commandSupport: CommandSupport = .current, keyEncryption: KeyEncryptionKey? = nil, now: @escaping @Sendable () -> Date = { Date() }
+        commandSupport: CommandSupport = .current, licenseServers: LicenseServerForwarder.Options = LicenseServerForwarder.Options(),
+        keyEncryption: KeyEncryptionKey? = nil, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
         self.health = StoreHealth(store: store)
@@ -124,7 +127,10 @@ public struct BackplaneServices: Sendable {
         self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
         self.assetPolicies = AssetPolicyService(store: store, now: now)
         self.contentKeys = ContentKeyService(store: store, sealing: keyEncryption, now: now)
-        self.licenses = LicenseService(store: store, contentKeys: contentKeys, now: now)
+        self.licenseServers = LicenseServerService(store: store, now: now)
+        self.licenses = LicenseService(
+            store: store, contentKeys: contentKeys, licenseServers: self.licenseServers, entitlements: entitlements,
+            forwarder: LicenseServerForwarder(options: licenseServers), now: now)
         self.sync = SyncService(store: store, devices: devices, commands: commands, lastSeen: lastSeen, licenses: licenses, now: now)
         self.feeds = FeedService(store: store, wakeUps: wakeUps, now: now)
         self.subscriptions = SubscriptionService(store: store, now: now)
@@ -175,6 +181,7 @@ public func buildRouter(
     grants.addAdminRoutes(to: admin)
     grants.addPublicRoutes(to: router)
     ContentKeysController(contentKeys: services.contentKeys).addAdminRoutes(to: admin)
+    LicenseServersController(licenseServers: services.licenseServers).addAdminRoutes(to: admin)
     let licenses = LicensesController(licenses: services.licenses)
     licenses.addDeviceRoutes(to: signedByDevice)
     licenses.addAdminRoutes(to: admin)

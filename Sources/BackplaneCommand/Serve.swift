@@ -93,6 +93,14 @@ struct Serve: AsyncParsableCommand {
     var googleTokenUrl: String?
     @Option(help: Environment.help("A PEM file of certificate authorities trusted for the push providers besides the system's", option: "push-ca-file"))
     var pushCaFile: String?
+    @Option(help: Environment.help(
+        "A PEM file of certificate authorities trusted for the applications' license servers besides the system's",
+        option: "license-server-ca-file"))
+    var licenseServerCaFile: String?
+    @Option(help: Environment.help(
+        "Seconds a forward to a license server may take in all: connection, TLS, head and body", option: "license-server-timeout-seconds",
+        default: Defaults.licenseServerTimeoutSeconds))
+    var licenseServerTimeoutSeconds: Int?
 
     /// Runs before anything touches the data directory: a bad option creates nothing. Fills every
     /// option from its flag, its environment variable or its default, then checks its range.
@@ -142,6 +150,13 @@ struct Serve: AsyncParsableCommand {
         if let pushCaFile, !FileManager.default.isReadableFile(atPath: pushCaFile) {
             throw ValidationError("--push-ca-file: \(pushCaFile) cannot be read.")
         }
+        licenseServerCaFile = Environment.resolve(licenseServerCaFile, option: "license-server-ca-file")
+        if let licenseServerCaFile, !FileManager.default.isReadableFile(atPath: licenseServerCaFile) {
+            throw ValidationError("--license-server-ca-file: \(licenseServerCaFile) cannot be read.")
+        }
+        licenseServerTimeoutSeconds = try Environment.resolve(
+            licenseServerTimeoutSeconds, option: "license-server-timeout-seconds", default: Defaults.licenseServerTimeoutSeconds)
+        guard (1...60).contains(licenseServerTimeoutSeconds!) else { throw ValidationError("--license-server-timeout-seconds must be 1 to 60.") }
         guard Logger.Level(rawValue: logLevel!) != nil else { throw ValidationError("--log-level: unknown level '\(logLevel!)'.") }
         guard ["text", "json"].contains(logFormat!) else { throw ValidationError("--log-format must be text or json.") }
         if let metricsToken, metricsToken.count < 16 || metricsToken.count > 256 {
@@ -200,6 +215,9 @@ struct Serve: AsyncParsableCommand {
                 apnsURL: apnsUrl.flatMap(URL.init(string:)), fcmURL: URL(string: fcmUrl!) ?? PushOptions.googleFCMURL,
                 googleTokenURL: URL(string: googleTokenUrl!) ?? PushOptions.googleTokenURL,
                 trustedCertificateAuthorities: pushCaFile.map(URL.init(fileURLWithPath:))),
+            licenseServers: LicenseServerForwarder.Options(
+                trustedCertificateAuthorities: licenseServerCaFile.map(URL.init(fileURLWithPath:)),
+                timeout: .seconds(licenseServerTimeoutSeconds!), maxInFlight: UserTokenOptions.waitingLimit(maxConnections: maxConnections!)),
             keyEncryption: sealing)
         let configuration = BackplaneConfiguration(
             host: host!, port: port!, dataDirectory: data.url, logLevel: level,
@@ -274,6 +292,7 @@ private enum Defaults {
     static let transport = TransportLimits()
     static let requestHeadTimeoutSeconds = Int(transport.requestHeadTimeout.components.seconds)
     static let jwksTimeoutSeconds = Int(UserTokenOptions().jwksFetchTimeout.components.seconds)
+    static let licenseServerTimeoutSeconds = Int(LicenseServerForwarder.Options().timeout.components.seconds)
     static let requestBodyTimeoutSeconds = Int(transport.requestBodyTimeout.components.seconds)
     static let rateLimits = RateLimits()
 }

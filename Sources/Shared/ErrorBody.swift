@@ -47,6 +47,10 @@ public struct ErrorCode: WireVocabulary {
     public static let downloadNotEnabled = ErrorCode(rawValue: "download_not_enabled")
     /// A license is refused: `details.reason` says why (`LicenseDenial`).
     public static let licenseDenied = ErrorCode(rawValue: "license_denied")
+    /// The application's license server did not answer in time, or answered with a server
+    /// error, a redirect or too much (502): the device may try again later. `details.licenseServerStatus`
+    /// carries the status it answered, if any.
+    public static let licenseServerFailed = ErrorCode(rawValue: "license_server_failed")
     /// The request conflicts with the current state (e.g. revoking the last key).
     public static let conflict = ErrorCode(rawValue: "conflict")
     /// The route exists but not with this HTTP method.
@@ -61,7 +65,7 @@ public struct ErrorCode: WireVocabulary {
         .badRequest, .validationFailed, .payloadTooLarge, .headersTooLarge, .invalidCredentials, .invalidSignature,
         .staleTimestamp, .nonceReused, .userTokenRequired, .userTokenInvalid, .userTokenMismatch, .forbidden,
         .deviceUnregistered, .notFound, .deviceAlreadyRegistered, .deviceLimitReached, .downloadLimitReached,
-        .downloadNotEnabled, .licenseDenied, .conflict, .methodNotAllowed, .rateLimited, .serviceUnavailable, .internalError,
+        .downloadNotEnabled, .licenseDenied, .licenseServerFailed, .conflict, .methodNotAllowed, .rateLimited, .serviceUnavailable, .internalError,
     ]
 }
 

@@ -35,18 +35,55 @@ public struct LicenseIssueRequest: Codable, Sendable, Equatable {
     public var assetId: String
     public var system: LicenseSystem
     /// ClearKey: the W3C ClearKey license request, `{"kids":["<base64url key id>"],"type":"…"}`.
-    public var request: ClearKeyRequest
+    /// Widevine, PlayReady, FairPlay: the CDM's challenge as it made it, base64 (a JSON string).
+    public var request: LicenseChallenge
     /// The grant the license is for, when the device holds one: refused (`license_denied`,
     /// reason `grantEnded`) once that grant has ended (a wipe, a revocation, a release), rather
     /// than taking a new one. Without it, the device's grant of the asset is used, or one is made
     /// under the download rules as `POST /v1/download-grants` would.
     public var grantId: String?
 
-    public init(assetId: String, system: LicenseSystem, request: ClearKeyRequest, grantId: String? = nil) {
+    public init(assetId: String, system: LicenseSystem, request: LicenseChallenge, grantId: String? = nil) {
         self.assetId = assetId
         self.system = system
         self.request = request
         self.grantId = grantId
+    }
+
+    /// A ClearKey request.
+    public init(assetId: String, system: LicenseSystem, request: ClearKeyRequest, grantId: String? = nil) {
+        self.init(assetId: assetId, system: system, request: .clearKey(request), grantId: grantId)
+    }
+}
+
+/// What a license request carries: a W3C ClearKey request (a JSON object), or a CDM's opaque
+/// challenge (a JSON string, base64), which the backplane forwards to the application's license
+/// server for the system.
+public enum LicenseChallenge: Codable, Sendable, Equatable {
+    case clearKey(ClearKeyRequest)
+    /// The CDM's challenge (Widevine's license request, PlayReady's challenge, FairPlay's SPC).
+    case opaque(Data)
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let text = try? container.decode(String.self) {
+            let limit = WireLimits.maxLicenseChallengeBytes
+            guard text.utf8.count <= (limit + 2) / 3 * 4, let bytes = Data(base64Encoded: text), !bytes.isEmpty else {
+                throw DecodingError.dataCorruptedError(
+                    in: container, debugDescription: "A challenge is base64 of 1 to \(limit) bytes.")
+            }
+            self = .opaque(bytes)
+        } else {
+            self = .clearKey(try container.decode(ClearKeyRequest.self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .clearKey(let request): try container.encode(request)
+        case .opaque(let bytes): try container.encode(bytes.base64EncodedString())
+        }
     }
 }
 
@@ -133,10 +170,12 @@ public struct LicenseIssueResponse: Codable, Sendable, Equatable {
     public var policy: LicensePolicy
     /// ClearKey: the keys, wrapped for the device.
     public var clearKey: ClearKeyLicense?
+    /// Widevine, PlayReady, FairPlay: the license server's answer as it came, base64, for the CDM.
+    public var license: String?
 
     public init(
         licenseId: String, grantId: String, assetId: String, system: LicenseSystem, expiresAt: Date?, policy: LicensePolicy,
-        clearKey: ClearKeyLicense?
+        clearKey: ClearKeyLicense?, license: String? = nil
     ) {
         self.licenseId = licenseId
         self.grantId = grantId
@@ -145,6 +184,7 @@ public struct LicenseIssueResponse: Codable, Sendable, Equatable {
         self.expiresAt = expiresAt
         self.policy = policy
         self.clearKey = clearKey
+        self.license = license
     }
 }
 
@@ -210,8 +250,15 @@ public struct LicenseDenial: WireVocabulary {
     public static let unknownLicense = LicenseDenial(rawValue: "unknownLicense")
     /// No license server is configured for this system.
     public static let systemNotConfigured = LicenseDenial(rawValue: "systemNotConfigured")
+    /// The application's license server refused the forwarded challenge (a 4xx;
+    /// `details.licenseServerStatus` says which).
+    public static let licenseServerRefused = LicenseDenial(rawValue: "licenseServerRefused")
+    /// The request's form is not the system's: a ClearKey request for another system, or a
+    /// challenge for ClearKey.
+    public static let wrongRequestForSystem = LicenseDenial(rawValue: "wrongRequestForSystem")
     public static let allCases: [LicenseDenial] = [
         .noContentKeys, .keyNotOfAsset, .grantEnded, .grantNotOfAsset, .windowOver, .noAgreementKey, .unknownLicense, .systemNotConfigured,
+        .licenseServerRefused, .wrongRequestForSystem,
     ]
 }
 
@@ -220,9 +267,25 @@ public struct LicenseDenial: WireVocabulary {
 public struct LicenseReleaseRequest: Codable, Sendable, Equatable {
     /// ClearKey: the key ids the device removed (its release record).
     public var kids: [String]?
+    /// Widevine, PlayReady, FairPlay: the CDM's release message (proof of deletion), base64,
+    /// forwarded to the license server.
+    public var message: String?
 
-    public init(kids: [String]? = nil) {
+    public init(kids: [String]? = nil, message: String? = nil) {
         self.kids = kids
+        self.message = message
+    }
+}
+
+/// The answer to a release: the license as recorded, and for a forwarded release the license
+/// server's answer as it came (base64), for the CDM.
+public struct LicenseReleaseResponse: Codable, Sendable, Equatable {
+    public var license: License
+    public var licenseServerAnswer: String?
+
+    public init(license: License, licenseServerAnswer: String? = nil) {
+        self.license = license
+        self.licenseServerAnswer = licenseServerAnswer
     }
 }
 
@@ -276,6 +339,8 @@ public struct LicenseList: Codable, Sendable, Equatable {
 extension WireLimits {
     /// Key ids in one license request.
     public static let maxKeyIdsPerLicense = 16
+    /// Bytes of a CDM's challenge or release message (theirs are a few KiB).
+    public static let maxLicenseChallengeBytes = 65_536
 }
 
 /// A license a device holds, reported in its sync for renewal.

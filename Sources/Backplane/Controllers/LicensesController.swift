@@ -32,7 +32,7 @@ struct LicensesController {
         return EditedResponse(status: created ? .created : .ok, response: response)
     }
 
-    @Sendable func release(_ request: Request, context: DeviceRequestContext) async throws -> License {
+    @Sendable func release(_ request: Request, context: DeviceRequestContext) async throws -> LicenseReleaseResponse {
         let me = context.device
         let body = try await request.decode(as: LicenseReleaseRequest.self, context: context)
         return try await licenses.release(

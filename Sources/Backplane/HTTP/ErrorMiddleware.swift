@@ -92,6 +92,7 @@ extension ErrorCode {
         case .methodNotAllowed: .methodNotAllowed
         case .rateLimited: .tooManyRequests
         case .serviceUnavailable: .serviceUnavailable
+        case .licenseServerFailed: .badGateway
         case .internalError: .internalServerError
         // (Every code this server sends is listed above; a later release's is its own.)
         default: .internalServerError

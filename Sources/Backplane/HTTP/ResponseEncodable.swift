@@ -19,6 +19,9 @@ extension ContentKeyList: ResponseEncodable {}
 extension License: ResponseEncodable {}
 extension LicenseIssueResponse: ResponseEncodable {}
 extension LicenseList: ResponseEncodable {}
+extension LicenseReleaseResponse: ResponseEncodable {}
+extension LicenseServer: ResponseEncodable {}
+extension LicenseServerList: ResponseEncodable {}
 extension GeneratedContentKey: ResponseEncodable {}
 extension DownloadGrantPage: ResponseEncodable {}
 extension DownloadPermissionResponse: ResponseEncodable {}

@@ -90,7 +90,7 @@ struct BackplaneAPI: Sendable {
         try await send("POST", "/v1/licenses", body: request, as: device)
     }
 
-    func releaseLicense(_ licenseId: String, _ request: LicenseReleaseRequest, as device: DeviceCredentials) async throws -> License {
+    func releaseLicense(_ licenseId: String, _ request: LicenseReleaseRequest, as device: DeviceCredentials) async throws -> LicenseReleaseResponse {
         try await send("POST", "/v1/licenses/\(Self.segment(licenseId))/release", body: request, as: device)
     }
 

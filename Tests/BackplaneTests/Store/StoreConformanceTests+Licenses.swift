@@ -54,7 +54,9 @@ extension StoreConformanceTests {
         let applications = ApplicationService(store: store, wakeUps: WakeUpHub())
         _ = try await applications.updateSettings(applicationId: app, ApplicationSettingsUpdate { $0.maxCopiesPerAccount = 1 })
         let keys = ContentKeyService(store: store, sealing: KeyEncryptionKey.generate(), now: { Self.now })
-        let licenses = LicenseService(store: store, contentKeys: keys, now: { Self.now })
+        let licenses = LicenseService(
+            store: store, contentKeys: keys, licenseServers: LicenseServerService(store: store), entitlements: Entitlements(store: store),
+            now: { Self.now })
         let kid = "0123456789abcdef0123456789abcdef", key = "00112233445566778899aabbccddeeff"
         _ = try await keys.set(applicationId: app, assetId: "film", ContentKeysRequest(keys: [.init(kid: kid, key: key)]))
         try await registered(store, app, "phone")
@@ -95,7 +97,9 @@ extension StoreConformanceTests {
         #expect(try await licenses.renew(applicationId: app, deviceId: "tablet", [HeldLicense(licenseId: first.licenseId)]).first?.reason
             == .unknownLicense)
 
-        let released = try await licenses.release(applicationId: app, deviceId: "phone", licenseId: first.licenseId, LicenseReleaseRequest())
+        let releasing = try await licenses.release(applicationId: app, deviceId: "phone", licenseId: first.licenseId, LicenseReleaseRequest())
+        #expect(releasing.licenseServerAnswer == nil, "ClearKey's releases go nowhere else")
+        let released = releasing.license
         #expect(released.state == "released" && released.releasedAt == Self.now)
         let afterRelease = try await licenses.renew(applicationId: app, deviceId: "phone", [HeldLicense(licenseId: first.licenseId)])
         #expect(afterRelease.first?.status == .ended && afterRelease.first?.reason == .grantEnded)
@@ -110,5 +114,26 @@ extension StoreConformanceTests {
         await #expect(throws: ServiceError.self) { try await licenses.issue(applicationId: app, deviceId: "phone", again) }
         let (third, _) = try await licenses.issue(applicationId: app, deviceId: "tablet", ask)
         #expect(try await licenses.list(applicationId: app, deviceId: "tablet", limit: nil).licenses.map(\.licenseId) == [third.licenseId])
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func licenseServersAreSetReplacedListedAndRemoved(_ kind: StoreKind) async throws {
+        let store = try await kind.make()
+        let app = try await application(in: store)
+        let other = try await application(in: store)
+        let servers = LicenseServerService(store: store, now: { Self.now })
+        _ = try await servers.set(applicationId: app, system: "widevine", LicenseServerRequest(url: "https://wv.example/license"))
+        let set = try await servers.set(
+            applicationId: app, system: "widevine", LicenseServerRequest(url: "https://wv2.example/license", headers: ["X-Api-Key": "s3cret"]))
+        _ = try await servers.set(applicationId: app, system: "fairplay", LicenseServerRequest(url: "http://10.0.0.7:8080/ckc"))
+        #expect(set.headerNames == ["X-Api-Key"] && set.updatedAt == Self.now)
+        let listed = try await servers.list(applicationId: app).licenseServers
+        #expect(listed.map(\.system) == [.fairPlay, .widevine] && listed.last?.url == "https://wv2.example/license")
+        // The values are kept for the forwards, never shown.
+        #expect(try await store.licenseServers(applicationId: app).last?.headers == ["X-Api-Key": "s3cret"])
+        #expect(try await servers.list(applicationId: other).licenseServers.isEmpty)
+        try await servers.delete(applicationId: app, system: "fairplay")
+        #expect(try await servers.list(applicationId: app).licenseServers.map(\.system) == [.widevine])
+        await #expect(throws: ServiceError.self) { try await servers.delete(applicationId: app, system: "fairplay") }
     }
 }

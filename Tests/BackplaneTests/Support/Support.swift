@@ -19,7 +19,8 @@ struct Fixture {
 
     static func make(
         deviceLimit: Int? = nil, directory: URL? = nil, clock: TestClock? = nil, userTokens: UserTokenOptions = UserTokenOptions(),
-        push: PushOptions = PushOptions(), commandSupport: CommandSupport = .current
+        push: PushOptions = PushOptions(), commandSupport: CommandSupport = .current,
+        licenseServers: LicenseServerForwarder.Options = LicenseServerForwarder.Options()
     ) async throws -> Fixture {
         let directory = directory ?? temporaryDirectory("backplane-tests")
         let store = try SQLiteStore(directory: directory)
@@ -27,8 +28,11 @@ struct Fixture {
         let sealing = try KeyEncryptionKey.inDataDirectory(directory).key
         let services = clock.map { clock in
             BackplaneServices(
-                store: store, userTokens: userTokens, push: push, commandSupport: commandSupport, keyEncryption: sealing, now: { clock.now })
-        } ?? BackplaneServices(store: store, userTokens: userTokens, push: push, commandSupport: commandSupport, keyEncryption: sealing)
+                store: store, userTokens: userTokens, push: push, commandSupport: commandSupport, licenseServers: licenseServers,
+                keyEncryption: sealing, now: { clock.now })
+        } ?? BackplaneServices(
+            store: store, userTokens: userTokens, push: push, commandSupport: commandSupport, licenseServers: licenseServers,
+            keyEncryption: sealing)
         let (application, key) = try await services.testApplication(name: "test app", deviceLimit: deviceLimit)
         let token = try await services.applications.createToken(applicationId: application.id, scope: .admin, name: "tests")
         return Fixture(

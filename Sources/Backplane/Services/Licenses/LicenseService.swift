@@ -5,15 +5,26 @@ import BackplaneWire
 /// The license door: a device asks for an asset's keys; the backplane decides under the download
 /// rules, in the transaction that records the grant (or uses the one the device holds) and the
 /// license, and answers ClearKey itself with the keys wrapped for that device's agreement key.
-/// A release ends the license's grant, so it counts no more against copies and limits.
+/// Other systems' challenges are forwarded to the application's license server with the grant's
+/// entitlement and the policy (`LicenseService+Forwarding.swift`). A release ends the license's
+/// grant, so it counts no more against copies and limits.
 public struct LicenseService: Sendable {
     let store: any BackplaneStore
     let contentKeys: ContentKeyService
+    let licenseServers: LicenseServerService
+    let entitlements: Entitlements
+    let forwarder: LicenseServerForwarder
     let now: @Sendable () -> Date
 
-    public init(store: any BackplaneStore, contentKeys: ContentKeyService, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        store: any BackplaneStore, contentKeys: ContentKeyService, licenseServers: LicenseServerService, entitlements: Entitlements,
+        forwarder: LicenseServerForwarder = LicenseServerForwarder(), now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.store = store
         self.contentKeys = contentKeys
+        self.licenseServers = licenseServers
+        self.entitlements = entitlements
+        self.forwarder = forwarder
         self.now = now
     }
 
@@ -32,41 +43,57 @@ public struct LicenseService: Sendable {
     /// What the door decided, inside the transaction.
     private enum Outcome: Sendable {
         /// `recorded`: the license is new and is written; else the held one is answered again.
-        case issued(LicenseRecord, grant: DownloadGrantRecord, keys: [(kid: Data, key: Data)], agreementKey: Data, created: Bool, recorded: Bool)
+        /// `clearKey`: the keys and the agreement key they are wrapped for (nil when forwarded).
+        case issued(LicenseRecord, grant: DownloadGrantRecord, clearKey: ClearKeyKeys?, created: Bool, recorded: Bool)
         case denied(LicenseDenial, String)
         case limit(DownloadRule, DownloadCounts)
         case notEnabled
     }
 
+    /// A ClearKey license's keys in the clear, and the agreement key they are wrapped for.
+    private struct ClearKeyKeys: Sendable {
+        var keys: [(kid: Data, key: Data)]
+        var agreementKey: Data
+    }
+
+    /// How a request is answered: by the backplane (ClearKey, its key ids), or by the
+    /// application's license server (the CDM's challenge).
+    private enum Answering: Sendable {
+        case clearKey(kids: [Data], sealing: KeyEncryptionKey)
+        case forwarded(challenge: Data, server: LicenseServerRecord)
+    }
+
     /// A license for `request.assetId`: 201 with a new grant, 200 with the held one. Refused with
-    /// `license_denied` (`details.reason`), `download_limit_reached` or `download_not_enabled`.
+    /// `license_denied` (`details.reason`), `download_limit_reached` or `download_not_enabled`;
+    /// a forward that failed is `license_server_failed` (502).
     public func issue(
         applicationId: String, deviceId: String, _ request: LicenseIssueRequest
     ) async throws -> (LicenseIssueResponse, created: Bool) {
         try Validate.identifier(request.assetId, field: "assetId")
         if let grantId = request.grantId { try Validate.identifier(grantId, field: "grantId") }
-        guard request.system == .clearKey else {
-            throw Self.denied(.systemNotConfigured, "No license server is configured for \(request.system.rawValue).")
-        }
-        let kids = try Self.keyIds(request.request)
-        let sealing = try contentKeys.keyEncryptionKey()
+        let answering = try await answering(request, applicationId: applicationId)
         let now = now()
         let licenseId = Secrets.random(prefix: "lic_", byteCount: 12)
         let outcome = try await store.issueLicense(
             applicationId: applicationId, deviceId: deviceId, assetId: request.assetId, grantId: request.grantId
         ) { state -> (LicenseIssue?, Outcome) in
-            let decision = try Self.decide(request, kids: kids, state, licenseId: licenseId, sealing: sealing, now: now)
-            if case .issued(let license, let grant, _, _, let created, true) = decision {
+            let decision = try Self.decide(request, answering, state, licenseId: licenseId, now: now)
+            if case .issued(let license, let grant, _, let created, true) = decision {
                 return (LicenseIssue(grant: created ? grant : nil, license: license), decision)
             }
             return (nil, decision)
         }
         switch outcome {
-        case .issued(let license, let grant, let keys, let agreementKey, let created, _):
-            let wrapped = try Self.wrap(keys, for: agreementKey, licenseId: license.licenseId)
-            return (LicenseIssueResponse(
+        case .issued(let license, let grant, let clearKey, let created, _):
+            var response = LicenseIssueResponse(
                 licenseId: license.licenseId, grantId: license.grantId, assetId: license.assetId, system: license.system,
-                expiresAt: license.expiresAt, policy: Self.policy(grant.window, expiresAt: license.expiresAt, now: now), clearKey: wrapped), created)
+                expiresAt: license.expiresAt, policy: Self.policy(grant.window, expiresAt: license.expiresAt, now: now), clearKey: nil)
+            if let clearKey {
+                response.clearKey = try Self.wrap(clearKey.keys, for: clearKey.agreementKey, licenseId: license.licenseId)
+            } else if case .forwarded(let challenge, let server) = answering {
+                response.license = try await forward(challenge, for: license, grant: grant, policy: response.policy, to: server).base64EncodedString()
+            }
+            return (response, created)
         case .denied(let reason, let message):
             throw Self.denied(reason, message)
         case .limit(let rule, let counts):
@@ -76,25 +103,51 @@ public struct LicenseService: Sendable {
         }
     }
 
-    /// The door's rules, in order: the asset has keys and those asked are its own; the device can
-    /// receive them; the grant named still holds the asset; then the download rules, as a
-    /// permission request (the held grant, or a new one within the limits); the window is open.
-    private static func decide(
-        _ request: LicenseIssueRequest, kids: [Data], _ state: LicenseDoorState, licenseId: String, sealing: KeyEncryptionKey, now: Date
-    ) throws -> Outcome {
-        guard !state.contentKeys.isEmpty else { return .denied(.noContentKeys, "Asset '\(request.assetId)' has no content keys.") }
-        var keys: [(kid: Data, key: Data)] = []
-        for kid in kids {
-            let hex = HexKey.text(kid)
-            guard let record = state.contentKeys.first(where: { $0.kid == hex }) else {
-                return .denied(.keyNotOfAsset, "Key id \(hex) is not a key of asset '\(request.assetId)'.")
+    /// Whether the backplane answers the request itself or forwards it, and with what; refused
+    /// when its form is not the system's or no server is configured for the system.
+    private func answering(_ request: LicenseIssueRequest, applicationId: String) async throws -> Answering {
+        switch (request.system, request.request) {
+        case (.clearKey, .clearKey(let clearKey)):
+            return .clearKey(kids: try Self.keyIds(clearKey), sealing: try contentKeys.keyEncryptionKey())
+        case (.clearKey, .opaque):
+            throw Self.denied(.wrongRequestForSystem, "A ClearKey request is the W3C ClearKey JSON object ({\"kids\":[…]}), not a challenge.")
+        case (_, .clearKey):
+            throw Self.denied(
+                .wrongRequestForSystem, "A \(request.system.rawValue) request is the CDM's challenge, base64, in a JSON string.")
+        case (_, .opaque(let challenge)):
+            guard let server = try await licenseServers.server(applicationId: applicationId, system: request.system) else {
+                throw Self.denied(.systemNotConfigured, "No license server is configured for \(request.system.rawValue).")
             }
-            do { keys.append((kid, try sealing.unseal(record))) } catch let error as KeyEncryptionKeyError {
-                throw ServiceError(.serviceUnavailable, error.description)
-            }
+            return .forwarded(challenge: challenge, server: server)
         }
-        guard let agreementKey = state.agreementKey else {
-            return .denied(.noAgreementKey, "The device has registered no agreement key (PUT /v1/devices/{deviceId}/agreement-key).")
+    }
+
+    /// The door's rules, in order: for ClearKey, the asset has keys and those asked are its own,
+    /// and the device can receive them; the grant named still holds the asset; then the download
+    /// rules, as a permission request (the held grant, or a new one within the limits); the window
+    /// is open.
+    private static func decide(
+        _ request: LicenseIssueRequest, _ answering: Answering, _ state: LicenseDoorState, licenseId: String, now: Date
+    ) throws -> Outcome {
+        var clearKey: ClearKeyKeys?
+        var kids: [Data] = []
+        if case .clearKey(let asked, let sealing) = answering {
+            kids = asked
+            guard !state.contentKeys.isEmpty else { return .denied(.noContentKeys, "Asset '\(request.assetId)' has no content keys.") }
+            var keys: [(kid: Data, key: Data)] = []
+            for kid in kids {
+                let hex = HexKey.text(kid)
+                guard let record = state.contentKeys.first(where: { $0.kid == hex }) else {
+                    return .denied(.keyNotOfAsset, "Key id \(hex) is not a key of asset '\(request.assetId)'.")
+                }
+                do { keys.append((kid, try sealing.unseal(record))) } catch let error as KeyEncryptionKeyError {
+                    throw ServiceError(.serviceUnavailable, error.description)
+                }
+            }
+            guard let agreementKey = state.agreementKey else {
+                return .denied(.noAgreementKey, "The device has registered no agreement key (PUT /v1/devices/{deviceId}/agreement-key).")
+            }
+            clearKey = ClearKeyKeys(keys: keys, agreementKey: agreementKey)
         }
         if let grantId = request.grantId {
             guard let named = state.named, named.state.holdsDownload else {
@@ -117,13 +170,13 @@ public struct LicenseService: Sendable {
             if !created, let held = state.heldLicense, held.grantId == grant.grantId, held.system == request.system,
                 Set(asked).isSubset(of: held.kids), held.expiresAt.map({ now < $0 }) ?? true
             {
-                return .issued(held, grant: grant, keys: keys, agreementKey: agreementKey, created: false, recorded: false)
+                return .issued(held, grant: grant, clearKey: clearKey, created: false, recorded: false)
             }
             let license = LicenseRecord(
                 licenseId: licenseId, applicationId: grant.applicationId, deviceId: grant.deviceId, userId: grant.userId,
                 assetId: grant.assetId, grantId: grant.grantId, system: request.system, kids: asked, issuedAt: now,
                 renewedAt: nil, expiresAt: expiresAt(grant.window, now: now), releasedAt: nil)
-            return .issued(license, grant: grant, keys: keys, agreementKey: agreementKey, created: created, recorded: true)
+            return .issued(license, grant: grant, clearKey: clearKey, created: created, recorded: true)
         case .denied(let rule, let counts): return .limit(rule, counts)
         case .notEnabled: return .notEnabled
         case .ended(let grantId): return .denied(.grantEnded, "Grant '\(grantId)' has ended; ask without a grantId.")
@@ -132,9 +185,14 @@ public struct LicenseService: Sendable {
 
     /// Releases a license of the device: its grant ends as `deleted` (it counts no more). Asking
     /// again is safe and answers the license as it is. 404 for a license that is not the device's.
-    public func release(applicationId: String, deviceId: String, licenseId: String, _ request: LicenseReleaseRequest) async throws -> License {
+    /// A forwarded system's release goes on to its license server, each time it is asked
+    /// (`forwardRelease`).
+    public func release(
+        applicationId: String, deviceId: String, licenseId: String, _ request: LicenseReleaseRequest
+    ) async throws -> LicenseReleaseResponse {
         try Validate.identifier(licenseId, field: "licenseId")
         if let kids = request.kids { _ = try Self.keyIds(ClearKeyRequest(kids: kids)) }
+        let message = try Self.releaseMessage(request)
         let now = now()
         let released = try await store.releaseLicense(
             applicationId: applicationId, deviceId: deviceId, licenseId: licenseId
@@ -148,7 +206,9 @@ public struct LicenseService: Sendable {
             return (license, grant, (license, grant.state))
         }
         guard let (license, grantState) = released else { throw ServiceError.notFound("No license '\(licenseId)' of this device.") }
-        return Self.wire(license, grantState: grantState)
+        return LicenseReleaseResponse(
+            license: Self.wire(license, grantState: grantState),
+            licenseServerAnswer: try await forwardRelease(of: license, message: message)?.base64EncodedString())
     }
 
     /// A sync's reported licenses: each renewed with a new end while its grant holds the asset and

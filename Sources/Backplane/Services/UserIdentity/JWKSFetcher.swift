@@ -185,17 +185,8 @@ actor JWKSFetcher {
                 tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: timeout, read: timeout)))
         let deadline = options.timeout
         do {
-            let answer = try await withThrowingTaskGroup(of: (Data, TimeInterval?)?.self) { group in
-                group.addTask { try await Self.get(url, with: client, timeout: timeout) }
-                group.addTask {
-                    try await Task.sleep(for: deadline)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let answer = try await group.next() ?? nil else {
-                    throw FetchFailure(reason: "it did not answer in full within \(deadline)")
-                }
-                return answer
+            guard let answer = try await withinDeadline(deadline, { try await Self.get(url, with: client, timeout: timeout) }) else {
+                throw FetchFailure(reason: "it did not answer in full within \(deadline)")
             }
             try? await client.shutdown()
             return answer

@@ -15,7 +15,7 @@ import BackplaneWire
 /// in commit order, event idempotency, durability) are the store contract in
 /// docs/architecture.md.
 public protocol BackplaneStore: ApplicationStore, NonceStore, DeviceStore, CommandStore, SyncStore, FeedStore, EventStore, DownloadGrantStore,
-    PushStore, ContentKeyStore, LicenseStore {
+    PushStore, ContentKeyStore, LicenseStore, LicenseServerStore {
     /// True when the database answers a trivial query.
     func isReachable() async -> Bool
     /// Where the store reports its transactions' durations (`/metrics`).

@@ -33,6 +33,7 @@ extension PostgresStore {
         (7, "SQLite migration v15: user tokens bound to the device they registered", UserTokenUses.postgres),
         (8, "SQLite migration v16: content keys", ContentKeyTables.postgres),
         (9, "SQLite migration v17: agreement keys, licenses", LicenseTables.postgres),
+        (10, "SQLite migration v18: license servers", LicenseServerTables.postgres),
     ]
 
     /// Brings the database to the newest schema. Nodes starting together take turns on the

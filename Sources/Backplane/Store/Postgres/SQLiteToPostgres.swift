@@ -20,7 +20,7 @@ public enum SQLiteToPostgres {
         ("entitlement_keys", true), ("asset_policies", true), ("nonce_lease", false),
         ("user_identities", true), ("push_credentials", true), ("device_pushes", false),
         ("user_token_uses", false), ("content_keys", false),
-        ("agreement_keys", false), ("licenses", true),
+        ("agreement_keys", false), ("licenses", true), ("license_servers", false),
     ]
 
     /// Identity columns whose sequences must continue after the copied values.

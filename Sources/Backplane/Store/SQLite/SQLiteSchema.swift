@@ -213,6 +213,9 @@ extension SQLiteStore {
         migrator.registerMigration("v17: agreement keys, licenses") { db in
             try db.execute(sql: LicenseTables.sqlite)
         }
+        migrator.registerMigration("v18: license servers") { db in
+            try db.execute(sql: LicenseServerTables.sqlite)
+        }
         return migrator
     }
 }

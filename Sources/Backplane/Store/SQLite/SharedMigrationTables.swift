@@ -117,3 +117,26 @@ enum LicenseTables {
         statements(time: "timestamptz(3)", text: "text COLLATE \"C\"", bytes: "bytea", withoutRowId: "")
     }
 }
+
+/// Migration v18 (PostgreSQL's 10): the license servers applications forward to
+/// (`LicenseServerStore`); `headers` is a JSON object. Never edit once shipped.
+enum LicenseServerTables {
+    static func statements(time: String, text: String, withoutRowId: String) -> [String] {
+        [
+            """
+            CREATE TABLE license_servers (
+                application_id \(text) NOT NULL REFERENCES applications ON DELETE CASCADE, system \(text) NOT NULL,
+                url \(text) NOT NULL, headers \(text) NOT NULL, updated_at \(time) NOT NULL,
+                PRIMARY KEY (application_id, system))\(withoutRowId)
+            """,
+        ]
+    }
+
+    static var sqlite: String {
+        statements(time: "DATETIME", text: "TEXT", withoutRowId: " WITHOUT ROWID").map { $0 + ";" }.joined(separator: "\n")
+    }
+
+    static var postgres: [String] {
+        statements(time: "timestamptz(3)", text: "text COLLATE \"C\"", withoutRowId: "")
+    }
+}
