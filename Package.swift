@@ -128,6 +128,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                // `TestLicenseServer` fetches the backplane's entitlement keys, as a license server does.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             path: "Tests/TestSupport"),
         .testTarget(

@@ -20,8 +20,8 @@ extension BackplaneEngine {
             served: { assetId, entry in
                 try? keeper.notePlaybackRequest(assetId: assetId, entry: entry, downloading: downloads.runsDownload(of: assetId))
             },
-            clearKeys: Self.clearKeys(parts.licenses),
-            licensed: { [licenses = parts.licenses] assetId in await licenses?.holdsLicense(assetId: assetId) ?? false })
+            clearKeys: { [licenses = parts.licenses] assetId, kids in try await licenses.clearKeys(assetId: assetId, kids: kids) },
+            licensed: { [licenses = parts.licenses] assetId in await licenses.holdsLicense(assetId: assetId) })
         let options = configuration.playback
         let task = Task {
             try await PlaybackServer.start(library: library, origins: OriginPassThrough(client: DownloadRunner.client), options: options)
@@ -33,14 +33,6 @@ extension BackplaneEngine {
             playbackStart = nil
             throw BackplaneClientError(kind: .localStorage, message: "The playback server could not start.", underlying: error)
         }
-    }
-
-    /// The built-in licenses' keys for the playback server's ClearKey answers.
-    private static func clearKeys(
-        _ licenses: BackplaneLicenses?
-    ) -> (@Sendable (String, [Data]) async throws -> [(kid: Data, key: Data)])? {
-        guard let licenses else { return nil }
-        return { assetId, kids in try await licenses.clearKeys(assetId: assetId, kids: kids) }
     }
 
     /// The rights the playback server keeps at its door for `assetId` now.

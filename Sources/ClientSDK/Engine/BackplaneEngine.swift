@@ -30,6 +30,9 @@ public actor BackplaneEngine {
     public nonisolated var rights: RightsManager { RightsManager(engine: self) }
     /// Loopback URLs that players play downloads through, rights kept at the door.
     public nonisolated var playback: PlaybackManager { PlaybackManager(engine: self) }
+    /// Licenses of other DRM systems through the backplane's door (`exchange`), for the app's
+    /// key-session code; ClearKey's are the SDK's own.
+    public nonisolated var licenses: LicenseManager { LicenseManager(engine: self) }
 
     /// Lifecycle: a stopped engine (shut down) stays stopped; an unregistered one can `start()` again.
     public enum State: String, Sendable {
@@ -63,8 +66,8 @@ public actor BackplaneEngine {
         let channel: WakeUpChannel
         let downloads: DownloadRunner
         let rights: RightsKeeper
-        /// The built-in ClearKey licenses, when the app kept `BackplaneLicenseProvider`.
-        let licenses: BackplaneLicenses?
+        /// Licenses through the backplane: ClearKey's built in, the other systems' exchanged.
+        let licenses: BackplaneLicenses
     }
 
     public init(configuration: BackplaneClientConfiguration) {
@@ -192,17 +195,17 @@ public actor BackplaneEngine {
                 deviceId: deviceId, deviceKey: deviceKey, configuration: configuration, database: database, clock: clock,
                 broadcaster: broadcaster, snapshot: snapshot)
             // The built-in provider needs the device's session, which only the engine has.
-            let backplaneLicenses = configuration.rights.licenseProvider is BackplaneLicenseProvider
-                ? BackplaneLicenses(
-                    session: session, database: database,
-                    agreementKey: try BackplaneLicenses.agreementKey(in: configuration.dataDirectory),
-                    requestSync: { [weak self] in Task { await self?.syncNow() } })
-                : nil
+            // The license door's client: the provider too when the app kept the built-in one; for
+            // an app's own provider, `engine.licenses` (its key sessions' challenges) all the same.
+            let backplaneLicenses = BackplaneLicenses(
+                session: session, database: database,
+                agreementKey: try BackplaneLicenses.agreementKey(in: configuration.dataDirectory),
+                requestSync: { [weak self] in Task { await self?.syncNow() } })
             var rightsOptions = configuration.rights
-            if let backplaneLicenses { rightsOptions.licenseProvider = backplaneLicenses }
+            if rightsOptions.licenseProvider is BackplaneLicenseProvider { rightsOptions.licenseProvider = backplaneLicenses }
             let content = ContentStore(
                 dataDirectory: configuration.dataDirectory, database: database, licenses: rightsOptions.licenseProvider,
-                events: events, downloadSignal: downloadSignal)
+                events: events, downloadSignal: downloadSignal, sendLicenseReleases: { await backplaneLicenses.sendReleases() })
             // Best effort: what it cannot move now it moves at the next start.
             try? DirectoryNameMigration.run(content: content)
             let trustedClock = TrustedClock(

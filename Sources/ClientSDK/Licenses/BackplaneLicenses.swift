@@ -42,8 +42,10 @@ actor BackplaneLicenses: LicenseProvider {
         return held.expiresAt
     }
 
+    /// The deletion queued the release already, in its transaction (`SDKDatabase.deleteAssets`);
+    /// queueing again is for a caller that did not.
     func releaseLicense(assetId: String) async {
-        guard (try? database.queueLicenseRelease(assetId: assetId, at: Date())) != nil else { return }
+        _ = try? database.queueLicenseRelease(assetId: assetId, at: Date())
         await sendReleases()
     }
 
@@ -87,6 +89,35 @@ actor BackplaneLicenses: LicenseProvider {
             keys.append((kid, try AES.GCM.open(try AES.GCM.SealedBox(combined: box), using: wrapping, authenticating: kid)))
         }
         return keys
+    }
+
+    /// Another system's license through the door: the CDM's challenge out, the license server's
+    /// answer back, and the license kept (its id and end, not its bytes' meaning) so that syncs
+    /// renew it and the asset's deletion releases it.
+    func exchange(assetId: String, system: LicenseSystem, challenge: Data) async throws -> LicenseIssueResponse {
+        guard system != .clearKey else {
+            throw BackplaneClientError(kind: .invalidInput, message: "ClearKey licenses are the SDK's own; exchange is for the other systems.")
+        }
+        guard (1...WireLimits.maxLicenseChallengeBytes).contains(challenge.count) else {
+            throw BackplaneClientError(kind: .invalidInput, message: "A challenge is 1 to \(WireLimits.maxLicenseChallengeBytes) bytes.")
+        }
+        let request = LicenseIssueRequest(
+            assetId: assetId, system: system, request: .opaque(challenge), grantId: try database.heldGrantId(assetId: assetId))
+        let answer = try await session.request { api, credentials in try await api.requestLicense(request, as: credentials) }
+        try database.saveBackplaneLicense(answer, assetId: assetId)
+        return answer
+    }
+
+    /// Sends the release of an exchanged license now, with the CDM's release message; the
+    /// license server's answer, for the CDM (nil when it sent none). The license is released for
+    /// good, held or not any more: the release queued when its asset was deleted is the same
+    /// release, and the backplane forwards each one it is sent.
+    func release(licenseId: String, message: Data?) async throws -> Data? {
+        try database.queueLicenseRelease(licenseId: licenseId, at: Date())
+        let request = LicenseReleaseRequest(message: message?.base64EncodedString())
+        let answer = try await session.request { api, credentials in try await api.releaseLicense(licenseId, request, as: credentials) }
+        try database.forgetLicenseRelease(licenseId)
+        return answer.licenseServerAnswer.flatMap { Data(base64Encoded: $0) }
     }
 
     private func ask(assetId: String, kids: [Data], grantId: String?) async throws -> LicenseIssueResponse {

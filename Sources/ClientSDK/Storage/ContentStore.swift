@@ -15,13 +15,17 @@ struct ContentStore: Sendable {
     let events: EngineEvents
     /// The download loop's: a removal may free the room or the asset count it waits for.
     let downloadSignal: WakeSignal
+    /// Sends the releases a deletion queued of the backplane's licenses (`BackplaneLicenses`).
+    let sendLicenseReleases: @Sendable () async -> Void
 
     init(
-        dataDirectory: URL, database: SDKDatabase, licenses: (any LicenseProvider)?, events: EngineEvents, downloadSignal: WakeSignal
+        dataDirectory: URL, database: SDKDatabase, licenses: (any LicenseProvider)?, events: EngineEvents, downloadSignal: WakeSignal,
+        sendLicenseReleases: @escaping @Sendable () async -> Void = {}
     ) {
         self.root = dataDirectory.appendingPathComponent("content", isDirectory: true)
         self.database = database
         self.licenses = licenses
+        self.sendLicenseReleases = sendLicenseReleases
         self.events = events
         self.downloadSignal = downloadSignal
     }
@@ -91,10 +95,14 @@ struct ContentStore: Sendable {
         return deleted
     }
 
-    /// Hands the licenses of deleted assets back to the app's provider, off the caller's path.
+    /// Hands the licenses of deleted assets back to the app's provider, off the caller's path;
+    /// sends the releases of the backplane's licenses, which the deletion queued.
     func release(_ assetIds: [String]) {
-        guard let licenses, !assetIds.isEmpty else { return }
-        Task { for assetId in assetIds { await licenses.releaseLicense(assetId: assetId) } }
+        let provider = assetIds.isEmpty ? nil : licenses
+        Task {
+            if let provider { for assetId in assetIds { await provider.releaseLicense(assetId: assetId) } }
+            await sendLicenseReleases()
+        }
     }
 
     /// A new directory's path for manifests fetched and dropped again (an estimate, a new URL

@@ -91,12 +91,18 @@ extension SDKDatabase {
         try write { db in
             let all = try Self.fetchAssets(db, where: nil)
             let doomed = assetIds.map { ids in all.filter { ids.contains($0.assetId) } } ?? all
+            let now = Date()
             for asset in doomed {
                 try Self.reportGrant(ofAsset: asset.assetId, in: "assets", .deleted, db)
                 try db.execute(sql: "DELETE FROM assets WHERE asset_id = ?", arguments: [asset.assetId])
+                if try !Self.isQueued(asset.assetId, db) { try Self.queueLicenseRelease(assetId: asset.assetId, at: now, db) }
             }
             return doomed
         }
+    }
+
+    private static func isQueued(_ assetId: String, _ db: Database) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM downloads WHERE asset_id = ?)", arguments: [assetId]) ?? false
     }
 
     private static func insertAsset(_ asset: LocalAsset, request: Data?, _ db: Database) throws {
@@ -191,9 +197,13 @@ extension SDKDatabase {
         try write { db in
             let queued = try String.fetchAll(db, sql: "SELECT asset_id FROM downloads ORDER BY position")
             let doomed = assetIds.map { ids in queued.filter(ids.contains) } ?? queued
+            let now = Date()
             for assetId in doomed {
                 try Self.reportGrant(ofAsset: assetId, in: "downloads", .deleted, db)
                 try db.execute(sql: "DELETE FROM downloads WHERE asset_id = ?", arguments: [assetId])
+                // A completed copy of the asset keeps its license.
+                let completed = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM assets WHERE asset_id = ?)", arguments: [assetId]) ?? false
+                if !completed { try Self.queueLicenseRelease(assetId: assetId, at: now, db) }
             }
             return doomed
         }

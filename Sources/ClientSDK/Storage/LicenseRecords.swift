@@ -28,17 +28,22 @@ extension SDKDatabase {
     /// Moves the asset's license (if any) to the releases to send; returns its id.
     @discardableResult
     func queueLicenseRelease(assetId: String, at: Date) throws -> String? {
-        try write { db in
-            guard let data = try Data.fetchOne(db, sql: "SELECT answer FROM backplane_licenses WHERE asset_id = ?", arguments: [assetId])
-            else { return nil }
-            try db.execute(sql: "DELETE FROM backplane_licenses WHERE asset_id = ?", arguments: [assetId])
-            guard let answer = try? Self.decoder.decode(LicenseIssueResponse.self, from: data) else { return nil }
-            let kids = answer.clearKey?.keys.map(\.kid).joined(separator: ",") ?? ""
-            try db.execute(
-                sql: "INSERT OR IGNORE INTO license_releases (license_id, kids, queued_at) VALUES (?, ?, ?)",
-                arguments: [answer.licenseId, kids, at])
-            return answer.licenseId
-        }
+        try write { db in try Self.queueLicenseRelease(assetId: assetId, at: at, db) }
+    }
+
+    /// The same, inside the transaction that deletes the asset (`deleteAssets`,
+    /// `removeDownloads`): a kill after it neither keeps the license nor loses its release.
+    @discardableResult
+    static func queueLicenseRelease(assetId: String, at: Date, _ db: Database) throws -> String? {
+        guard let data = try Data.fetchOne(db, sql: "SELECT answer FROM backplane_licenses WHERE asset_id = ?", arguments: [assetId])
+        else { return nil }
+        try db.execute(sql: "DELETE FROM backplane_licenses WHERE asset_id = ?", arguments: [assetId])
+        guard let answer = try? Self.decoder.decode(LicenseIssueResponse.self, from: data) else { return nil }
+        let kids = answer.clearKey?.keys.map(\.kid).joined(separator: ",") ?? ""
+        try db.execute(
+            sql: "INSERT OR IGNORE INTO license_releases (license_id, kids, queued_at) VALUES (?, ?, ?)",
+            arguments: [answer.licenseId, kids, at])
+        return answer.licenseId
     }
 
     /// Licenses whose asset is gone (deleted while the engine was killed before it queued the
@@ -51,6 +56,24 @@ extension SDKDatabase {
                 """)
         }
         for assetId in orphaned { try queueLicenseRelease(assetId: assetId, at: at) }
+    }
+
+    /// Moves the held license `licenseId` (if held) to the releases to send.
+    func queueLicenseRelease(licenseId: String, at: Date) throws {
+        let assetId = try read { db in
+            try String.fetchOne(db, sql: "SELECT asset_id FROM backplane_licenses WHERE license_id = ?", arguments: [licenseId])
+        }
+        if let assetId { try queueLicenseRelease(assetId: assetId, at: at) }
+    }
+
+    /// The grant the device holds of the asset, queued or completed, if any.
+    func heldGrantId(assetId: String) throws -> String? {
+        try read { db in
+            try String.fetchOne(db, sql: """
+                SELECT grant_id FROM downloads WHERE asset_id = ? AND grant_id IS NOT NULL
+                UNION ALL SELECT grant_id FROM assets WHERE asset_id = ? AND grant_id IS NOT NULL LIMIT 1
+                """, arguments: [assetId, assetId])
+        }
     }
 
     /// Releases not yet acknowledged, oldest first.

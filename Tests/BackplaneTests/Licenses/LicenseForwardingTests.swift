@@ -1,8 +1,6 @@
-import AsyncHTTPClient
 import Backplane
 import Foundation
 import HTTPTypes
-import JWTKit
 import BackplaneWire
 import Synchronization
 import Testing
@@ -14,47 +12,6 @@ import TestSupport
 /// the release with the CDM's message. The backplane decides under the download rules first, and
 /// returns the server's bytes unchanged.
 @Suite(.serialized) struct LicenseForwardingTests {
-    /// What the test license server received: each message, with whether its entitlement
-    /// verified against the backplane's published keys.
-    final class Received: Sendable {
-        let messages = Mutex<[(message: ForwardedLicenseMessage, apiKey: String?, verified: EntitlementClaims?)]>([])
-        /// How the next answers go: a status and a delay.
-        let answer = Mutex<(status: Int, delay: Duration)>((200, .zero))
-    }
-
-    static func licenseServer(
-        _ certificates: TestCertificates.Made, backplane: @escaping @Sendable () -> String, received: Received
-    ) async throws -> LocalHTTP2Server {
-        try await LocalHTTP2Server.start(certificate: certificates.certificate, privateKey: certificates.privateKey) { request in
-            let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = .iso8601
-            guard request.method == "POST", request.header("content-type") == "application/json",
-                let message = try? decoder.decode(ForwardedLicenseMessage.self, from: request.body)
-            else { return .json(400, #"{"error":"not a forwarded message"}"#) }
-            var claims: EntitlementClaims?
-            if let token = message.entitlement {
-                // What a license server does with an entitlement: the published keys, then the claims.
-                let url = "\(backplane())/v1/applications/\(message.applicationId)/entitlement-keys"
-                if let response = try? await HTTPClient.shared.execute(HTTPClientRequest(url: url), timeout: .seconds(10)),
-                    let body = try? await response.body.collect(upTo: 1 << 16),
-                    let keys = try? await JWTKeyCollection().add(jwksJSON: String(buffer: body)),
-                    let verified = try? await keys.verify(token, as: EntitlementClaims.self),
-                    verified.jti == message.grantId, verified.deviceId == message.deviceId, verified.assetId == message.assetId
-                {
-                    claims = verified
-                }
-            }
-            received.messages.withLock { $0.append((message, request.header("x-api-key"), claims)) }
-            let (status, delay) = received.answer.withLock { $0 }
-            if delay > .zero { try? await Task.sleep(for: delay) }
-            guard message.kind == .license ? claims != nil : true else { return .json(403, #"{"error":"entitlement"}"#) }
-            let payload = Data(base64Encoded: message.payload ?? "") ?? Data()
-            // Opaque bytes, not UTF-8: returned unchanged means byte for byte.
-            let body = Data([0xFF, 0x00, 0xFE]) + Data(message.kind.rawValue.utf8) + payload
-            return LocalHTTP2Server.Answer(status: status, headers: [("content-type", "application/octet-stream")], body: body)
-        }
-    }
-
     @Test func aWidevineChallengeIsDecidedForwardedWithItsEntitlementAndReleased() async throws {
         guard let openssl = TestCertificates.openssl else {
             let message = "openssl is not installed (apt-get install openssl): the license forwarding test did not run"
@@ -65,9 +22,8 @@ import TestSupport
         let root = try createdTemporaryDirectory("backplane-license-servers")
         defer { try? FileManager.default.removeItem(at: root) }
         let certificates = try await TestCertificates.make(in: root, openssl: openssl)
-        let received = Received()
         let port = Mutex(0)
-        let server = try await Self.licenseServer(certificates, backplane: { "http://127.0.0.1:\(port.withLock { $0 })" }, received: received)
+        let server = try await TestLicenseServer.start(certificates, backplane: { "http://127.0.0.1:\(port.withLock { $0 })" })
         defer { Task { await server.stop() } }
         let fixture = try await Fixture.make(licenseServers: LicenseServerForwarder.Options(
             trustedCertificateAuthorities: certificates.authority, timeout: .seconds(3)))
@@ -95,8 +51,8 @@ import TestSupport
             #expect(issued.status == .created, "\(issued.text)")
             let license = try issued.decode(LicenseIssueResponse.self)
             #expect(license.clearKey == nil && license.system == .widevine)
-            #expect(license.license.flatMap { Data(base64Encoded: $0) } == Data([0xFF, 0x00, 0xFE]) + Data("license".utf8) + challenge)
-            let first = try #require(received.messages.withLock { $0.first })
+            #expect(license.license.flatMap { Data(base64Encoded: $0) } == TestLicenseServer.answer(to: .license, payload: challenge))
+            let first = try #require(server.received.first)
             #expect(first.apiKey == "k1" && first.message.kind == .license)
             #expect(first.verified?.sub == "ann" && first.verified?.jti == license.grantId, "the entitlement did not verify")
             #expect(first.message.licenseId == license.licenseId && first.message.policy == license.policy)
@@ -105,20 +61,20 @@ import TestSupport
             // The rules hold before anything is forwarded: the second copy is refused here.
             let second = try await client.device(.post, "/v1/licenses", json: ask, as: tablet)
             #expect(second.status == .conflict && second.errorCode == .downloadLimitReached, "\(second.text)")
-            #expect(received.messages.withLock { $0.count } == 1)
+            #expect(server.received.count == 1)
 
             // The server refusing (a 4xx) is a denial that names it; failing (5xx) or too slow is a 502.
-            received.answer.withLock { $0 = (403, .zero) }
+            server.answer(status: 403)
             let refused = try await client.device(.post, "/v1/licenses", json: ask, as: phone)
             #expect(refused.status == .forbidden && refused.errorDetails?["reason"] == .string("licenseServerRefused"), "\(refused.text)")
             #expect(refused.errorDetails?["licenseServerStatus"] == .int(403))
-            received.answer.withLock { $0 = (500, .zero) }
+            server.answer(status: 500)
             let failed = try await client.device(.post, "/v1/licenses", json: ask, as: phone)
             #expect(failed.status == .badGateway && failed.errorCode == .licenseServerFailed, "\(failed.text)")
-            received.answer.withLock { $0 = (200, .seconds(5)) }
+            server.answer(status: 200, after: .seconds(5))
             let slow = try await client.device(.post, "/v1/licenses", json: ask, as: phone)
             #expect(slow.status == .badGateway && slow.errorCode == .licenseServerFailed, "\(slow.text)")
-            received.answer.withLock { $0 = (200, .zero) }
+            server.answer(status: 200)
             // Asked again, the same grant and license are forwarded under (counted once).
             let again = try await client.device(.post, "/v1/licenses", json: ask, as: phone).decode(LicenseIssueResponse.self)
             #expect(again.licenseId == license.licenseId && again.grantId == license.grantId)
@@ -136,8 +92,8 @@ import TestSupport
             #expect(released.status == .ok, "\(released.text)")
             let answer = try released.decode(LicenseReleaseResponse.self)
             #expect(answer.license.state == "released")
-            #expect(answer.licenseServerAnswer.flatMap { Data(base64Encoded: $0) } == Data([0xFF, 0x00, 0xFE]) + Data("release".utf8) + message)
-            let release = try #require(received.messages.withLock { $0.last })
+            #expect(answer.licenseServerAnswer.flatMap { Data(base64Encoded: $0) } == TestLicenseServer.answer(to: .release, payload: message))
+            let release = try #require(server.received.last)
             #expect(release.message.kind == .release && release.message.licenseId == license.licenseId && release.message.entitlement == nil)
             // Released, the copy is free: the tablet's license is decided and forwarded.
             let tablets = try await client.device(.post, "/v1/licenses", json: ask, as: tablet)

@@ -36,11 +36,13 @@ final class InProcessBackplane: Sendable {
     /// A new data directory with one application, served on a free port.
     /// `now` is the backplane's clock (tests of rights move it with the device's).
     static func start(
-        deviceLimit: Int? = nil, push: PushOptions = PushOptions(), now: @escaping @Sendable () -> Date = { Date() }
+        deviceLimit: Int? = nil, push: PushOptions = PushOptions(),
+        licenseServers: LicenseServerForwarder.Options = LicenseServerForwarder.Options(), now: @escaping @Sendable () -> Date = { Date() }
     ) async throws -> InProcessBackplane {
         let directory = temporaryDirectory("backplane-sdk-server")
         let services = BackplaneServices(
-            store: try SQLiteStore(directory: directory), push: push, keyEncryption: try KeyEncryptionKey.inDataDirectory(directory).key, now: now)
+            store: try SQLiteStore(directory: directory), push: push, licenseServers: licenseServers,
+            keyEncryption: try KeyEncryptionKey.inDataDirectory(directory).key, now: now)
         let (application, key) = try await services.testApplication(name: "sdk tests", deviceLimit: deviceLimit)
         return try await serve(
             services: services, applicationId: application.id, keyId: key.keyId, secret: key.secret, directory: directory, now: now, port: 0)
