@@ -17,8 +17,17 @@ struct AssetDownloader: Sendable {
     /// The app refreshes expired URLs (`DownloadOptions.urlRefresher`): a `401`, `403` or `410`
     /// ends the download at once, for a fresh URL, instead of being tried again as it is.
     var refreshesURLs = false
+    /// Seals the key files the downloads keep; nil keeps them as they came (tests of the engine alone).
+    var keyVault: KeyVault?
     /// How often a file is tried in a row, and the waits between.
     var retry: FetchRetry { planners.retry }
+
+    /// How `file` of `request`'s asset is sealed before it takes its name: keys only.
+    private func sealing(_ file: DownloadFile, of request: DownloadRequest) -> (@Sendable (Data) throws -> Data)? {
+        guard let keyVault, AssetLayout.isKey(file.relativePath) else { return nil }
+        let assetId = request.assetId, path = file.relativePath
+        return { try keyVault.seal($0, assetId: assetId, path: path) }
+    }
 
     /// Makes the asset's plan when it is queued (its format's `DownloadPlanner.prepare`), each
     /// manifest tried once: the app hears at once, and a passing failure leaves the asset
@@ -45,7 +54,7 @@ struct AssetDownloader: Sendable {
         // them, so that the network does not wait for the disk (at most `parallelFiles` files
         // waiting for it, so that it does not fall behind without bound).
         enum Step: Sendable {
-            case fetched(FileFetcher.Fetched)
+            case fetched(FileFetcher.Fetched, index: Int)
             case flushed
             /// An ancillary file that could not be fetched: reported, and the title goes on.
             case skipped
@@ -62,7 +71,7 @@ struct AssetDownloader: Sendable {
                     group.addTask {
                         do {
                             return .fetched(try await fetch(files[index], index: index, request: request, directory: directory, budget: budget,
-                                                            tracker: tracker, beforeFile: beforeFile))
+                                                            tracker: tracker, beforeFile: beforeFile), index: index)
                         } catch let failure as DownloadFailure where files[index].isAncillary && failure.kind != .noSpace {
                             skip(files[index], index: index, failure, request: request, directory: directory, tracker: tracker, report: ancillaryFailed)
                             return .skipped
@@ -74,11 +83,12 @@ struct AssetDownloader: Sendable {
             do {
                 while let step = try await group.next() {
                     switch step {
-                    case .fetched(let file):
+                    case .fetched(let file, let index):
                         fetching -= 1
                         flushing += 1
+                        let sealing = sealing(files[index], of: request)
                         group.addTask {
-                            try await fetcher.finish(file)
+                            try await fetcher.finish(file, sealing: sealing)
                             return .flushed
                         }
                     case .flushed:
@@ -94,7 +104,9 @@ struct AssetDownloader: Sendable {
                 // fetched again), then the first failure is the download's.
                 group.cancelAll()
                 while let result = await group.nextResult() {
-                    if case .success(.fetched(let file)) = result { try? await fetcher.finish(file) }
+                    if case .success(.fetched(let file, let index)) = result {
+                        try? await fetcher.finish(file, sealing: sealing(files[index], of: request))
+                    }
                 }
                 throw error
             }

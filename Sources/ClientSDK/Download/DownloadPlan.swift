@@ -82,6 +82,10 @@ enum AssetLayout {
     static let reservedNames: Set<String> = [originalDirectory, ancillaryDirectory]
     /// Where a request's ancillary files go (`AncillaryFile`).
     static let ancillaryDirectory = "ancillary"
+    /// Where an HLS asset's key files go, sealed (`KeyVault`).
+    static let keysDirectory = "keys"
+
+    static func isKey(_ relativePath: String) -> Bool { relativePath.hasPrefix(keysDirectory + "/") }
 }
 
 extension DownloadPlan {

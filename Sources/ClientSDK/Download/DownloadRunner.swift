@@ -69,7 +69,7 @@ actor DownloadRunner {
 
     init(
         database: SDKDatabase, content: ContentStore, options: DownloadOptions, snapshot: DeviceSnapshot, lifecycle: EngineLifecycle,
-        events: EngineEvents, signal: WakeSignal, clock: TrustedClock, licenses: any LicenseProvider,
+        events: EngineEvents, signal: WakeSignal, clock: TrustedClock, licenses: any LicenseProvider, keyVault: KeyVault? = nil,
         requestSync: @escaping @Sendable () -> Void = {},
         askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
     ) {
@@ -92,7 +92,7 @@ actor DownloadRunner {
         self.downloader = AssetDownloader(
             fetcher: fetcher, parallelFiles: options.parallelFiles,
             planners: DownloadPlanners(fetcher: fetcher, playlistLimits: options.playlistLimits, retry: FetchRetry(sleep: options.waitBeforeRetry)),
-            refreshesURLs: options.urlRefresher != nil)
+            refreshesURLs: options.urlRefresher != nil, keyVault: keyVault)
         self.signal = signal
     }
 

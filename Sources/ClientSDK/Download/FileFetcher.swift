@@ -80,10 +80,17 @@ struct FileFetcher: Sendable {
         let destination: URL
     }
 
-    func finish(_ fetched: Fetched) async throws(DownloadFailure) {
+    /// `sealing`: what the file's bytes become before it takes its name (a key, sealed by
+    /// `KeyVault`), so that they are never at rest in the clear under it.
+    func finish(_ fetched: Fetched, sealing: (@Sendable (Data) throws -> Data)? = nil) async throws(DownloadFailure) {
         guard let partial = fetched.partial else { return }
         defer { try? partial.handle.close() }
         do {
+            if let sealing {
+                let sealed = try sealing(try Data(contentsOf: partial.url))
+                try partial.handle.truncate(atOffset: 0)
+                try partial.handle.write(contentsOf: sealed)
+            }
             // Not cancelled with the task: a file whose bytes are all there is finished, and a
             // pause must not read as a storage failure.
             if flushes { try await LocalFiles.waitingForTheDisk { try LocalFiles.flush(partial.handle) } }

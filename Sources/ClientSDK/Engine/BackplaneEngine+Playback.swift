@@ -21,7 +21,8 @@ extension BackplaneEngine {
                 try? keeper.notePlaybackRequest(assetId: assetId, entry: entry, downloading: downloads.runsDownload(of: assetId))
             },
             clearKeys: { [licenses = parts.licenses] assetId, kids in try await licenses.clearKeys(assetId: assetId, kids: kids) },
-            licensed: { [licenses = parts.licenses] assetId in await licenses.holdsLicense(assetId: assetId) })
+            licensed: { [licenses = parts.licenses] assetId in await licenses.holdsLicense(assetId: assetId) },
+            keyVault: parts.keyVault)
         let options = configuration.playback
         let task = Task {
             try await PlaybackServer.start(library: library, origins: OriginPassThrough(client: DownloadRunner.client), options: options)

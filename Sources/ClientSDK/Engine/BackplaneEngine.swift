@@ -68,6 +68,8 @@ public actor BackplaneEngine {
         let rights: RightsKeeper
         /// Licenses through the backplane: ClearKey's built in, the other systems' exchanged.
         let licenses: BackplaneLicenses
+        /// Seals the HLS keys downloads keep, and opens them for the playback server.
+        let keyVault: KeyVault
     }
 
     public init(configuration: BackplaneClientConfiguration) {
@@ -201,6 +203,7 @@ public actor BackplaneEngine {
                 session: session, database: database,
                 agreementKey: try BackplaneLicenses.agreementKey(in: configuration.dataDirectory),
                 requestSync: { [weak self] in Task { await self?.syncNow() } })
+            let keyVault = try KeyVault.inDirectory(configuration.dataDirectory)
             var rightsOptions = configuration.rights
             if rightsOptions.licenseProvider is BackplaneLicenseProvider { rightsOptions.licenseProvider = backplaneLicenses }
             let content = ContentStore(
@@ -221,7 +224,7 @@ public actor BackplaneEngine {
             let downloads = DownloadRunner(
                 database: database, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
                 events: events, signal: downloadSignal, clock: trustedClock,
-                licenses: rightsOptions.licenseProvider, requestSync: { [weak self] in Task { await self?.syncNow() } },
+                licenses: rightsOptions.licenseProvider, keyVault: keyVault, requestSync: { [weak self] in Task { await self?.syncNow() } },
                 askBackplane: askBackplane)
             let subscriptions = SubscriptionSync(
                 configuration: configuration, session: session, database: database, content: content, downloads: downloads,
@@ -243,7 +246,8 @@ public actor BackplaneEngine {
                 onWakeUp: { [weak syncLoop] in syncLoop?.wakeUp() })
             let loaded = Components(
                 database: database, content: content, snapshot: snapshot, session: session, subscriptions: subscriptions,
-                uploader: uploader, syncLoop: syncLoop, channel: channel, downloads: downloads, rights: rights, licenses: backplaneLicenses)
+                uploader: uploader, syncLoop: syncLoop, channel: channel, downloads: downloads, rights: rights, licenses: backplaneLicenses,
+                keyVault: keyVault)
             components = loaded
             return loaded
         } catch let error as BackplaneClientError {

@@ -127,7 +127,7 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         switch answer {
         case .text(let text, let contentType): sendText(.ok, text, contentType: contentType, head: head, context: context)
         case .refused(let status, let reason): sendText(HTTPResponseStatus(statusCode: status), reason, head: head, context: context)
-        case .file, .origin: sendText(.notFound, "Not found.", head: head, context: context)
+        case .file, .origin, .bytes: sendText(.notFound, "Not found.", head: head, context: context)
         }
     }
 
@@ -155,7 +155,7 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
             let outcome = await origins.open(file, range: range, method: method)
             if case .relay = outcome { library.servedFromOrigin(assetId: target.assetId, relativePath: target.relativePath) }
             return Prepared(answer: answer, origin: outcome)
-        case .text, .refused:
+        case .text, .bytes, .refused:
             return Prepared(answer: answer)
         }
     }
@@ -190,6 +190,9 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
             return nil
         case .text(let text, let contentType):
             sendText(.ok, text, contentType: contentType, head: head, context: context)
+            return nil
+        case .bytes(let bytes, let contentType):
+            send(.ok, ByteBuffer(bytes: bytes), contentType: contentType, head: head, context: context)
             return nil
         case .origin(_, let contentType):
             switch prepared.origin {
@@ -260,8 +263,18 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         _ status: HTTPResponseStatus, _ text: String, contentType: String? = nil, extra: HTTPHeaders = HTTPHeaders(), head: HTTPRequestHead,
         context: ChannelHandlerContext, closing: Bool = false
     ) {
+        send(
+            status, ByteBuffer(string: contentType == nil ? text + "\n" : text), contentType: contentType, extra: extra, head: head,
+            context: context, closing: closing)
+    }
+
+    /// A whole body: a playlist or a key made for this answer (`Cache-Control: no-store`), or a
+    /// reason in plain text (`contentType` nil).
+    private func send(
+        _ status: HTTPResponseStatus, _ body: ByteBuffer, contentType: String? = nil, extra: HTTPHeaders = HTTPHeaders(),
+        head: HTTPRequestHead, context: ChannelHandlerContext, closing: Bool = false
+    ) {
         var headers = extra
-        let body = ByteBuffer(string: contentType == nil ? text + "\n" : text)
         headers.add(name: "Content-Type", value: contentType ?? "text/plain; charset=utf-8")
         if contentType != nil { headers.add(name: "Cache-Control", value: "no-store") }
         headers.add(name: "Content-Length", value: String(body.readableBytes))

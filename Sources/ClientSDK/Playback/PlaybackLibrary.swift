@@ -6,6 +6,8 @@ import Synchronization
 enum PlaybackAnswer: Sendable, Equatable {
     case file(path: String, contentType: String)
     case text(String, contentType: String)
+    /// Bytes read and opened for this answer (a sealed key).
+    case bytes(Data, contentType: String)
     case origin(DownloadFile, contentType: String)
     case refused(status: Int, reason: String)
 }
@@ -61,6 +63,8 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
     let clearKeys: (@Sendable (_ assetId: String, _ kids: [Data]) async throws -> [(kid: Data, key: Data)])?
     /// Whether the asset's keys come only through the license door (it holds a backplane license).
     let licensed: @Sendable (_ assetId: String) async -> Bool
+    /// Opens the key files downloads sealed; nil serves them as they lie.
+    let keyVault: KeyVault?
     /// The running download's plan by path, read once per download.
     private let plans = PlanIndexCache()
 
@@ -68,10 +72,11 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
         content: ContentStore, downloads: any DownloadsInProgress, rights: @escaping @Sendable (String) async throws -> AssetRights,
         refused: @escaping @Sendable (String, AssetRights) -> Void, served: @escaping @Sendable (String, Bool) -> Void,
         clearKeys: (@Sendable (String, [Data]) async throws -> [(kid: Data, key: Data)])? = nil,
-        licensed: @escaping @Sendable (String) async -> Bool = { _ in false }
+        licensed: @escaping @Sendable (String) async -> Bool = { _ in false }, keyVault: KeyVault? = nil
     ) {
         self.clearKeys = clearKeys
         self.licensed = licensed
+        self.keyVault = keyVault
         self.content = content
         self.downloads = downloads
         self.rights = rights
@@ -87,7 +92,7 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
         else { return .refused(status: 404, reason: "Not found.") }
         let entry = Self.isAtTheDoor(relativePath)
         let contentType = Self.contentType(of: relativePath)
-        let answer: PlaybackAnswer
+        var answer: PlaybackAnswer
         if Self.isRegularFile(file) {
             answer = .file(path: file.path, contentType: contentType)
         } else if let plan = plans.index(of: assetId, in: downloads) {
@@ -105,12 +110,19 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
             // Media whose keys come only through the license door is useless without them: it
             // is served as it lies on disk, and the door refuses the license, so that an EME
             // player says why (`waitingforkey`, the 403's reason) rather than failing to load.
-            guard case .file = answer, await licensed(assetId) else { return refusal }
+            guard case .file = answer, !AssetLayout.isKey(relativePath), await licensed(assetId) else { return refusal }
             return answer
+        }
+        // A key on disk is sealed: opened past the door, only to answer.
+        if case .file(let path, _) = answer, AssetLayout.isKey(relativePath), let keyVault {
+            guard let stored = try? Data(contentsOf: URL(fileURLWithPath: path)),
+                let key = try? keyVault.open(stored, assetId: assetId, path: relativePath)
+            else { return .refused(status: 403, reason: "The key does not open on this device.") }
+            answer = .bytes(key, contentType: contentType)
         }
         // A file still at its origin counts once the origin answers (`servedFromOrigin`).
         if case .origin = answer { return answer }
-        served(assetId, entry && !relativePath.hasPrefix("keys/"))
+        served(assetId, entry && !AssetLayout.isKey(relativePath))
         return answer
     }
 
@@ -130,7 +142,7 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
     }
 
     func servedFromOrigin(assetId: String, relativePath: String) {
-        served(assetId, Self.isAtTheDoor(relativePath) && !relativePath.hasPrefix("keys/"))
+        served(assetId, Self.isAtTheDoor(relativePath) && !AssetLayout.isKey(relativePath))
     }
 
     func clearKeyLicense(assetId: String, request body: Data) async -> PlaybackAnswer {
@@ -146,7 +158,7 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
 
     /// Top-level files (playlists, a flat asset's file) and keys.
     static func isAtTheDoor(_ relativePath: String) -> Bool {
-        !relativePath.contains("/") || relativePath.hasPrefix("keys/")
+        !relativePath.contains("/") || AssetLayout.isKey(relativePath)
     }
 
     private static func isRegularFile(_ url: URL) -> Bool {
@@ -155,7 +167,7 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
     }
 
     static func contentType(of path: String) -> String {
-        if path.hasPrefix("keys/") { return "application/octet-stream" }
+        if AssetLayout.isKey(path) { return "application/octet-stream" }
         switch (path as NSString).pathExtension.lowercased() {
         case "m3u8": return "application/vnd.apple.mpegurl"
         case "mpd": return "application/dash+xml"

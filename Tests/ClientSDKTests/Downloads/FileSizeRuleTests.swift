@@ -73,7 +73,11 @@ import TestSupport
         let sixteen = try await bench.waitForOutcome("sixteen")
         #expect(sixteen.state == .completed, "\(String(describing: sixteen.lastFailure))")
         let directory = try #require(sixteen.localURL).deletingLastPathComponent()
-        #expect(try Data(contentsOf: directory.appendingPathComponent("keys/0.key")) == key)
+        // Kept sealed (never the key in the clear), served opened.
+        let stored = try Data(contentsOf: directory.appendingPathComponent("keys/0.key"))
+        #expect(stored.range(of: key) == nil && stored.count == key.count + 32)
+        let served = try await ClearKeyDownloadTests.get(try await bench.engine.playback.url(for: "sixteen").deletingLastPathComponent().appendingPathComponent("keys/0.key"))
+        #expect(served == key)
         await origin.stop()
         await bench.stop()
     }

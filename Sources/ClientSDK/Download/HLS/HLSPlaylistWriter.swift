@@ -63,7 +63,7 @@ enum HLSPlaylistWriter {
         var uri = key.keyId != nil ? key.uri : key.url?.absoluteString ?? key.uri
         if key.isDownloadable, let url = key.url {
             uri = keyPaths[url] ?? {
-                let path = "keys/\(keyPaths.count).key"
+                let path = "\(AssetLayout.keysDirectory)/\(keyPaths.count).key"
                 keyPaths[url] = path
                 files.append(DownloadFile(url: url, byteRange: nil, relativePath: path, isMedia: false, sizeRule: FileSizeRule.key(key.method)))
                 return path
