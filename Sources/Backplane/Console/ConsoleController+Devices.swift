@@ -87,6 +87,7 @@ extension ConsoleController {
     struct LicenseRow {
         let licenseId: String
         let assetId: String
+        let assetHref: String
         let system: String
         let kids: String
         let issued: String
@@ -127,7 +128,8 @@ extension ConsoleController {
             next: commands.nextCursor.map { ConsoleFormat.link(ConsolePaths.device(deviceId), [("cursor", $0)]) },
             licenses: licenses.map { license in
                 LicenseRow(
-                    licenseId: license.licenseId, assetId: license.assetId, system: license.system.rawValue,
+                    licenseId: license.licenseId, assetId: license.assetId, assetHref: ConsolePaths.asset(license.assetId),
+                    system: license.system.rawValue,
                     kids: license.kids.joined(separator: ", "), issued: ConsoleFormat.time(license.issuedAt),
                     expires: license.expiresAt.map { ConsoleFormat.time($0) } ?? "never",
                     state: license.releasedAt.map { "released \(ConsoleFormat.time($0))" } ?? license.state)

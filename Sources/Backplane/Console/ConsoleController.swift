@@ -31,6 +31,7 @@ struct ConsoleController {
         signedIn.post("sign-out", use: signOut)
         signedIn.get("find", use: find)
         addDeviceRoutes(to: signedIn)
+        addLicenseRoutes(to: signedIn)
         addApplicationRoutes(to: signedIn)
         addContentRoutes(to: signedIn)
     }
@@ -198,6 +199,7 @@ enum ConsolePaths {
     static func user(_ userId: String) -> String { "/console/users/\(ConsoleFormat.encoded(userId))" }
     static func device(_ deviceId: String) -> String { "/console/devices/\(ConsoleFormat.encoded(deviceId))" }
     static func feed(_ feedId: String) -> String { "/console/feeds/\(ConsoleFormat.encoded(feedId))" }
+    static func asset(_ assetId: String) -> String { "/console/assets/\(ConsoleFormat.encoded(assetId))" }
 }
 
 extension Calendar {

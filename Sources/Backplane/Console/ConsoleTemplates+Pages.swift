@@ -101,8 +101,28 @@ extension ConsoleTemplates {
         <table>
         <thead><tr><th>License</th><th>Asset</th><th>System</th><th>Key ids</th><th>Issued</th><th>Ends</th><th>State</th></tr></thead>
         <tbody>
-        {{#licenses}}<tr><td>{{licenseId}}</td><td>{{assetId}}</td><td>{{system}}</td><td>{{kids}}</td><td>{{issued}}</td><td>{{expires}}</td><td>{{state}}</td></tr>{{/licenses}}
+        {{#licenses}}<tr><td>{{licenseId}}</td><td><a href="{{assetHref}}">{{assetId}}</a></td><td>{{system}}</td><td>{{kids}}</td><td>{{issued}}</td><td>{{expires}}</td><td>{{state}}</td></tr>{{/licenses}}
         {{^licenses}}<tr><td colspan="7" class="muted">No licenses.</td></tr>{{/licenses}}
+        </tbody>
+        </table>
+        """
+
+    static let asset = """
+        <h2>Content keys</h2>
+        <p class="muted">Key ids only: a key is shown once, in the answer that generated it.</p>
+        <table>
+        <thead><tr><th>Key id</th><th>Added</th></tr></thead>
+        <tbody>
+        {{#keys}}<tr><td><code>{{kid}}</code></td><td>{{created}}</td></tr>{{/keys}}
+        {{^keys}}<tr><td colspan="2" class="muted">No content keys: ClearKey licenses of this asset are refused (noContentKeys).</td></tr>{{/keys}}
+        </tbody>
+        </table>
+        <h2>License servers</h2>
+        <table>
+        <thead><tr><th>System</th><th>URL</th><th>Headers</th><th>Updated</th></tr></thead>
+        <tbody>
+        {{#servers}}<tr><td>{{system}}</td><td>{{url}}</td><td>{{headers}}</td><td>{{updated}}</td></tr>{{/servers}}
+        {{^servers}}<tr><td colspan="4" class="muted">None: only ClearKey is answered.</td></tr>{{/servers}}
         </tbody>
         </table>
         """

@@ -40,7 +40,7 @@ enum ConsoleTemplates {
     static let pages: [String: String] = [
         "sign-in": signIn, "error": error, "confirm": confirm, "overview": overview, "find": find,
         "user": user, "device": device, "commands": commands, "feeds": feeds, "feed": feed,
-        "events": events, "settings": settings, "tokens": tokens,
+        "events": events, "settings": settings, "tokens": tokens, "asset": asset,
     ]
 
     static let signIn = """

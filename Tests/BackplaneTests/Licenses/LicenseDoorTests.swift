@@ -242,7 +242,7 @@ import Testing
 
 /// The console's device page lists the device's licenses: key ids and states, never a key.
 @Suite struct LicenseConsoleTests {
-    @Test func theDevicePageListsLicensesWithKeyIdsOnly() async throws {
+    @Test func theDeviceAndAssetPagesShowLicensesAndKeyIdsOnly() async throws {
         let fixture = try await Fixture.make()
         try await fixture.test { client in
             let set = try await client.admin(.put, "/v1/admin/assets/film/keys", json: ContentKeysRequest(keys: [
@@ -262,6 +262,16 @@ import Testing
             #expect(!page.text.contains(LicenseDoorTests.filmKey))
             _ = try await client.device(.post, "/v1/licenses/\(license.licenseId)/release", json: LicenseReleaseRequest(), as: phone)
             #expect(try await browser.get("/console/devices/phone").text.contains("released "))
+            // The asset's page: its key ids, never a key, and the license servers by header name.
+            #expect(page.text.contains("href=\"/console/assets/film\""))
+            _ = try await client.admin(
+                .put, "/v1/admin/license-servers/playready",
+                json: LicenseServerRequest(url: "https://pr.example/rightsmanager.asmx", headers: ["X-Secret": "do-not-show"]))
+            let asset = try await browser.get("/console/assets/film")
+            #expect(asset.text.contains(LicenseDoorTests.filmKid) && !asset.text.contains(LicenseDoorTests.filmKey))
+            #expect(asset.text.contains("https://pr.example/rightsmanager.asmx") && asset.text.contains("X-Secret"))
+            #expect(!asset.text.contains("do-not-show"))
+            #expect(try await browser.get("/console/assets/other").text.contains("No content keys"))
         }
     }
 }
