@@ -122,7 +122,9 @@ struct AssetDownloader: Sendable {
         if fetcher.flushes {
             try await flushNames(of: files, written: plan.written.map(\.path), request: request, in: directory)
         }
-        let size = tracker.current.bytes + Int64(plan.written.reduce(0) { $0 + $1.text.utf8.count })
+        // What is on disk: the files as fetched, the sealed keys' seals, the local playlists.
+        let seals = keyVault == nil ? 0 : Int64(files.count { AssetLayout.isKey($0.relativePath) }) * KeyVault.sealBytes
+        let size = tracker.current.bytes + seals + Int64(plan.written.reduce(0) { $0 + $1.text.utf8.count })
         let relativeDirectory = directory.path.dropFirst(contentRoot.path.count).drop { $0 == "/" }
         return LocalAsset(assetId: request.assetId, relativePath: "\(relativeDirectory)/\(plan.mainPath)", size: size, addedAt: Date(), request: request)
     }

@@ -11,6 +11,8 @@ struct KeyVault: Sendable {
 
     /// What a sealed file starts with; a key file without it was written before keys were sealed.
     static let magic = Data("BPK1".utf8)
+    /// A sealed file's bytes beyond the key's: the magic, the nonce and the tag.
+    static let sealBytes = Int64(magic.count + 12 + 16)
 
     init(key: SymmetricKey) {
         self.key = key

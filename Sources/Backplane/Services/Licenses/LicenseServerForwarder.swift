@@ -81,20 +81,13 @@ public final class LicenseServerForwarder: Sendable {
     /// The status and body, all of it within `options.timeout`. The client is this forward's
     /// own: shutting it down closes every connection it opened.
     private func post(_ message: ForwardedLicenseMessage, to server: LicenseServerRecord) async throws -> (Int, Data) {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        if let authorities = options.trustedCertificateAuthorities {
-            do {
-                tls.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMFile(authorities.path))]
-            } catch {
-                throw Failure(reason: "the trusted authorities file \(authorities.path) could not be read")
-            }
+        let client: HTTPClient
+        do {
+            client = try BoundedFetch.client(trusting: options.trustedCertificateAuthorities, timeout: options.timeout)
+        } catch {
+            throw Failure(reason: "the trusted authorities file \(error.path) could not be read")
         }
-        let timeout = TimeAmount.nanoseconds(Int64(options.timeout.components.seconds) * 1_000_000_000
-            + options.timeout.components.attoseconds / 1_000_000_000)
-        var configuration = HTTPClient.Configuration(
-            tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: timeout, read: timeout))
-        configuration.httpVersion = .automatic
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let timeout = BoundedFetch.timeAmount(options.timeout)
         var request = HTTPClientRequest(url: server.url)
         request.method = .POST
         for (name, value) in server.headers.sorted(by: { $0.key < $1.key }) { request.headers.add(name: name, value: value) }

@@ -169,20 +169,13 @@ actor JWKSFetcher {
     /// The answer's body and max-age, all of it within `options.timeout`. The client is this
     /// fetch's own: shutting it down closes every connection the fetch opened.
     private func download(_ url: String) async throws -> (Data, TimeInterval?) {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        if let authorities = options.trustedCertificateAuthorities {
-            do {
-                tls.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMFile(authorities.path))]
-            } catch {
-                throw FetchFailure(reason: "the trusted authorities file \(authorities.path) could not be read")
-            }
+        let client: HTTPClient
+        do {
+            client = try BoundedFetch.client(trusting: options.trustedCertificateAuthorities, timeout: options.timeout)
+        } catch {
+            throw FetchFailure(reason: "the trusted authorities file \(error.path) could not be read")
         }
-        let timeout = TimeAmount.nanoseconds(Int64(options.timeout.components.seconds) * 1_000_000_000
-            + options.timeout.components.attoseconds / 1_000_000_000)
-        let client = HTTPClient(
-            eventLoopGroupProvider: .singleton,
-            configuration: HTTPClient.Configuration(
-                tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: timeout, read: timeout)))
+        let timeout = BoundedFetch.timeAmount(options.timeout)
         let deadline = options.timeout
         do {
             guard let answer = try await withinDeadline(deadline, { try await Self.get(url, with: client, timeout: timeout) }) else {
