@@ -116,7 +116,10 @@ extension DownloadRunner {
     }
 
     /// Asks the app's license provider for the asset's license before its files come; its
-    /// outcome is stored with the asset. False when it failed (a try of the download that failed).
+    /// outcome is stored with the asset. False when it failed (a try of the download that failed),
+    /// or when the backplane or its license server did not answer (offline, 5xx): that is not the
+    /// asset's failure, and it waits, as a permission without an answer does, to be asked again
+    /// on a later pass, before any file.
     func acquireLicense(for queued: QueuedDownload, plan: DownloadPlan, grant: DownloadGrant?) async -> Bool {
         // A grant from an earlier pass (or from queue time) gets a fresh entitlement.
         var entitlement = grant?.entitlement
@@ -132,6 +135,9 @@ extension DownloadRunner {
             let license = try await licenses.acquireLicense(for: request)
             try database.recordLicense(license, assetId: queued.assetId)
             return true
+        } catch let error as BackplaneClientError where error.isTransient {
+            state.permissionUnanswered(queued.assetId, withoutGrant: [])
+            return false
         } catch {
             let message = "The license provider failed: \(error)"
             try? database.recordLicense(.failed(message), assetId: queued.assetId)

@@ -133,6 +133,31 @@ import TestSupport
         await bench.stop()
     }
 
+    /// A license the backplane could not be reached for (offline, a 5xx) is not the asset's
+    /// failure: the download waits and asks again, past the rule of threes, before any file.
+    @Test func aLicenseWithoutAnAnswerIsAskedAgainBeforeTheFilesAndNeverFailsTheAsset() async throws {
+        final class Unanswered: LicenseProvider, @unchecked Sendable {
+            let lock = NSLock()
+            var asked = 0
+            func acquireLicense(for asset: LicenseRequest) async throws -> LicenseState {
+                let count = lock.withLock { asked += 1; return asked }
+                guard count > 4 else { throw BackplaneClientError(kind: .communicationsFailure, message: "offline") }
+                return .acquired(until: nil)
+            }
+            func renewLicense(for asset: LicenseRequest) async throws -> Date? { nil }
+            func releaseLicense(assetId: String) async {}
+        }
+        let provider = Unanswered()
+        let bench = try await DownloadBench.start(rights: { $0.licenseProvider = provider })
+        bench.origin.serve("/later.mp4", TestOrigin.content(5_000))
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "later", url: bench.origin.url("/later.mp4")))
+        let asset = try await bench.waitForOutcome("later")
+        #expect(asset.state == .completed, "\(asset.state)")
+        #expect(provider.lock.withLock { provider.asked } == 5)
+        #expect(bench.origin.requests("/later.mp4") == 1)
+        await bench.stop()
+    }
+
     /// A Widevine-protected DASH asset: the provider receives the manifest's PSSH box and default
     /// key id before any segment is fetched, also when the asset was queued while its origin
     /// could not be reached (its manifest is read then, before the provider is asked); the local
