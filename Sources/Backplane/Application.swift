@@ -127,7 +127,7 @@ public struct BackplaneServices: Sendable {
         self.grants = DownloadGrantService(store: store, entitlements: entitlements, commands: commands, now: now)
         self.assetPolicies = AssetPolicyService(store: store, now: now)
         self.contentKeys = ContentKeyService(store: store, sealing: keyEncryption, now: now)
-        self.licenseServers = LicenseServerService(store: store, now: now)
+        self.licenseServers = LicenseServerService(store: store, allowed: licenseServers.allowed, now: now)
         self.licenses = LicenseService(
             store: store, contentKeys: contentKeys, licenseServers: self.licenseServers, entitlements: entitlements,
             forwarder: LicenseServerForwarder(options: licenseServers), now: now)

@@ -93,6 +93,8 @@ struct Serve: AsyncParsableCommand {
     var googleTokenUrl: String?
     @Option(help: Environment.help("A PEM file of certificate authorities trusted for the push providers besides the system's", option: "push-ca-file"))
     var pushCaFile: String?
+    @Flag(help: "Let applications name license servers (Widevine, PlayReady, FairPlay), which this server then posts to over https (env BACKPLANE_ALLOW_LICENSE_SERVERS=true).")
+    var allowLicenseServers = false
     @Option(help: Environment.help(
         "A PEM file of certificate authorities trusted for the applications' license servers besides the system's",
         option: "license-server-ca-file"))
@@ -150,6 +152,7 @@ struct Serve: AsyncParsableCommand {
         if let pushCaFile, !FileManager.default.isReadableFile(atPath: pushCaFile) {
             throw ValidationError("--push-ca-file: \(pushCaFile) cannot be read.")
         }
+        if !allowLicenseServers { allowLicenseServers = try Environment.resolve(nil, option: "allow-license-servers", default: false) }
         licenseServerCaFile = Environment.resolve(licenseServerCaFile, option: "license-server-ca-file")
         if let licenseServerCaFile, !FileManager.default.isReadableFile(atPath: licenseServerCaFile) {
             throw ValidationError("--license-server-ca-file: \(licenseServerCaFile) cannot be read.")
@@ -216,7 +219,7 @@ struct Serve: AsyncParsableCommand {
                 googleTokenURL: URL(string: googleTokenUrl!) ?? PushOptions.googleTokenURL,
                 trustedCertificateAuthorities: pushCaFile.map(URL.init(fileURLWithPath:))),
             licenseServers: LicenseServerForwarder.Options(
-                trustedCertificateAuthorities: licenseServerCaFile.map(URL.init(fileURLWithPath:)),
+                allowed: allowLicenseServers, trustedCertificateAuthorities: licenseServerCaFile.map(URL.init(fileURLWithPath:)),
                 timeout: .seconds(licenseServerTimeoutSeconds!), maxInFlight: UserTokenOptions.waitingLimit(maxConnections: maxConnections!)),
             keyEncryption: sealing)
         let configuration = BackplaneConfiguration(

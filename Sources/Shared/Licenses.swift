@@ -277,8 +277,9 @@ public struct LicenseReleaseRequest: Codable, Sendable, Equatable {
     }
 }
 
-/// The answer to a release: the license as recorded, and for a forwarded release the license
-/// server's answer as it came (base64), for the CDM.
+/// The answer to a release: the license as recorded (its fields at the top level, as a
+/// `License`, so that a client reading a `License` still reads it), and for a forwarded release
+/// the license server's answer as it came (base64), for the CDM.
 public struct LicenseReleaseResponse: Codable, Sendable, Equatable {
     public var license: License
     public var licenseServerAnswer: String?
@@ -286,6 +287,21 @@ public struct LicenseReleaseResponse: Codable, Sendable, Equatable {
     public init(license: License, licenseServerAnswer: String? = nil) {
         self.license = license
         self.licenseServerAnswer = licenseServerAnswer
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case licenseServerAnswer
+    }
+
+    public init(from decoder: any Decoder) throws {
+        license = try License(from: decoder)
+        licenseServerAnswer = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent(String.self, forKey: .licenseServerAnswer)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try license.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(licenseServerAnswer, forKey: .licenseServerAnswer)
     }
 }
 

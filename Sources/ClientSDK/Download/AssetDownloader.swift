@@ -122,8 +122,13 @@ struct AssetDownloader: Sendable {
         if fetcher.flushes {
             try await flushNames(of: files, written: plan.written.map(\.path), request: request, in: directory)
         }
-        // What is on disk: the files as fetched, the sealed keys' seals, the local playlists.
-        let seals = keyVault == nil ? 0 : Int64(files.count { AssetLayout.isKey($0.relativePath) }) * KeyVault.sealBytes
+        // What is on disk: the files as fetched, the seals of the keys sealed in this run (a key
+        // finished in an earlier one counted at its sealed size), the local playlists.
+        var seals: Int64 = 0
+        for (index, file) in files.enumerated() where keyVault != nil && AssetLayout.isKey(file.relativePath) {
+            let onDisk = LocalFiles.size(of: directory.appendingPathComponent(file.relativePath, isDirectory: false)) ?? 0
+            seals += max(0, onDisk - tracker.bytes(of: index))
+        }
         let size = tracker.current.bytes + seals + Int64(plan.written.reduce(0) { $0 + $1.text.utf8.count })
         let relativeDirectory = directory.path.dropFirst(contentRoot.path.count).drop { $0 == "/" }
         return LocalAsset(assetId: request.assetId, relativePath: "\(relativeDirectory)/\(plan.mainPath)", size: size, addedAt: Date(), request: request)

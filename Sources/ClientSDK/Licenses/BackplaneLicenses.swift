@@ -61,6 +61,9 @@ actor BackplaneLicenses: LicenseProvider {
                     try await api.releaseLicense(licenseId, LicenseReleaseRequest(kids: kids.isEmpty ? nil : kids), as: credentials)
                 }
             } catch let error as BackplaneClientError where error.code == .notFound {
+            } catch let error as BackplaneClientError where error.code == .licenseServerFailed {
+                // One application's license server failing: this release waits, the others go.
+                continue
             } catch {
                 return
             }
@@ -69,8 +72,10 @@ actor BackplaneLicenses: LicenseProvider {
     }
 
     /// Whether the asset holds a license of the backplane's (its media opens only with its keys).
+    /// Only ClearKey's: its keys reach a player through the playback server's door alone. A
+    /// license exchanged for another system may sit in a CDM that would go on playing.
     func holdsLicense(assetId: String) -> Bool {
-        (try? database.backplaneLicense(assetId: assetId)) != nil
+        (try? database.backplaneLicense(assetId: assetId))?.clearKey != nil
     }
 
     /// The asset's keys in the clear, for a player (only the key ids asked for, when any): empty
@@ -101,9 +106,18 @@ actor BackplaneLicenses: LicenseProvider {
         guard (1...WireLimits.maxLicenseChallengeBytes).contains(challenge.count) else {
             throw BackplaneClientError(kind: .invalidInput, message: "A challenge is 1 to \(WireLimits.maxLicenseChallengeBytes) bytes.")
         }
+        // Kept with an asset the SDK holds: one it does not would be released as orphaned at once.
+        guard try database.holdsAsset(assetId) else {
+            throw BackplaneClientError(kind: .invalidInput, message: "Asset '\(assetId)' is not queued or downloaded on this device.")
+        }
         let request = LicenseIssueRequest(
             assetId: assetId, system: system, request: .opaque(challenge), grantId: try database.heldGrantId(assetId: assetId))
         let answer = try await session.request { api, credentials in try await api.requestLicense(request, as: credentials) }
+        // Another license of the asset is given up: its release is queued, not forgotten.
+        if let held = try database.backplaneLicense(assetId: assetId), held.licenseId != answer.licenseId {
+            try database.queueLicenseRelease(assetId: assetId, at: Date())
+            Task { await sendReleases() }
+        }
         try database.saveBackplaneLicense(answer, assetId: assetId)
         return answer
     }

@@ -67,6 +67,14 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
                 .misdirectedRequest, "This server answers only for 127.0.0.1 and localhost on its own port.", head: head, context: context,
                 closing: true)
         }
+        if head.method == .OPTIONS, PlaybackPath.carriesToken(head.uri, token: token) {
+            // A web view's preflight (a Range header, a typed license request): what may follow.
+            var headers = HTTPHeaders()
+            headers.add(name: "Access-Control-Allow-Methods", value: "GET, HEAD, POST")
+            headers.add(name: "Access-Control-Allow-Headers", value: "Range, Content-Type")
+            headers.add(name: "Access-Control-Max-Age", value: "600")
+            return send(.noContent, ByteBuffer(), extra: headers, head: head, context: context)
+        }
         guard head.method == .GET || head.method == .HEAD else {
             var headers = HTTPHeaders()
             headers.add(name: "Allow", value: "GET, HEAD")
@@ -291,6 +299,7 @@ final class PlaybackHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
         // A web view's player loads its page from the app's origin, not this one: it may read
         // what a URL carrying the run's token names (the token, not the origin, is the secret).
         headers.add(name: "Access-Control-Allow-Origin", value: "*")
+        headers.add(name: "Access-Control-Expose-Headers", value: "Content-Range, Content-Length, Accept-Ranges")
         if !head.isKeepAlive { headers.add(name: "Connection", value: "close") }
         return headers
     }

@@ -19,9 +19,15 @@ struct KeyVault: Sendable {
     }
 
     /// The storage key of the data directory (`storage-key`, owner-only), made on first use.
+    /// Made only when there is no such file: one that cannot be read now (a locked device, an
+    /// I/O error) must not be replaced, or every key sealed under it would be lost.
     static func inDirectory(_ directory: URL) throws -> KeyVault {
         let file = directory.appendingPathComponent("storage-key")
-        if let data = try? Data(contentsOf: file), data.count == 32 { return KeyVault(key: SymmetricKey(data: data)) }
+        if FileManager.default.fileExists(atPath: file.path) {
+            let data = try Data(contentsOf: file)
+            guard data.count == 32 else { throw CocoaError(.fileReadCorruptFile, userInfo: [NSFilePathErrorKey: file.path]) }
+            return KeyVault(key: SymmetricKey(data: data))
+        }
         let key = SymmetricKey(size: .bits256)
         try FileDeviceIdentityStore.writeOwnerOnly(key.withUnsafeBytes { Data($0) }, to: file)
         return KeyVault(key: key)

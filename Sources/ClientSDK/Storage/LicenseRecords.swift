@@ -66,6 +66,15 @@ extension SDKDatabase {
         if let assetId { try queueLicenseRelease(assetId: assetId, at: at) }
     }
 
+    /// Whether the asset is queued or downloaded.
+    func holdsAsset(_ assetId: String) throws -> Bool {
+        try read { db in
+            try Bool.fetchOne(db, sql: """
+                SELECT EXISTS (SELECT 1 FROM downloads WHERE asset_id = ?) OR EXISTS (SELECT 1 FROM assets WHERE asset_id = ?)
+                """, arguments: [assetId, assetId]) ?? false
+        }
+    }
+
     /// The grant the device holds of the asset, queued or completed, if any.
     func heldGrantId(assetId: String) throws -> String? {
         try read { db in

@@ -121,11 +121,11 @@ extension StoreConformanceTests {
         let store = try await kind.make()
         let app = try await application(in: store)
         let other = try await application(in: store)
-        let servers = LicenseServerService(store: store, now: { Self.now })
+        let servers = LicenseServerService(store: store, allowed: true, now: { Self.now })
         _ = try await servers.set(applicationId: app, system: "widevine", LicenseServerRequest(url: "https://wv.example/license"))
         let set = try await servers.set(
             applicationId: app, system: "widevine", LicenseServerRequest(url: "https://wv2.example/license", headers: ["X-Api-Key": "s3cret"]))
-        _ = try await servers.set(applicationId: app, system: "fairplay", LicenseServerRequest(url: "http://10.0.0.7:8080/ckc"))
+        _ = try await servers.set(applicationId: app, system: "fairplay", LicenseServerRequest(url: "https://10.0.0.7:8443/ckc"))
         #expect(set.headerNames == ["X-Api-Key"] && set.updatedAt == Self.now)
         let listed = try await servers.list(applicationId: app).licenseServers
         #expect(listed.map(\.system) == [.fairPlay, .widevine] && listed.last?.url == "https://wv2.example/license")

@@ -22,7 +22,7 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: root) }
         let certificates = try await TestCertificates.make(in: root, openssl: openssl)
         let backplane = try await InProcessBackplane.start(
-            licenseServers: LicenseServerForwarder.Options(trustedCertificateAuthorities: certificates.authority))
+            licenseServers: LicenseServerForwarder.Options(allowed: true, trustedCertificateAuthorities: certificates.authority))
         let port = backplane.port
         let licenseServer = try await TestLicenseServer.start(certificates, backplane: { "http://127.0.0.1:\(port)" })
         defer { Task { await licenseServer.stop() } }

@@ -80,6 +80,11 @@ import TestSupport
         let head = try await Self.get(segmentURL, method: .HEAD)
         #expect(head.status == 200 && head.body.isEmpty && head.headers.first(name: "Content-Length") == String(whole.count))
         #expect(try await Self.get(segmentURL, method: .POST).status == 405)
+        // A web view's page is of another origin: it may read the answers, and its preflight is answered.
+        #expect(head.headers.first(name: "Access-Control-Allow-Origin") == "*")
+        #expect(head.headers.first(name: "Access-Control-Expose-Headers")?.contains("Content-Range") == true)
+        let preflight = try await Self.get(segmentURL, method: .OPTIONS)
+        #expect(preflight.status == 204 && preflight.headers.first(name: "Access-Control-Allow-Headers")?.contains("Range") == true)
 
         // Nothing answers outside the token, or outside the asset's directory.
         let server = try #require(URLComponents(url: url, resolvingAgainstBaseURL: false))

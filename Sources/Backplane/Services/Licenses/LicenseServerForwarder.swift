@@ -17,12 +17,19 @@ import BackplaneWire
 /// goes to the log only (it would let any device probe the network behind the backplane).
 public final class LicenseServerForwarder: Sendable {
     public struct Options: Sendable, Equatable {
+        /// Whether applications may name license servers at all (`--allow-license-servers`): a
+        /// URL an application's admin chooses is one the backplane posts to and whose answer a
+        /// device reads, so the operator decides, as for key-set URLs.
+        public var allowed: Bool
         /// A PEM file of certificate authorities trusted for license servers besides the system's.
         public var trustedCertificateAuthorities: URL?
         public var timeout: Duration
         public var maxInFlight: Int
 
-        public init(trustedCertificateAuthorities: URL? = nil, timeout: Duration = .seconds(10), maxInFlight: Int = 64) {
+        public init(
+            allowed: Bool = false, trustedCertificateAuthorities: URL? = nil, timeout: Duration = .seconds(10), maxInFlight: Int = 64
+        ) {
+            self.allowed = allowed
             self.trustedCertificateAuthorities = trustedCertificateAuthorities
             self.timeout = timeout
             self.maxInFlight = max(1, maxInFlight)
@@ -67,7 +74,8 @@ public final class LicenseServerForwarder: Sendable {
         }
         switch status {
         case 200..<300: return .answered(body)
-        case 400..<500: return .refused(status: status)
+        // A timeout or a rate limit is the server's state, not its answer: the device tries again.
+        case 400..<500 where status != 408 && status != 429: return .refused(status: status)
         default:
             logger.warning("license server failed", metadata: [
                 "application": "\(server.applicationId)", "system": "\(server.system)", "status": "\(status)",
@@ -81,6 +89,9 @@ public final class LicenseServerForwarder: Sendable {
     /// The status and body, all of it within `options.timeout`. The client is this forward's
     /// own: shutting it down closes every connection it opened.
     private func post(_ message: ForwardedLicenseMessage, to server: LicenseServerRecord) async throws -> (Int, Data) {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        let body = try encoder.encode(message)
         let client: HTTPClient
         do {
             client = try BoundedFetch.client(trusting: options.trustedCertificateAuthorities, timeout: options.timeout)
@@ -92,9 +103,7 @@ public final class LicenseServerForwarder: Sendable {
         request.method = .POST
         for (name, value) in server.headers.sorted(by: { $0.key < $1.key }) { request.headers.add(name: name, value: value) }
         request.headers.replaceOrAdd(name: "Content-Type", value: "application/json")
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        request.body = .bytes(ByteBuffer(data: try encoder.encode(message)))
+        request.body = .bytes(ByteBuffer(data: body))
         let deadline = options.timeout
         let prepared = request
         do {

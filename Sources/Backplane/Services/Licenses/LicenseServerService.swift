@@ -7,6 +7,8 @@ import BackplaneWire
 /// forward and never shown again, only their names.
 public struct LicenseServerService: Sendable {
     let store: any BackplaneStore
+    /// The operator lets applications name license servers (`--allow-license-servers`).
+    let allowed: Bool
     let now: @Sendable () -> Date
 
     /// The systems forwarded to.
@@ -18,14 +20,19 @@ public struct LicenseServerService: Sendable {
         "expect", "proxy-connection", "proxy-authorization",
     ]
 
-    public init(store: any BackplaneStore, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(store: any BackplaneStore, allowed: Bool = false, now: @escaping @Sendable () -> Date = { Date() }) {
         self.store = store
+        self.allowed = allowed
         self.now = now
     }
 
-    /// Sets the application's server for `system` (400 for a system the backplane does not
-    /// forward, a URL that is not http(s), or a header it may not send).
+    /// Sets the application's server for `system`: 403 unless the operator allows license
+    /// servers; 400 for a system the backplane does not forward, a URL that is not https, or a
+    /// header it may not send.
     public func set(applicationId: String, system: String, _ request: LicenseServerRequest) async throws -> LicenseServer {
+        guard allowed else {
+            throw ServiceError.forbidden("This backplane does not forward licenses: its operator allows license servers with --allow-license-servers.")
+        }
         let system = try Self.forwardedSystem(system)
         try Self.validate(request)
         let record = LicenseServerRecord(
@@ -46,9 +53,10 @@ public struct LicenseServerService: Sendable {
         LicenseServerList(licenseServers: try await store.licenseServers(applicationId: applicationId).map(Self.wire))
     }
 
-    /// The server licenses of `system` go to, if configured.
+    /// The server licenses of `system` go to, if configured (and the operator still allows it).
     func server(applicationId: String, system: LicenseSystem) async throws -> LicenseServerRecord? {
-        try await store.licenseServers(applicationId: applicationId).first { $0.system == system.rawValue }
+        guard allowed else { return nil }
+        return try await store.licenseServers(applicationId: applicationId).first { $0.system == system.rawValue }
     }
 
     static func forwardedSystem(_ text: String) throws -> LicenseSystem {
@@ -63,11 +71,11 @@ public struct LicenseServerService: Sendable {
 
     static func validate(_ request: LicenseServerRequest) throws {
         guard request.url.utf8.count <= maxURLLength, let url = URLComponents(string: request.url),
-            let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), let host = url.host, !host.isEmpty,
-            url.user == nil, url.fragment == nil
+            url.scheme?.lowercased() == "https", let host = url.host, !host.isEmpty, url.user == nil, url.query == nil, url.fragment == nil
         else {
+            // No query: a credential belongs in a header, whose value is never shown again.
             throw ServiceError.validation(
-                "'url' must be an http or https URL with a host, no user and no fragment, at most \(maxURLLength) bytes.", field: "url")
+                "'url' must be an https URL with a host, no user, no query and no fragment, at most \(maxURLLength) bytes.", field: "url")
         }
         let headers = request.headers ?? [:]
         guard headers.count <= WireLimits.maxLicenseServerHeaders else {
@@ -75,6 +83,9 @@ public struct LicenseServerService: Sendable {
         }
         // RFC 9110 token characters.
         let tokenCharacters = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        guard Set(headers.keys.map { $0.lowercased() }).count == headers.count else {
+            throw ServiceError.validation("A header is named twice (names are compared without case).", field: "headers")
+        }
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
             guard (1...64).contains(name.utf8.count), name.utf8.allSatisfy(tokenCharacters.contains) else {
                 throw ServiceError.validation("Header name '\(name.prefix(64))' must be 1 to 64 token characters.", field: "headers")

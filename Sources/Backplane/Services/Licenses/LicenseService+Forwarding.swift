@@ -7,10 +7,13 @@ import BackplaneWire
 // A release is recorded first, then forwarded with the CDM's release message.
 extension LicenseService {
     /// The license server's answer to `challenge`, for the CDM. Its refusal (a 4xx) is
-    /// `license_denied` with reason `licenseServerRefused`; the license and its grant stay
-    /// recorded, as after a permission, and asking again forwards again under them.
+    /// `license_denied` with reason `licenseServerRefused`, and the license the door recorded for
+    /// it (`recorded`) is released, since the device holds none; its grant stays, as after a
+    /// permission (the download's to end). A server that failed leaves the license recorded, and
+    /// asking again forwards again under it.
     func forward(
-        _ challenge: Data, for license: LicenseRecord, grant: DownloadGrantRecord, policy: LicensePolicy, to server: LicenseServerRecord
+        _ challenge: Data, for license: LicenseRecord, grant: DownloadGrantRecord, policy: LicensePolicy, to server: LicenseServerRecord,
+        recorded: Bool
     ) async throws -> Data {
         let entitlement = try await entitlements.tokens(for: [grant]).first ?? nil
         let message = ForwardedLicenseMessage(
@@ -21,6 +24,16 @@ extension LicenseService {
         case .answered(let bytes):
             return bytes
         case .refused(let status):
+            if recorded {
+                let now = now()
+                _ = try await store.releaseLicense(
+                    applicationId: license.applicationId, deviceId: license.deviceId, licenseId: license.licenseId
+                ) { held, _ -> (LicenseRecord?, DownloadGrantRecord?, Void) in
+                    guard var held, held.releasedAt == nil else { return (nil, nil, ()) }
+                    held.releasedAt = now
+                    return (held, nil, ())
+                }
+            }
             throw ServiceError(
                 .licenseDenied, "The application's \(server.system) license server refused the license (HTTP \(status)).",
                 details: ["reason": .string(LicenseDenial.licenseServerRefused.rawValue), "licenseServerStatus": .int(Int64(status))])

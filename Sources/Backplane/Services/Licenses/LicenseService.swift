@@ -84,14 +84,16 @@ public struct LicenseService: Sendable {
             return (nil, decision)
         }
         switch outcome {
-        case .issued(let license, let grant, let clearKey, let created, _):
+        case .issued(let license, let grant, let clearKey, let created, let recorded):
             var response = LicenseIssueResponse(
                 licenseId: license.licenseId, grantId: license.grantId, assetId: license.assetId, system: license.system,
                 expiresAt: license.expiresAt, policy: Self.policy(grant.window, expiresAt: license.expiresAt, now: now), clearKey: nil)
             if let clearKey {
                 response.clearKey = try Self.wrap(clearKey.keys, for: clearKey.agreementKey, licenseId: license.licenseId)
             } else if case .forwarded(let challenge, let server) = answering {
-                response.license = try await forward(challenge, for: license, grant: grant, policy: response.policy, to: server).base64EncodedString()
+                response.license = try await forward(
+                    challenge, for: license, grant: grant, policy: response.policy, to: server, recorded: recorded
+                ).base64EncodedString()
             }
             return (response, created)
         case .denied(let reason, let message):
