@@ -19,9 +19,9 @@ public final class TestLicenseServer: Sendable {
 
     /// What it received, and how it answers next.
     private final class State: Sendable {
-        let value = Mutex<(received: [Received], status: Int, delay: Duration)>(([], 200, .zero))
+        let value = Mutex<(received: [Received], status: Int, delay: Duration, padding: Int)>(([], 200, .zero, 0))
 
-        func withLock<T: Sendable>(_ body: (inout (received: [Received], status: Int, delay: Duration)) -> T) -> T {
+        func withLock<T: Sendable>(_ body: (inout (received: [Received], status: Int, delay: Duration, padding: Int)) -> T) -> T {
             value.withLock { body(&$0) }
         }
     }
@@ -64,22 +64,23 @@ public final class TestLicenseServer: Sendable {
                     claims = verified
                 }
             }
-            let (status, delay) = state.withLock { state in
+            let (status, delay, padding) = state.withLock { state in
                 state.received.append(Received(message: message, apiKey: request.header("x-api-key"), verified: claims))
-                return (state.status, state.delay)
+                return (state.status, state.delay, state.padding)
             }
             if delay > .zero { try? await Task.sleep(for: delay) }
             guard message.kind != .license || claims != nil else { return .json(403, #"{"error":"entitlement"}"#) }
             let payload = Data(base64Encoded: message.payload ?? "") ?? Data()
             return LocalHTTP2Server.Answer(
-                status: status, headers: [("content-type", "application/octet-stream")], body: answer(to: message.kind, payload: payload))
+                status: status, headers: [("content-type", "application/octet-stream")],
+                body: answer(to: message.kind, payload: payload) + Data(count: padding))
         }
         return TestLicenseServer(server: server, state: state)
     }
 
-    /// How the next answers go: their status, after `delay`.
-    public func answer(status: Int, after delay: Duration = .zero) {
-        state.withLock { $0.status = status; $0.delay = delay }
+    /// How the next answers go: their status, after `delay`, with `padding` more bytes.
+    public func answer(status: Int, after delay: Duration = .zero, padding: Int = 0) {
+        state.withLock { $0.status = status; $0.delay = delay; $0.padding = padding }
     }
 
     public func stop() async {

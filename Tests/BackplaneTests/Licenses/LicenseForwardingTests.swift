@@ -1,6 +1,7 @@
 import Backplane
 import Foundation
 import HTTPTypes
+import HummingbirdTesting
 import BackplaneWire
 import Synchronization
 import Testing
@@ -113,6 +114,52 @@ import TestSupport
             #expect(try await client.admin(.delete, "/v1/admin/license-servers/widevine").status == .noContent)
             let removed = try await client.device(.post, "/v1/licenses", json: ask, as: tablet)
             #expect(removed.errorDetails?["reason"] == .string("systemNotConfigured"))
+        }
+    }
+
+    /// A forward is bounded: an answer past 256 KiB is a failure, and past the node's cap on
+    /// forwards in flight a request is refused at once.
+    @Test func forwardsAreBoundedInSizeAndInFlight() async throws {
+        guard let openssl = TestCertificates.openssl else { return }
+        let root = try createdTemporaryDirectory("backplane-license-bounds")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let certificates = try await TestCertificates.make(in: root, openssl: openssl)
+        let port = Mutex(0)
+        let server = try await TestLicenseServer.start(certificates, backplane: { "http://127.0.0.1:\(port.withLock { $0 })" })
+        defer { Task { await server.stop() } }
+        let fixture = try await Fixture.make(licenseServers: LicenseServerForwarder.Options(
+            allowed: true, trustedCertificateAuthorities: certificates.authority, timeout: .seconds(10), maxInFlight: 1))
+        try await fixture.test(.live) { client in
+            port.withLock { $0 = client.raw.port ?? 0 }
+            let phone = try await client.register(user: "cy", device: "phone").0
+            _ = try await client.admin(.put, "/v1/admin/license-servers/widevine", json: LicenseServerRequest(url: "https://localhost:\(server.port)/"))
+            func ask(_ assetId: String) async throws -> TestResponse {
+                try await client.device(
+                    .post, "/v1/licenses", json: LicenseIssueRequest(assetId: assetId, system: .widevine, request: .opaque(Data([1, 2, 3]))), as: phone)
+            }
+            server.answer(status: 200, padding: WireLimits.maxLicenseServerAnswerBytes)
+            let large = try await ask("film")
+            #expect(large.status == .badGateway && large.errorCode == .licenseServerFailed, "\(large.text)")
+
+            // Two at once (through the service: the test client sends one request at a time).
+            server.answer(status: 200, after: .seconds(3))
+            let before = server.received.count
+            let licenses = fixture.services.licenses, application = fixture.applicationId
+            async let first = licenses.issue(
+                applicationId: application, deviceId: phone.deviceId,
+                LicenseIssueRequest(assetId: "film", system: .widevine, request: .opaque(Data([1, 2, 3]))))
+            // The first is at the license server, held there: the one slot is taken.
+            let deadline = ContinuousClock.now + .seconds(20)
+            while server.received.count == before, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            do {
+                _ = try await licenses.issue(
+                    applicationId: application, deviceId: phone.deviceId,
+                    LicenseIssueRequest(assetId: "trailer", system: .widevine, request: .opaque(Data([1, 2, 3]))))
+                Issue.record("a second forward passed the cap of one in flight")
+            } catch let error as ServiceError {
+                #expect(error.code == .serviceUnavailable, "\(error)")
+            }
+            #expect(try await first.0.license != nil)
         }
     }
 
