@@ -116,7 +116,7 @@ extension SDKDatabase {
             arguments: [asset.assetId, asset.relativePath, asset.size, asset.addedAt, request])
     }
 
-    private static func fetchAssets(_ db: Database, where assetId: String?) throws -> [LocalAsset] {
+    static func fetchAssets(_ db: Database, where assetId: String?) throws -> [LocalAsset] {
         let sql = "SELECT asset_id, relative_path, size, added_at, request, grant_id FROM assets"
         let rows = try assetId.map { try Row.fetchAll(db, sql: sql + " WHERE asset_id = ?", arguments: [$0]) }
             ?? Row.fetchAll(db, sql: sql + " ORDER BY added_at, asset_id")
@@ -264,66 +264,6 @@ extension SDKDatabase {
             ])
     }
 
-    /// Squares the subscription items with the downloads: queued items whose asset is on the
-    /// device become `downloaded`; returns the queued items the download queue does not hold,
-    /// oldest first (one query, however many items the feeds hold).
-    func reconcileSubscriptionItems() throws -> [SubscriptionItem] {
-        try write { db in
-            try db.execute(sql: """
-                UPDATE subscription_items SET state = ? WHERE state = ? AND asset_id IN (SELECT asset_id FROM assets)
-                """, arguments: [SubscriptionItem.State.downloaded.rawValue, SubscriptionItem.State.queued.rawValue])
-            return try Row.fetchAll(db, sql: """
-                SELECT * FROM subscription_items WHERE state = ?
-                  AND asset_id NOT IN (SELECT asset_id FROM downloads) AND asset_id NOT IN (SELECT asset_id FROM assets)
-                ORDER BY added_at, asset_id
-                """, arguments: [SubscriptionItem.State.queued.rawValue]).map(Self.item)
-        }
-    }
-
-    /// What `trackItem` did.
-    enum Tracking {
-        case tracked(SubscriptionItem)
-        /// Neither queued nor downloaded.
-        case unknownAsset
-        /// Another feed holds the asset's item.
-        case trackedBy(feedId: String)
-    }
-
-    /// Makes an asset the app queued or downloaded itself count toward `feedId`'s quota: a new
-    /// item, `downloaded` or `queued` as the asset is (or its existing item in that feed, made a
-    /// counting one in that state, whatever the feed had made of it).
-    /// Looked up and written in one transaction, so that a download completing meanwhile cannot
-    /// leave a `queued` item behind.
-    func trackItem(assetId: String, feedId: String) throws -> Tracking {
-        try write { db in
-            // The item is `downloaded` or `queued` as the asset's download is.
-            let present: (state: SubscriptionItem.State, request: DownloadRequest?)?
-            if let asset = try Self.fetchAssets(db, where: assetId).first {
-                present = (.downloaded, asset.request)
-            } else if let queued = try Self.fetchQueue(db, assetId: assetId).first {
-                present = (.queued, queued.request)
-            } else {
-                present = nil
-            }
-            let existing = try Row.fetchOne(db, sql: "SELECT * FROM subscription_items WHERE asset_id = ?", arguments: [assetId]).map(Self.item)
-            if let existing, existing.feedId != feedId { return .trackedBy(feedId: existing.feedId) }
-            guard let present else { return .unknownAsset }
-            if var existing {
-                // An item the feed reset or deferred counts again once the app queues its asset.
-                guard !existing.viaSubscription || existing.state != present.state else { return .tracked(existing) }
-                existing.viaSubscription = true
-                existing.state = present.state
-                try Self.saveItem(existing, metadata: try Self.encoder.encode(existing.metadata), db)
-                return .tracked(existing)
-            }
-            let item = SubscriptionItem(
-                assetId: assetId, feedId: feedId, metadata: present.request?.episode ?? EpisodeInput(assetId: assetId),
-                state: present.state, viaSubscription: true, addedAt: Date())
-            try Self.saveItem(item, metadata: try Self.encoder.encode(item.metadata), db)
-            return .tracked(item)
-        }
-    }
-
     /// A download completed: its record moves from the queue to the assets (and its subscription
     /// item, if any, becomes downloaded), in one transaction.
     /// Returns false, recording nothing, when the asset left the queue meanwhile (removed or
@@ -364,7 +304,7 @@ extension SDKDatabase {
         }
     }
 
-    private static func fetchQueue(_ db: Database, assetId: String? = nil) throws -> [QueuedDownload] {
+    static func fetchQueue(_ db: Database, assetId: String? = nil) throws -> [QueuedDownload] {
         let rows = try assetId.map { try Row.fetchAll(db, sql: "SELECT * FROM downloads WHERE asset_id = ?", arguments: [$0]) }
             ?? Row.fetchAll(db, sql: "SELECT * FROM downloads ORDER BY position")
         return try rows.enumerated().map { index, row in

@@ -46,3 +46,66 @@ extension SDKDatabase {
             viaSubscription: row.decode(forColumn: "via_subscription"), addedAt: row.decode(forColumn: "added_at"))
     }
 }
+
+/// Subscription items and the downloads they stand for, squared in one transaction each.
+extension SDKDatabase {
+    /// Squares the subscription items with the downloads: queued items whose asset is on the
+    /// device become `downloaded`; returns the queued items the download queue does not hold,
+    /// oldest first (one query, however many items the feeds hold).
+    func reconcileSubscriptionItems() throws -> [SubscriptionItem] {
+        try write { db in
+            try db.execute(sql: """
+                UPDATE subscription_items SET state = ? WHERE state = ? AND asset_id IN (SELECT asset_id FROM assets)
+                """, arguments: [SubscriptionItem.State.downloaded.rawValue, SubscriptionItem.State.queued.rawValue])
+            return try Row.fetchAll(db, sql: """
+                SELECT * FROM subscription_items WHERE state = ?
+                  AND asset_id NOT IN (SELECT asset_id FROM downloads) AND asset_id NOT IN (SELECT asset_id FROM assets)
+                ORDER BY added_at, asset_id
+                """, arguments: [SubscriptionItem.State.queued.rawValue]).map(Self.item)
+        }
+    }
+
+    /// What `trackItem` did.
+    enum Tracking {
+        case tracked(SubscriptionItem)
+        /// Neither queued nor downloaded.
+        case unknownAsset
+        /// Another feed holds the asset's item.
+        case trackedBy(feedId: String)
+    }
+
+    /// Makes an asset the app queued or downloaded itself count toward `feedId`'s quota: a new
+    /// item, `downloaded` or `queued` as the asset is (or its existing item in that feed, made a
+    /// counting one in that state, whatever the feed had made of it).
+    /// Looked up and written in one transaction, so that a download completing meanwhile cannot
+    /// leave a `queued` item behind.
+    func trackItem(assetId: String, feedId: String) throws -> Tracking {
+        try write { db in
+            // The item is `downloaded` or `queued` as the asset's download is.
+            let present: (state: SubscriptionItem.State, request: DownloadRequest?)?
+            if let asset = try Self.fetchAssets(db, where: assetId).first {
+                present = (.downloaded, asset.request)
+            } else if let queued = try Self.fetchQueue(db, assetId: assetId).first {
+                present = (.queued, queued.request)
+            } else {
+                present = nil
+            }
+            let existing = try Row.fetchOne(db, sql: "SELECT * FROM subscription_items WHERE asset_id = ?", arguments: [assetId]).map(Self.item)
+            if let existing, existing.feedId != feedId { return .trackedBy(feedId: existing.feedId) }
+            guard let present else { return .unknownAsset }
+            if var existing {
+                // An item the feed reset or deferred counts again once the app queues its asset.
+                guard !existing.viaSubscription || existing.state != present.state else { return .tracked(existing) }
+                existing.viaSubscription = true
+                existing.state = present.state
+                try Self.saveItem(existing, metadata: try Self.encoder.encode(existing.metadata), db)
+                return .tracked(existing)
+            }
+            let item = SubscriptionItem(
+                assetId: assetId, feedId: feedId, metadata: present.request?.episode ?? EpisodeInput(assetId: assetId),
+                state: present.state, viaSubscription: true, addedAt: Date())
+            try Self.saveItem(item, metadata: try Self.encoder.encode(item.metadata), db)
+            return .tracked(item)
+        }
+    }
+}
