@@ -67,10 +67,9 @@ public enum LicenseChallenge: Codable, Sendable, Equatable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if let text = try? container.decode(String.self) {
-            let limit = WireLimits.maxLicenseChallengeBytes
-            guard text.utf8.count <= (limit + 2) / 3 * 4, let bytes = Data(base64Encoded: text), !bytes.isEmpty else {
+            guard let bytes = Data(base64: text, bytes: WireLimits.maxLicenseChallengeBytes) else {
                 throw DecodingError.dataCorruptedError(
-                    in: container, debugDescription: "A challenge is base64 of 1 to \(limit) bytes.")
+                    in: container, debugDescription: "A challenge is base64 of 1 to \(WireLimits.maxLicenseChallengeBytes) bytes.")
             }
             self = .opaque(bytes)
         } else {
@@ -84,6 +83,15 @@ public enum LicenseChallenge: Codable, Sendable, Equatable {
         case .clearKey(let request): try container.encode(request)
         case .opaque(let bytes): try container.encode(bytes.base64EncodedString())
         }
+    }
+}
+
+extension Data {
+    /// `text` as base64 of 1 to `limit` bytes (a CDM's challenge or release message); nil
+    /// otherwise. Its length is checked before anything is decoded.
+    public init?(base64 text: String, bytes limit: Int) {
+        guard text.utf8.count <= (limit + 2) / 3 * 4, let bytes = Data(base64Encoded: text), !bytes.isEmpty else { return nil }
+        self = bytes
     }
 }
 

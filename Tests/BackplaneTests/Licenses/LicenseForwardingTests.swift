@@ -13,25 +13,39 @@ import TestSupport
 /// the release with the CDM's message. The backplane decides under the download rules first, and
 /// returns the server's bytes unchanged.
 @Suite(.serialized) struct LicenseForwardingTests {
-    @Test func aWidevineChallengeIsDecidedForwardedWithItsEntitlementAndReleased() async throws {
+    /// A backplane served live (the license server fetches its entitlement keys) whose forwards
+    /// trust `TestLicenseServer`'s throwaway CA, with that server; the body gets the client, the
+    /// fixture and the server. Without openssl the test does not run, which CI records as a failure.
+    static func withLicenseServer(
+        _ name: String, timeout: Duration, maxInFlight: Int = 64, prepare: @escaping (Fixture) async throws -> Void = { _ in },
+        _ body: @escaping @Sendable (Client, Fixture, TestLicenseServer) async throws -> Void
+    ) async throws {
         guard let openssl = TestCertificates.openssl else {
             let message = "openssl is not installed (apt-get install openssl): the license forwarding test did not run"
             if ProcessInfo.processInfo.environment["BACKPLANE_REQUIRE_DEPLOY_TOOLS"] == "1" { Issue.record(Comment(rawValue: message)) }
             print("warning: \(message)")
             return
         }
-        let root = try createdTemporaryDirectory("backplane-license-servers")
+        let root = try createdTemporaryDirectory(name)
         defer { try? FileManager.default.removeItem(at: root) }
         let certificates = try await TestCertificates.make(in: root, openssl: openssl)
         let port = Mutex(0)
         let server = try await TestLicenseServer.start(certificates, backplane: { "http://127.0.0.1:\(port.withLock { $0 })" })
         defer { Task { await server.stop() } }
         let fixture = try await Fixture.make(licenseServers: LicenseServerForwarder.Options(
-            allowed: true, trustedCertificateAuthorities: certificates.authority, timeout: .seconds(3)))
-        _ = try await fixture.services.applications.updateSettings(
-            applicationId: fixture.applicationId, ApplicationSettingsUpdate { $0.maxCopiesPerAccount = 1 })
+            allowed: true, trustedCertificateAuthorities: certificates.authority, timeout: timeout, maxInFlight: maxInFlight))
+        try await prepare(fixture)
         try await fixture.test(.live) { client in
             port.withLock { $0 = client.raw.port ?? 0 }
+            try await body(client, fixture, server)
+        }
+    }
+
+    @Test func aWidevineChallengeIsDecidedForwardedWithItsEntitlementAndReleased() async throws {
+        try await Self.withLicenseServer("backplane-license-servers", timeout: .seconds(3), prepare: { fixture in
+            _ = try await fixture.services.applications.updateSettings(
+                applicationId: fixture.applicationId, ApplicationSettingsUpdate { $0.maxCopiesPerAccount = 1 })
+        }) { client, fixture, server in
             let phone = try await client.register(user: "ann", device: "phone").0
             let tablet = try await client.register(user: "ann", device: "tablet").0
             let challenge = Data((0..<300).map { UInt8($0 % 256) })
@@ -120,17 +134,7 @@ import TestSupport
     /// A forward is bounded: an answer past 256 KiB is a failure, and past the node's cap on
     /// forwards in flight a request is refused at once.
     @Test func forwardsAreBoundedInSizeAndInFlight() async throws {
-        guard let openssl = TestCertificates.openssl else { return }
-        let root = try createdTemporaryDirectory("backplane-license-bounds")
-        defer { try? FileManager.default.removeItem(at: root) }
-        let certificates = try await TestCertificates.make(in: root, openssl: openssl)
-        let port = Mutex(0)
-        let server = try await TestLicenseServer.start(certificates, backplane: { "http://127.0.0.1:\(port.withLock { $0 })" })
-        defer { Task { await server.stop() } }
-        let fixture = try await Fixture.make(licenseServers: LicenseServerForwarder.Options(
-            allowed: true, trustedCertificateAuthorities: certificates.authority, timeout: .seconds(10), maxInFlight: 1))
-        try await fixture.test(.live) { client in
-            port.withLock { $0 = client.raw.port ?? 0 }
+        try await Self.withLicenseServer("backplane-license-bounds", timeout: .seconds(10), maxInFlight: 1) { client, fixture, server in
             let phone = try await client.register(user: "cy", device: "phone").0
             _ = try await client.admin(.put, "/v1/admin/license-servers/widevine", json: LicenseServerRequest(url: "https://localhost:\(server.port)/"))
             func ask(_ assetId: String) async throws -> TestResponse {

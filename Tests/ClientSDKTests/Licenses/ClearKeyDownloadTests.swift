@@ -51,12 +51,6 @@ import TestSupport
             .compactMap { $0.split(separator: ",").last.map { $0.trimmingCharacters(in: .whitespaces) } }
     }
 
-    /// The body of a GET (any status).
-    static func get(_ url: URL) async throws -> Data {
-        let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(15))
-        return Data(buffer: try await response.body.collect(upTo: 1 << 20))
-    }
-
     static func post(_ url: URL, _ body: String) async throws -> (status: UInt, body: Data) {
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = .POST

@@ -63,9 +63,8 @@ extension LicenseService {
     /// 1 to `WireLimits.maxLicenseChallengeBytes` bytes).
     static func releaseMessage(_ request: LicenseReleaseRequest) throws -> Data? {
         guard let text = request.message else { return nil }
-        let limit = WireLimits.maxLicenseChallengeBytes
-        guard text.utf8.count <= (limit + 2) / 3 * 4, let bytes = Data(base64Encoded: text), !bytes.isEmpty else {
-            throw ServiceError.validation("'message' must be base64 of 1 to \(limit) bytes.", field: "message")
+        guard let bytes = Data(base64: text, bytes: WireLimits.maxLicenseChallengeBytes) else {
+            throw ServiceError.validation("'message' must be base64 of 1 to \(WireLimits.maxLicenseChallengeBytes) bytes.", field: "message")
         }
         return bytes
     }
