@@ -18,7 +18,8 @@ struct Download: AsyncParsableCommand {
             Queueing an asset that failed (its tries used up) clears its retries and tries it again, as
             clear-retries would. With --wait, an asset that cannot move while the harness waits (downloads
             switched off, no room under the storage rules, the device's or the application's download
-            limits, a device the backplane did not enable for download) is printed with its block and the
+            limits, a device the backplane did not enable for download, conditions the stood-in device does
+            not meet: --require-charging, --min-battery, --require-unmetered) is printed with its block and the
             harness exits 12 at once.
             """)
     @OptionGroup var connection: ConnectionOptions
@@ -36,6 +37,7 @@ struct Download: AsyncParsableCommand {
     @Flag(help: "Run the engine until the asset completes or fails, showing progress.") var wait = false
     @Flag(help: "Print what the asset would take and whether it fits (bytes, isExact, basis, room, shortfall) without queueing it.") var estimate = false
     @Option(name: .customLong("max-storage"), help: "Bytes the SDK's downloads may occupy in all (default: no limit).") var maxStorage: Int64?
+    @OptionGroup var device: DeviceConditionOptions
 
     func run() async throws {
         guard let remote = URL(string: url) else { Output.fail(BackplaneClientError(kind: .invalidInput, message: "Not a URL: \(url)")) }
@@ -56,6 +58,7 @@ struct Download: AsyncParsableCommand {
         configuration.downloads.parallelFiles = parallelFiles
         configuration.downloads.flushesFiles = flushFiles
         configuration.downloads.maxStorage = maxStorage
+        device.apply(to: &configuration.downloads)
         let engine = BackplaneEngine(configuration: configuration)
         if estimate {
             do {
@@ -79,6 +82,41 @@ struct Download: AsyncParsableCommand {
     static func languages(_ list: String) -> [String] {
         list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
+}
+
+/// The device's conditions as the harness stands them in for the system's monitors, and the
+/// conditions an app would set (`DownloadConditions`).
+struct DeviceConditionOptions: ParsableArguments {
+    @Option(name: .customLong("battery"), help: "Stand in a battery at this level, 0 to 100 (default: mains power, no battery).") var batteryPercent: Double?
+    @Flag(help: "Stand in a device off its charger (default: on a charger).") var unplugged = false
+    @Flag(name: .customLong("metered-network"), help: "Stand in a metered network (Low Data Mode, metered Wi-Fi).") var meteredNetwork = false
+    @Flag(name: .customLong("require-charging"), help: "Download only on a charger.") var requireCharging = false
+    @Option(name: .customLong("min-battery"), help: "Off a charger, download only with the battery at this level or above, 0 to 100.") var minimumBatteryPercent: Double?
+    @Flag(name: .customLong("require-unmetered"), help: "Download only on an unmetered network.") var requireUnmetered = false
+
+    func apply(to options: inout DownloadOptions) {
+        options.conditions = DownloadConditions(
+            requiresCharging: requireCharging, minimumBatteryLevel: minimumBatteryPercent.map { $0 / 100 },
+            requiresUnmeteredNetwork: requireUnmetered)
+        if batteryPercent != nil || unplugged {
+            options.power = FixedPower(status: PowerStatus(batteryLevel: batteryPercent.map { $0 / 100 }, isCharging: !unplugged))
+        }
+        if meteredNetwork {
+            options.network = FixedNetwork(status: NetworkStatus(isAvailable: true, isExpensive: false, isMetered: true))
+        }
+    }
+}
+
+/// A power status that holds for the harness's run.
+struct FixedPower: PowerMonitor {
+    let status: PowerStatus
+    func changes() -> AsyncStream<PowerStatus> { AsyncStream { $0.finish() } }
+}
+
+/// A network status that holds for the harness's run.
+struct FixedNetwork: NetworkMonitor {
+    let status: NetworkStatus
+    func changes() -> AsyncStream<NetworkStatus> { AsyncStream { $0.finish() } }
 }
 
 /// Runs the engine until one asset completes or fails, printing its progress: a bar on a
@@ -142,6 +180,8 @@ struct DownloadWaiter {
     static func cannotMove(_ block: DownloadBlock, deviceRefused: Bool) -> Bool {
         switch block {
         case .switchedOff, .storage, .maxDownloadedAssets, .maxDownloadsPerDevice: true
+        // The harness's power and network hold for its whole run.
+        case .charging, .battery, .meteredNetwork: true
         // Only once the backplane said so: before the first sync it has not said yet.
         case .deviceNotDownloadEnabled: deviceRefused
         default: false
@@ -172,6 +212,9 @@ struct DownloadWaiter {
         case .maxDownloadedAssets: "the device holds as many downloaded assets as the SDK's limit allows (remove one)."
         case .maxDownloadsPerDevice: "the device holds as many downloads as the application allows (remove one)."
         case .deviceNotDownloadEnabled: "the backplane has not enabled this device for download (the user's device limit)."
+        case .charging: "downloads wait for a charger (--require-charging), and the device is off one (--unplugged)."
+        case .battery: "off a charger, downloads wait for the battery to reach --min-battery."
+        case .meteredNetwork: "downloads wait for an unmetered network (--require-unmetered), and this one is metered."
         default: "\(block.rawValue)."
         }
     }

@@ -145,6 +145,12 @@ public struct DownloadBlock: WireVocabulary {
     public static let networkUnavailable = DownloadBlock(rawValue: "networkUnavailable")
     /// Only an expensive (cellular) network, and `downloadOverCellular` is off.
     public static let cellularNotAllowed = DownloadBlock(rawValue: "cellularNotAllowed")
+    /// `DownloadConditions.requiresUnmeteredNetwork`, and the network is metered or expensive.
+    public static let meteredNetwork = DownloadBlock(rawValue: "meteredNetwork")
+    /// `DownloadConditions.requiresCharging`, and the device is off its charger.
+    public static let charging = DownloadBlock(rawValue: "charging")
+    /// Off its charger, the battery is below `DownloadConditions.minimumBatteryLevel`.
+    public static let battery = DownloadBlock(rawValue: "battery")
     /// `maxStorage` or `headroom` leaves no room for the next file.
     public static let storage = DownloadBlock(rawValue: "storage")
     /// `maxDownloadedAssets` completed assets are on the device.
@@ -155,7 +161,7 @@ public struct DownloadBlock: WireVocabulary {
     /// `DownloadAsset.permission`); it is asked again after the next sync or retry pass.
     public static let permissionDenied = DownloadBlock(rawValue: "permissionDenied")
     public static let allCases: [DownloadBlock] = [
-        .switchedOff, .deviceNotDownloadEnabled, .networkUnavailable, .cellularNotAllowed, .storage, .maxDownloadedAssets,
+        .switchedOff, .deviceNotDownloadEnabled, .networkUnavailable, .cellularNotAllowed, .meteredNetwork, .charging, .battery, .storage, .maxDownloadedAssets,
         .maxDownloadsPerDevice, .permissionDenied,
     ]
 }

@@ -39,6 +39,11 @@ public struct DownloadOptions: Sendable {
     var waitBeforeRetry: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     /// What the network is; the default says always available, never cellular (Linux, tests).
     public var network: any NetworkMonitor
+    /// What the device's power is; the default says on mains power (Linux, tests).
+    public var power: any PowerMonitor
+    /// What the device must offer before downloads run beside the network rule: a charger, a
+    /// battery level, an unmetered network (all off by default).
+    public var conditions: DownloadConditions
     /// How long the engine waits before the next pass through the queue when assets of the
     /// last pass ended in an error (10 ms to a day).
     public var retryPassDelay: Duration {
@@ -92,8 +97,10 @@ public struct DownloadOptions: Sendable {
         downloadOverCellular: Bool = false, flushesFiles: Bool = false, network: any NetworkMonitor = AlwaysOnNetwork(),
         retryPassDelay: Duration = .seconds(30), storageRecheck: Duration = .seconds(30), askPermission: PermissionAsking = .whenLimited,
         permissionTiming: PermissionTiming = .atDownloadStart, minimumTransferRate: TransferRate = .default,
-        playlistLimits: PlaylistLimits = .default
+        playlistLimits: PlaylistLimits = .default, power: any PowerMonitor = MainsPower(), conditions: DownloadConditions = DownloadConditions()
     ) {
+        self.power = power
+        self.conditions = conditions
         self.minimumTransferRate = minimumTransferRate
         self.playlistLimits = playlistLimits
         self.askPermission = askPermission
@@ -142,10 +149,15 @@ public struct NetworkStatus: Sendable, Equatable {
     public var isAvailable: Bool
     /// Cellular, or a hotspot the system marks expensive.
     public var isExpensive: Bool
+    /// Charged by use or limited by the user, though not expensive: Android's metered Wi-Fi,
+    /// Apple's Low Data Mode (`NWPath.isConstrained`). Matters only to
+    /// `DownloadConditions.requiresUnmeteredNetwork`, for which an expensive network is metered too.
+    public var isMetered: Bool
 
-    public init(isAvailable: Bool, isExpensive: Bool) {
+    public init(isAvailable: Bool, isExpensive: Bool, isMetered: Bool = false) {
         self.isAvailable = isAvailable
         self.isExpensive = isExpensive
+        self.isMetered = isMetered
     }
 }
 

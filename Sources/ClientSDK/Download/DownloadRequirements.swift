@@ -1,7 +1,8 @@
 import Foundation
 
 /// What must hold for the queue to run, as Media3's `Requirements`: the app's switch, the
-/// backplane's download-enabled flag, the network (`downloadOverCellular`), the asset limits
+/// backplane's download-enabled flag, the network (`downloadOverCellular`), the device's
+/// conditions (`DownloadConditions`: charger, battery, unmetered network), the asset limits
 /// and the storage rules (`maxStorage`, `headroom`). It reads the SDK database, the last sync
 /// and the volume, and holds no state: the scheduler (`DownloadRunner`) keeps what it learned
 /// (the room when the head of the queue did not fit) and passes it in.
@@ -16,7 +17,7 @@ struct DownloadRequirements: Sendable {
     func block(roomWhenStorageRanOut: Int64?) -> DownloadBlock? {
         if (try? database.load(Bool.self, .downloadsSwitchedOff)) ?? false == true { return .switchedOff }
         guard let lastSync = snapshot.current, lastSync.device.downloadEnabled else { return .deviceNotDownloadEnabled }
-        if let reason = networkBlock() { return reason }
+        if let reason = deviceBlock() { return reason }
         let completed = (try? database.assets().count) ?? 0
         if completed >= options.maxDownloadedAssets { return .maxDownloadedAssets }
         let perDevice = lastSync.settings.maxDownloadsPerDevice
@@ -27,12 +28,13 @@ struct DownloadRequirements: Sendable {
         return nil
     }
 
-    /// The network rule alone: checked between the files of a download too.
-    func networkBlock() -> DownloadBlock? {
+    /// The rules of what the device offers now (the network, the power, the app's conditions),
+    /// which can change in the middle of a download: checked between its files too.
+    func deviceBlock() -> DownloadBlock? {
         let network = options.network.status
         if !network.isAvailable { return .networkUnavailable }
         if network.isExpensive, !options.downloadOverCellular { return .cellularNotAllowed }
-        return nil
+        return options.conditions.block(power: options.power.status, network: network)
     }
 
     /// Bytes the storage rules leave for the asset being downloaded, which holds `assetBytes`.

@@ -42,7 +42,8 @@ actor DownloadRunner {
         var loop: Task<Void, Never>?
         /// The loop `stop()` cancelled, until it has ended (it flushes the asset it stopped).
         var stoppedLoop: Task<Void, Never>?
-        var network: Task<Void, Never>?
+        /// Follows the app's network and power monitors.
+        var deviceMonitors: Task<Void, Never>?
         var current: (assetId: String, task: Task<LocalAsset, any Error>)?
         /// The current asset's progress, ahead of what is stored.
         var progress: ProgressReporter?
@@ -102,27 +103,42 @@ actor DownloadRunner {
         tasks.withLock { tasks in
             guard tasks.loop == nil else { return }
             tasks.loop = Task { [previous = tasks.stoppedLoop] in await self.run(after: previous) }
-            tasks.network = Task { [weak self] in
-                guard let changes = self?.options.network.changes() else { return }
-                for await _ in changes {
-                    guard let self else { return }
-                    // A network downloads may not use stops the file under way, not only the next.
-                    if self.requirements.networkBlock() != nil { self.tasks.withLock { $0.current?.task.cancel() } }
-                    self.signal.signal()
+            tasks.deviceMonitors = Task { [weak self] in
+                guard let network = self?.options.network.changes(), let power = self?.options.power.changes() else { return }
+                await withDiscardingTaskGroup { group in
+                    group.addTask {
+                        for await _ in network {
+                            guard let self else { return }
+                            self.deviceChanged()
+                        }
+                    }
+                    group.addTask {
+                        for await _ in power {
+                            guard let self else { return }
+                            self.deviceChanged()
+                        }
+                    }
                 }
             }
         }
+    }
+
+    /// The app reported a change of the network or the power. A network downloads may not use,
+    /// or a battery run low, stops the file under way, not only the next.
+    private nonisolated func deviceChanged() {
+        if requirements.deviceBlock() != nil { tasks.withLock { $0.current?.task.cancel() } }
+        signal.signal()
     }
 
     /// Stops the loop and the asset download under way (its partial files stay for later).
     nonisolated func stop() {
         tasks.withLock { tasks in
             tasks.loop?.cancel()
-            tasks.network?.cancel()
+            tasks.deviceMonitors?.cancel()
             tasks.current?.task.cancel()
             if let loop = tasks.loop { tasks.stoppedLoop = loop }
             tasks.loop = nil
-            tasks.network = nil
+            tasks.deviceMonitors = nil
         }
     }
 
@@ -267,7 +283,7 @@ actor DownloadRunner {
                 request, plan: plan, in: directory, relativeTo: content.root, budget: budget,
                 beforeFile: { [weak self] assetBytes in
                     guard let self else { throw CancellationError() }
-                    if let reason = self.requirements.networkBlock() { throw Blocked(reason: reason) }
+                    if let reason = self.requirements.deviceBlock() { throw Blocked(reason: reason) }
                     budget.reset(
                         to: requirements.storageRoom(assetBytes: assetBytes, completedBytes: completedBytes),
                         ceiling: max(ceiling.subtractingClamped(assetBytes), 0))

@@ -35,6 +35,32 @@ import TestSupport
         await origin.stop()
     }
 
+    @Test func aDownloadHeldByTheStoodInDeviceExitsWithItsCondition() async throws {
+        let root = temporaryDirectory("backplane-harness-conditions")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let backplane = try await ServedBackplane(root: root)
+        defer { backplane.process.terminate() }
+        let origin = try await TestOrigin.start()
+        origin.serve("/film.mp4", Data(repeating: 7, count: 50_000))
+        let harness = try backplane.harness(user: "unplugged")
+        func download(_ device: [String]) async throws -> (status: Int32, output: String) {
+            try await ChildProcess.run(harness.binary, [
+                "download", "--asset-id", "film", "--url", origin.url("/film.mp4").absoluteString, "--wait",
+                "--data-dir", root.appendingPathComponent("phone").path,
+            ] + device, environment: harness.environment, timeout: .seconds(60))
+        }
+        let low = try await download(["--unplugged", "--battery", "10", "--min-battery", "20"])
+        #expect(low.status == 12, "\(low.output)")
+        #expect(low.output.contains("\"battery\"") && low.output.contains("--min-battery"), "\(low.output)")
+        #expect(origin.requests(under: "/film.mp4").isEmpty)
+        let metered = try await download(["--metered-network", "--require-unmetered"])
+        #expect(metered.status == 12 && metered.output.contains("\"meteredNetwork\""), "\(metered.output)")
+        // Plugged in, the same minimum does not hold it.
+        let charging = try await download(["--battery", "10", "--min-battery", "20"])
+        #expect(charging.status == 0, "\(charging.output)")
+        await origin.stop()
+    }
+
     @Test func aRefusedConnectionReadsAsOneSentence() async throws {
         let root = temporaryDirectory("backplane-harness-messages")
         defer { try? FileManager.default.removeItem(at: root) }
