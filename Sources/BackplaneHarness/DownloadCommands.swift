@@ -32,7 +32,7 @@ struct Download: AsyncParsableCommand {
     @Option(help: "HLS and DASH: subtitle languages, comma-separated (\"\" for none; default all).") var subtitles: String?
     @Option(name: .customLong("mime"), help: "Allowed media Content-Type (repeatable; default any).") var mimeTypes: [String] = []
     @Option(name: .customLong("ancillary"), help: "A file that travels with the title, as tag=URL (repeatable).") var ancillaries: [String] = []
-    @Option(name: .customLong("parallel"), help: "Files fetched at once.") var parallelFiles = 4
+    @OptionGroup var pace: DownloadPaceOptions
     @Flag(inversion: .prefixedNo, help: "Flush each file to disk before it counts as downloaded (the SDK's default: no).") var flushFiles = false
     @Flag(help: "Run the engine until the asset completes or fails, showing progress.") var wait = false
     @Flag(help: "Print what the asset would take and whether it fits (bytes, isExact, basis, room, shortfall) without queueing it.") var estimate = false
@@ -55,7 +55,7 @@ struct Download: AsyncParsableCommand {
             maxVideoBitrate: maxBitrate, audioLanguages: audio.map(Self.languages), subtitleLanguages: subtitles.map(Self.languages),
             ancillaries: files)
         var configuration = try connection.configuration()
-        configuration.downloads.parallelFiles = parallelFiles
+        pace.apply(to: &configuration.downloads)
         configuration.downloads.flushesFiles = flushFiles
         configuration.downloads.maxStorage = maxStorage
         device.apply(to: &configuration.downloads)
@@ -82,41 +82,6 @@ struct Download: AsyncParsableCommand {
     static func languages(_ list: String) -> [String] {
         list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
-}
-
-/// The device's conditions as the harness stands them in for the system's monitors, and the
-/// conditions an app would set (`DownloadConditions`).
-struct DeviceConditionOptions: ParsableArguments {
-    @Option(name: .customLong("battery"), help: "Stand in a battery at this level, 0 to 100 (default: mains power, no battery).") var batteryPercent: Double?
-    @Flag(help: "Stand in a device off its charger (default: on a charger).") var unplugged = false
-    @Flag(name: .customLong("metered-network"), help: "Stand in a metered network (Low Data Mode, metered Wi-Fi).") var meteredNetwork = false
-    @Flag(name: .customLong("require-charging"), help: "Download only on a charger.") var requireCharging = false
-    @Option(name: .customLong("min-battery"), help: "Off a charger, download only with the battery at this level or above, 0 to 100.") var minimumBatteryPercent: Double?
-    @Flag(name: .customLong("require-unmetered"), help: "Download only on an unmetered network.") var requireUnmetered = false
-
-    func apply(to options: inout DownloadOptions) {
-        options.conditions = DownloadConditions(
-            requiresCharging: requireCharging, minimumBatteryLevel: minimumBatteryPercent.map { $0 / 100 },
-            requiresUnmeteredNetwork: requireUnmetered)
-        if batteryPercent != nil || unplugged {
-            options.power = FixedPower(status: PowerStatus(batteryLevel: batteryPercent.map { $0 / 100 }, isCharging: !unplugged))
-        }
-        if meteredNetwork {
-            options.network = FixedNetwork(status: NetworkStatus(isAvailable: true, isExpensive: false, isMetered: true))
-        }
-    }
-}
-
-/// A power status that holds for the harness's run.
-struct FixedPower: PowerMonitor {
-    let status: PowerStatus
-    func changes() -> AsyncStream<PowerStatus> { AsyncStream { $0.finish() } }
-}
-
-/// A network status that holds for the harness's run.
-struct FixedNetwork: NetworkMonitor {
-    let status: NetworkStatus
-    func changes() -> AsyncStream<NetworkStatus> { AsyncStream { $0.finish() } }
 }
 
 /// Runs the engine until one asset completes or fails, printing its progress: a bar on a

@@ -21,6 +21,19 @@ public enum TestCertificates {
         return FileManager.default.isExecutableFile(atPath: path) ? URL(fileURLWithPath: path) : nil
     }
 
+    /// Certificates in a new temporary directory for a test that needs TLS, or nil when openssl
+    /// is not installed: the test then did not run, which it says; where the tools are required
+    /// (`BACKPLANE_REQUIRE_DEPLOY_TOOLS=1`, as in CI) it throws instead, failing the test.
+    public static func madeForTest(_ name: String, what: String) async throws -> Made? {
+        guard let openssl else {
+            let message = "openssl is not installed (apt-get install openssl): \(what) did not run"
+            if ProcessInfo.processInfo.environment["BACKPLANE_REQUIRE_DEPLOY_TOOLS"] == "1" { throw Failure(description: message) }
+            print("warning: \(message)")
+            return nil
+        }
+        return try await make(in: try createdTemporaryDirectory(name), openssl: openssl)
+    }
+
     public static func make(in root: URL, openssl: URL) async throws -> Made {
         let path = { (name: String) in root.appendingPathComponent(name).path }
         try "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=critical,CA:FALSE\n"

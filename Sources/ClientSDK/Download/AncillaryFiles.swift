@@ -65,7 +65,7 @@ struct AncillaryAdding: DownloadPlanner {
         var plan = plan
         let present = Set(plan.files.map(\.relativePath))
         for file in request.ancillaries where !present.contains(file.relativePath) {
-            plan.files.append(DownloadFile(url: file.url, byteRange: nil, relativePath: file.relativePath, isMedia: false, isAncillary: true))
+            plan.files.append(DownloadFile(url: file.url, byteRange: nil, relativePath: file.relativePath, isMedia: false, isAncillary: true, role: .other))
         }
         return plan
     }

@@ -3,7 +3,8 @@ import Foundation
 import Synchronization
 
 /// Carries out an asset's plan (`DownloadPlan`, made by its format's `DownloadPlanner`): fetches its
-/// files `parallelFiles` at a time, each file's fetch tried under `FetchRetry` (the rule of
+/// files in order, as many at a time as the link rewards (`AdaptiveConcurrency`), each file's
+/// fetch tried under `FetchRetry` (the rule of
 /// threes' inner part: the engine counts the passes; a failure to flush or rename a fetched
 /// file is a storage failure, not retried), then writes the files the plan writes itself. What
 /// is complete on disk is never fetched again, and partial files with resume information (large
@@ -12,13 +13,16 @@ import Synchronization
 /// refetching at most the small files that were in flight at a kill.
 struct AssetDownloader: Sendable {
     let fetcher: FileFetcher
-    let parallelFiles: Int
+    /// How many files at once: where it starts, the per-host caps, whether it adapts.
+    let concurrency: AdaptiveConcurrency.Settings
     let planners: DownloadPlanners
     /// The app refreshes expired URLs (`DownloadOptions.urlRefresher`): a `401`, `403` or `410`
     /// ends the download at once, for a fresh URL, instead of being tried again as it is.
     var refreshesURLs = false
     /// Seals the key files the downloads keep; nil keeps them as they came (tests of the engine alone).
     var keyVault: KeyVault?
+    /// Common Media Client Data on every file's requests (`DownloadOptions.cmcd`; nil: none).
+    var cmcd: CMCDOptions?
     /// How often a file is tried in a row, and the waits between.
     var retry: FetchRetry { planners.retry }
 
@@ -50,31 +54,50 @@ struct AssetDownloader: Sendable {
     ) async throws -> LocalAsset {
         let files = plan.files
         let tracker = ProgressTracker(files: files, directory: directory, report: progress)
-        // `parallelFiles` files are fetched at once; a fetched file is flushed to disk beside
-        // them, so that the network does not wait for the disk (at most `parallelFiles` files
-        // waiting for it, so that it does not fall behind without bound).
+        let hosts = files.map { Self.host(of: $0.url) }
+        // Single files, and runs of adjacent byte ranges of one file asked for in one request.
+        let units = RangeRuns.units(of: files) { tracker.isEmpty($0) }
+        let pace = AdaptiveConcurrency(concurrency, bandwidth: fetcher.bandwidth)
+        // CMCD's session: this run of the asset's download.
+        let session = UUID().uuidString.lowercased()
+        // Files start in order, as many at once as `pace` admits (per host and in all); a
+        // fetched file is flushed to disk beside them, so that the network does not wait for the
+        // disk (at most as many files waiting for it as may be in flight, so that it does not
+        // fall behind without bound).
         enum Step: Sendable {
-            case fetched(FileFetcher.Fetched, index: Int)
+            /// A unit's files, all their bytes written (a single file, or the parts of a run).
+            case fetched([(file: FileFetcher.Fetched, index: Int)], unit: Int)
             case flushed
             /// An ancillary file that could not be fetched: reported, and the title goes on.
-            case skipped
+            case skipped(index: Int)
         }
         try await withThrowingTaskGroup(of: Step.self) { group in
-            var next = files.startIndex
+            var next = units.startIndex
             var fetching = 0
+            var fetchingFrom: [String: Int] = [:]
             var flushing = 0
             func fill() {
-                while next < files.endIndex, fetching < parallelFiles, flushing < parallelFiles {
-                    let index = next
+                while next < units.endIndex, flushing < pace.limit,
+                    pace.admits(host: hosts[units[next][0]], toHost: fetchingFrom[hosts[units[next][0]], default: 0], total: fetching)
+                {
+                    let unit = next
+                    let index = units[unit][0]
                     next += 1
                     fetching += 1
+                    fetchingFrom[hosts[index], default: 0] += 1
                     group.addTask {
                         do {
-                            return .fetched(try await fetch(files[index], index: index, request: request, directory: directory, budget: budget,
-                                                            tracker: tracker, beforeFile: beforeFile), index: index)
+                            if units[unit].count > 1 {
+                                return .fetched(
+                                    try await fetchRun(units[unit], of: files, request: request, directory: directory, budget: budget,
+                                                       tracker: tracker, pace: pace, session: session, beforeFile: beforeFile), unit: unit)
+                            }
+                            let file = try await fetch(files[index], index: index, request: request, directory: directory, budget: budget,
+                                                       tracker: tracker, pace: pace, session: session, beforeFile: beforeFile)
+                            return .fetched([(file, index)], unit: unit)
                         } catch let failure as DownloadFailure where files[index].isAncillary && failure.kind != .noSpace {
                             skip(files[index], index: index, failure, request: request, directory: directory, tracker: tracker, report: ancillaryFailed)
-                            return .skipped
+                            return .skipped(index: index)
                         }
                     }
                 }
@@ -83,18 +106,22 @@ struct AssetDownloader: Sendable {
             do {
                 while let step = try await group.next() {
                     switch step {
-                    case .fetched(let file, let index):
+                    case .fetched(let fetched, let unit):
                         fetching -= 1
-                        flushing += 1
-                        let sealing = sealing(files[index], of: request)
-                        group.addTask {
-                            try await fetcher.finish(file, sealing: sealing)
-                            return .flushed
+                        fetchingFrom[hosts[units[unit][0]], default: 1] -= 1
+                        for (file, index) in fetched {
+                            flushing += 1
+                            let sealing = sealing(files[index], of: request)
+                            group.addTask {
+                                try await fetcher.finish(file, sealing: sealing)
+                                return .flushed
+                            }
                         }
                     case .flushed:
                         flushing -= 1
-                    case .skipped:
+                    case .skipped(let index):
                         fetching -= 1
+                        fetchingFrom[hosts[index], default: 1] -= 1
                     }
                     fill()
                 }
@@ -104,8 +131,8 @@ struct AssetDownloader: Sendable {
                 // fetched again), then the first failure is the download's.
                 group.cancelAll()
                 while let result = await group.nextResult() {
-                    if case .success(.fetched(let file, let index)) = result {
-                        try? await fetcher.finish(file, sealing: sealing(files[index], of: request))
+                    if case .success(.fetched(let fetched, _)) = result {
+                        for (file, index) in fetched { try? await fetcher.finish(file, sealing: sealing(files[index], of: request)) }
                     }
                 }
                 throw error
@@ -173,125 +200,94 @@ struct AssetDownloader: Sendable {
     /// and an expired URL when the app refreshes URLs.
     private func fetch(
         _ file: DownloadFile, index: Int, request: DownloadRequest, directory: URL, budget: StorageBudget,
-        tracker: ProgressTracker, beforeFile: @Sendable (Int64) throws -> Void
+        tracker: ProgressTracker, pace: AdaptiveConcurrency, session: String, afterRun: Bool = false,
+        beforeFile: @Sendable (Int64) throws -> Void
     ) async throws -> FileFetcher.Fetched {
         // Said to be a file: otherwise Foundation asks the file system whether it is a directory.
         let destination = directory.appendingPathComponent(file.relativePath, isDirectory: false)
-        let fetchRequest = FileFetcher.Request(
-            url: file.url, byteRange: file.byteRange, allowedMIMETypes: file.isMedia ? request.allowedMIMETypes : nil, sizeRule: file.sizeRule)
-        // Only the first try: a failed one may leave a partial file.
-        var inNewDirectory = tracker.inNewDirectory(index)
+        let fetchRequest = fetchRequest(for: file, of: request, session: session)
+        // Only the first try, and not after a run (`afterRun`), which may have left a partial
+        // file to resume: a failed try may leave one.
+        var inNewDirectory = !afterRun && tracker.inNewDirectory(index)
+        let host = Self.host(of: file.url)
         return try await retry.run(progress: { tracker.bytes(of: index) }, stopsAt: { refreshesURLs && $0.isExpiredURL }) {
             try beforeFile(tracker.current.bytes)
             defer { inNewDirectory = false }
-            let fetched = try await fetcher.fetchUnflushed(fetchRequest, to: destination, budget: budget, inNewDirectory: inNewDirectory) {
-                tracker.update(index, $0)
+            let started = pace.clock
+            let fetched: FileFetcher.Fetched
+            do {
+                fetched = try await fetcher.fetchUnflushed(fetchRequest, to: destination, budget: budget, inNewDirectory: inNewDirectory) {
+                    tracker.update(index, $0)
+                }
+            } catch let failure as DownloadFailure {
+                // What the link or the origin said of the load: the pace hears it at once, not after three tries.
+                if let signal = Self.loadSignal(failure) { pace.failed(startedAt: started, overloaded: signal == .overloaded) }
+                throw failure
             }
+            pace.completed(bytes: fetched.received, startedAt: started, host: host, multiplexed: fetched.multiplexed)
             tracker.update(index, FileFetcher.Progress(bytes: fetched.size, total: fetched.size))
             return fetched
         }
     }
-}
 
-/// How far an asset is: bytes on the device and the size expected.
-struct AssetProgress: Sendable, Equatable {
-    var bytes: Int64
-    var expected: Int64?
-    /// Some file's size is still a guess.
-    var isEstimate: Bool
-}
-
-/// Adds the files' progress up as it comes from several fetches at once. A file's size counts
-/// once the answer says it; until then its bandwidth estimate does, or the average of the sizes
-/// known, so HLS progress moves smoothly from a guess to the truth.
-final class ProgressTracker: Sendable {
-    private struct State {
-        var bytes: [Int64]
-        var totals: [Int64?]
-        var estimates: [Int64?]
-        var sumBytes: Int64 = 0
-        var sumKnownTotals: Int64 = 0
-        var knownCount = 0
-        var sumEstimatesOfUnknown: Int64 = 0
-        var unknownWithoutEstimate = 0
+    /// What to ask for `file` of `request`'s asset in CMCD session `session`.
+    private func fetchRequest(for file: DownloadFile, of request: DownloadRequest, session: String) -> FileFetcher.Request {
+        FileFetcher.Request(
+            url: file.url, byteRange: file.byteRange, allowedMIMETypes: file.isMedia ? request.allowedMIMETypes : nil, sizeRule: file.sizeRule,
+            cmcd: cmcd.map { (CMCDRequestData(file: file, kind: request.kind, assetId: request.assetId, sessionId: session), $0.transmission) })
     }
 
-    private let state: Mutex<State>
-    private let report: @Sendable (AssetProgress) -> Void
-    /// Files whose directory was not there when the download began.
-    private let newDirectory: [Bool]
-
-    /// Starts from what is already on disk: complete files and partial ones. A directory that is
-    /// not there yet (a download starting) is looked for once, not once per file in it.
-    init(files: [DownloadFile], directory: URL, report: @escaping @Sendable (AssetProgress) -> Void) {
-        var state = State(bytes: [], totals: [], estimates: files.map(\.estimatedBytes))
-        var directoryExists: [Substring: Bool] = [:]
-        var newDirectory: [Bool] = []
-        for file in files {
-            let parent = file.relativePath.lastIndex(of: "/").map { file.relativePath[..<$0] } ?? ""
-            let present = directoryExists[parent] ?? {
-                let exists = LocalFiles.size(of: directory.appendingPathComponent(String(parent), isDirectory: true)) != nil
-                directoryExists[parent] = exists
-                return exists
-            }()
-            newDirectory.append(!present)
-            let destination = present ? directory.appendingPathComponent(file.relativePath, isDirectory: false) : nil
-            if let destination, let size = LocalFiles.size(of: destination) {
-                state.bytes.append(size)
-                state.totals.append(size)
-                state.sumKnownTotals = state.sumKnownTotals.addingClamped(size)
-                state.knownCount += 1
-            } else {
-                state.bytes.append(destination.flatMap { LocalFiles.size(of: $0.appendingPathExtension("partial")) } ?? 0)
-                state.totals.append(nil)
-                if let estimate = file.estimatedBytes {
-                    state.sumEstimatesOfUnknown = state.sumEstimatesOfUnknown.addingClamped(estimate)
-                } else {
-                    state.unknownWithoutEstimate += 1
-                }
+    /// A run of adjacent byte ranges (`RangeRuns`) in one request, each part finished as it is
+    /// whole; what it does not bring, each part alone under `retry`, as any file. Returns the
+    /// parts fetched alone (the run's own are finished already).
+    private func fetchRun(
+        _ indices: [Int], of files: [DownloadFile], request: DownloadRequest, directory: URL, budget: StorageBudget,
+        tracker: ProgressTracker, pace: AdaptiveConcurrency, session: String, beforeFile: @Sendable (Int64) throws -> Void
+    ) async throws -> [(file: FileFetcher.Fetched, index: Int)] {
+        try beforeFile(tracker.current.bytes)
+        let started = pace.clock
+        let parts = indices.map {
+            FileFetcher.Part(
+                request: fetchRequest(for: files[$0], of: request, session: session),
+                destination: directory.appendingPathComponent(files[$0].relativePath, isDirectory: false))
+        }
+        let outcome = await fetcher.fetchRun(parts, budget: budget) { part, progress in tracker.update(indices[part], progress) }
+        if let failure = outcome.failure {
+            if let signal = Self.loadSignal(failure) { pace.failed(startedAt: started, overloaded: signal == .overloaded) }
+        } else {
+            pace.completed(bytes: outcome.received, startedAt: started, host: Self.host(of: files[indices[0]].url), multiplexed: outcome.multiplexed)
+        }
+        var alone: [(file: FileFetcher.Fetched, index: Int)] = []
+        do {
+            for index in indices.dropFirst(outcome.whole) {
+                // A part the run cut short was removed: it starts from nothing.
+                tracker.update(index, FileFetcher.Progress(bytes: 0, total: nil))
+                alone.append((try await fetch(
+                    files[index], index: index, request: request, directory: directory, budget: budget, tracker: tracker, pace: pace,
+                    session: session, afterRun: true, beforeFile: beforeFile), index))
             }
-            state.sumBytes += state.bytes.last!
+        } catch {
+            // The parts already whole are finished all the same (they have no resume information).
+            for (file, index) in alone { try? await fetcher.finish(file, sealing: sealing(files[index], of: request)) }
+            throw error
         }
-        self.state = Mutex(state)
-        self.newDirectory = newDirectory
-        self.report = report
-        report(current)
+        return alone
     }
 
-    /// Whether the file's directory was not there when the download began: then nothing of it is.
-    func inNewDirectory(_ index: Int) -> Bool { newDirectory[index] }
+    private enum LoadSignal { case overloaded, failed }
 
-    var current: AssetProgress {
-        state.withLock { state in
-            let average = state.knownCount > 0 ? state.sumKnownTotals / Int64(state.knownCount) : nil
-            // Sizes and estimates are the origin's and the playlist's: sums stop at Int64.max.
-            let guessed = state.unknownWithoutEstimate == 0 ? 0 : average.map { $0.multipliedClamped(by: Int64(state.unknownWithoutEstimate)) }
-            let expected = guessed.map { state.sumKnownTotals.addingClamped(state.sumEstimatesOfUnknown).addingClamped($0) }
-            return AssetProgress(
-                bytes: state.sumBytes, expected: expected,
-                isEstimate: state.knownCount < state.totals.count)
+    /// What a failed try says of the load: an origin that says it is overloaded (429, a 5xx), or
+    /// a connection that failed or broke off. A 404, a wrong type or a full disk says nothing.
+    private static func loadSignal(_ failure: DownloadFailure) -> LoadSignal? {
+        switch failure.kind {
+        case .http: failure.status.map { $0 == 429 || $0 >= 500 } == true ? .overloaded : nil
+        case .network: .failed
+        default: nil
         }
     }
 
-    func bytes(of index: Int) -> Int64 {
-        state.withLock { $0.bytes[index] }
-    }
-
-    func update(_ index: Int, _ progress: FileFetcher.Progress) {
-        state.withLock { state in
-            state.sumBytes += progress.bytes - state.bytes[index]
-            state.bytes[index] = progress.bytes
-            if state.totals[index] == nil, let total = progress.total {
-                state.totals[index] = total
-                state.sumKnownTotals = state.sumKnownTotals.addingClamped(total)
-                state.knownCount += 1
-                if let estimate = state.estimates[index] {
-                    state.sumEstimatesOfUnknown = state.sumEstimatesOfUnknown.subtractingClamped(estimate)
-                } else {
-                    state.unknownWithoutEstimate -= 1
-                }
-            }
-        }
-        report(current)
+    /// Scheme, host and port: what a connection is made to, and what the per-host caps count.
+    static func host(of url: URL) -> String {
+        "\(url.scheme ?? "")://\(url.host ?? ""):\(url.port.map(String.init) ?? "")"
     }
 }

@@ -84,6 +84,14 @@ public struct DownloadManager: Sendable {
     }
 
     /// The master switch, kept across restarts (on by default).
+    /// Caps what downloads take from the network, in bytes per second over every file in
+    /// flight (at least 1 KiB/s), from now on; nil lifts the cap. For the life of this engine:
+    /// `DownloadOptions.maxBytesPerSecond` is where the next one starts. E.g. while the user
+    /// streams, so that the stream keeps its bandwidth.
+    public func setBandwidthLimit(bytesPerSecond: Int64?) async throws {
+        try await engine.downloadRunner().downloader.fetcher.bandwidth?.bytesPerSecond = bytesPerSecond
+    }
+
     public func setEnabled(_ enabled: Bool) async throws {
         try await engine.downloadRunner().setEnabled(enabled)
     }

@@ -3,11 +3,40 @@ import Foundation
 /// How the download engine works and the rules that stop it. Values out of range are clamped,
 /// in `init` and on assignment alike.
 public struct DownloadOptions: Sendable {
-    /// Files of one asset fetched at the same time (HLS segments): 1 to 16. Assets themselves
-    /// are downloaded one at a time, in queue order.
+    /// Files of one asset fetched at the same time when its download starts (HLS and DASH
+    /// segments): 1 to 16, default 4. With `adaptsConcurrency` the engine then finds the number
+    /// the link rewards, within the per-host caps; without, it holds this number. Assets
+    /// themselves are downloaded one at a time, in queue order.
     public var parallelFiles: Int {
         didSet { parallelFiles = Self.clampParallel(parallelFiles) }
     }
+    /// Whether the number of files fetched at once follows the link (default on): it grows
+    /// while throughput grows, and backs off on errors, on an overloaded origin (429, 5xx) and
+    /// on falling throughput. A far CDN with small segments needs many requests in flight, a
+    /// near one a few; an app cannot know which it has.
+    public var adaptsConcurrency: Bool
+    /// Requests in flight to one host over HTTP/1.1, each on a connection of its own: 1 to 64,
+    /// default 16.
+    public var maxConnectionsPerHost: Int {
+        didSet { maxConnectionsPerHost = Self.clamp(maxConnectionsPerHost, Self.connectionsPerHostRange) }
+    }
+    /// Requests in flight to one host that answers over HTTP/2, all on one connection: 1 to
+    /// 256, default 128 (the origin's `SETTINGS_MAX_CONCURRENT_STREAMS` bounds it too).
+    public var maxStreamsPerHost: Int {
+        didSet { maxStreamsPerHost = Self.clamp(maxStreamsPerHost, Self.streamsPerHostRange) }
+    }
+    /// The most downloads take from the network, in bytes per second over every file in
+    /// flight (nil, the default: no cap; at least 1 KiB/s). `engine.downloads.setBandwidthLimit`
+    /// changes it while the engine runs, e.g. while the user streams.
+    public var maxBytesPerSecond: Int64? {
+        didSet { maxBytesPerSecond = maxBytesPerSecond.map { max($0, 1024) } }
+    }
+    /// A PEM file of certificate authorities trusted for origins beside the system's (an
+    /// enterprise CDN, a test origin); nil: the system's alone.
+    public var originCertificateAuthorities: URL?
+    /// Common Media Client Data (CTA-5004) on every file request of a download, for the CDN's
+    /// logs (nil, the default: none). See `CMCDOptions` for what is sent.
+    public var cmcd: CMCDOptions?
     /// Bytes the SDK's downloads may occupy in all (nil: no limit besides `headroom`).
     public var maxStorage: Int64? {
         didSet { maxStorage = maxStorage.map { max($0, 0) } }
@@ -37,6 +66,8 @@ public struct DownloadOptions: Sendable {
     /// How a fetch waits before it is tried again (`FetchRetry`); tests record the waits
     /// instead of spending them.
     var waitBeforeRetry: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+    /// How a fetch held back by `maxBytesPerSecond` waits; tests record the waits instead.
+    var bandwidthSleep: @Sendable (ContinuousClock.Instant) async throws -> Void = { try await Task.sleep(until: $0, clock: .continuous) }
     /// What the network is; the default says always available, never cellular (Linux, tests).
     public var network: any NetworkMonitor
     /// What the device's power is; the default says on mains power (Linux, tests).
@@ -97,10 +128,18 @@ public struct DownloadOptions: Sendable {
         downloadOverCellular: Bool = false, flushesFiles: Bool = false, network: any NetworkMonitor = AlwaysOnNetwork(),
         retryPassDelay: Duration = .seconds(30), storageRecheck: Duration = .seconds(30), askPermission: PermissionAsking = .whenLimited,
         permissionTiming: PermissionTiming = .atDownloadStart, minimumTransferRate: TransferRate = .default,
-        playlistLimits: PlaylistLimits = .default, power: any PowerMonitor = MainsPower(), conditions: DownloadConditions = DownloadConditions()
+        playlistLimits: PlaylistLimits = .default, power: any PowerMonitor = MainsPower(), conditions: DownloadConditions = DownloadConditions(),
+        adaptsConcurrency: Bool = true, maxConnectionsPerHost: Int = 16, maxStreamsPerHost: Int = 128, maxBytesPerSecond: Int64? = nil,
+        originCertificateAuthorities: URL? = nil, cmcd: CMCDOptions? = nil
     ) {
+        self.cmcd = cmcd
         self.power = power
         self.conditions = conditions
+        self.adaptsConcurrency = adaptsConcurrency
+        self.maxConnectionsPerHost = Self.clamp(maxConnectionsPerHost, Self.connectionsPerHostRange)
+        self.maxStreamsPerHost = Self.clamp(maxStreamsPerHost, Self.streamsPerHostRange)
+        self.maxBytesPerSecond = maxBytesPerSecond.map { max($0, 1024) }
+        self.originCertificateAuthorities = originCertificateAuthorities
         self.minimumTransferRate = minimumTransferRate
         self.playlistLimits = playlistLimits
         self.askPermission = askPermission
@@ -123,6 +162,13 @@ public struct DownloadOptions: Sendable {
 
     private static func clampParallel(_ value: Int) -> Int {
         min(max(value, 1), 16)
+    }
+
+    static let connectionsPerHostRange = 1...64
+    static let streamsPerHostRange = 1...256
+
+    private static func clamp(_ value: Int, _ range: ClosedRange<Int>) -> Int {
+        min(max(value, range.lowerBound), range.upperBound)
     }
 }
 

@@ -36,11 +36,17 @@ struct DownloadFile: Sendable, Equatable, Codable {
     var isAncillary: Bool = false
     /// The size its format fixes or bounds (a key, an init section), checked as it arrives.
     var sizeRule: FileSizeRule?
+    /// What it is to a player (CMCD's object type); nil in plans made before it was kept.
+    var role: MediaRole?
+    /// Its stream's declared bit rate, bits per second, when the playlist or MPD says it.
+    var bitrate: Int?
 
     init(
         url: URL, byteRange: ByteRange?, relativePath: String, isMedia: Bool, estimatedBytes: Int64? = nil, isAncillary: Bool = false,
-        sizeRule: FileSizeRule? = nil
+        sizeRule: FileSizeRule? = nil, role: MediaRole? = nil, bitrate: Int? = nil
     ) {
+        self.role = role
+        self.bitrate = bitrate
         self.url = url
         self.byteRange = byteRange
         self.relativePath = relativePath
@@ -69,6 +75,10 @@ struct DownloadFile: Sendable, Equatable, Codable {
         // Plans kept before size rules existed have none: their keys and init sections are
         // held to the storage rules only, as they were when planned.
         sizeRule = try container.decodeIfPresent(FileSizeRule.self, forKey: .sizeRule)
+        // Plans kept before CMCD have neither; a role written by a later SDK that this one does
+        // not know reads as none, not as a broken plan.
+        role = (try? container.decodeIfPresent(MediaRole.self, forKey: .role)) ?? nil
+        bitrate = try container.decodeIfPresent(Int.self, forKey: .bitrate)
     }
 }
 

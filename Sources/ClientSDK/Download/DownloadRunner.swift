@@ -20,7 +20,7 @@ actor DownloadRunner {
     let events: EngineEvents
     let downloader: AssetDownloader
     /// Works out what an asset will take before its download starts.
-    let estimator = SizeEstimator(client: DownloadRunner.client)
+    let estimator: SizeEstimator
     /// What must hold for the queue to run.
     nonisolated let requirements: DownloadRequirements
     /// Wakes the loop: queue changes, the switch, the backplane's answers, the network, freed space.
@@ -56,21 +56,10 @@ actor DownloadRunner {
     /// Passes through the queue with errors before an asset is `failed`.
     static let maxErrorPasses = 3
 
-    /// Downloads share one client: its pool keeps connections to an origin open from one file
-    /// to the next. It lives as long as the process, like `HTTPClient.shared`, with a read
-    /// timeout so that a stalled answer counts as a failed try.
-    static let client: HTTPClient = {
-        var configuration = HTTPClient.Configuration(timeout: .init(connect: .seconds(15), read: .seconds(30)))
-        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
-        // A refused connection fails the try at once; the rule of threes does the retrying.
-        // (The client's own retries would hold each try until its connect timeout.)
-        configuration.connectionPool.retryConnectionEstablishment = false
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
-
     init(
         database: SDKDatabase, content: ContentStore, options: DownloadOptions, snapshot: DeviceSnapshot, lifecycle: EngineLifecycle,
         events: EngineEvents, signal: WakeSignal, clock: TrustedClock, licenses: any LicenseProvider, keyVault: KeyVault? = nil,
+        httpClient: HTTPClient = DownloadClients.shared,
         requestSync: @escaping @Sendable () -> Void = {},
         askBackplane: @escaping @Sendable (DownloadPermissionRequest) async throws -> DownloadPermissionResponse
     ) {
@@ -89,11 +78,17 @@ actor DownloadRunner {
         // Files go unflushed only where a restart of the system can be told at the next start.
         let boot = options.flushesFiles ? nil : options.bootSession()
         self.unflushedBoot = boot
-        let fetcher = FileFetcher(client: Self.client, flushes: boot == nil, minimumRate: options.minimumTransferRate)
+        self.estimator = SizeEstimator(client: httpClient)
+        let fetcher = FileFetcher(
+            client: httpClient, flushes: boot == nil, minimumRate: options.minimumTransferRate,
+            bandwidth: BandwidthLimit(bytesPerSecond: options.maxBytesPerSecond, sleep: options.bandwidthSleep))
         self.downloader = AssetDownloader(
-            fetcher: fetcher, parallelFiles: options.parallelFiles,
+            fetcher: fetcher,
+            concurrency: AdaptiveConcurrency.Settings(
+                initial: options.parallelFiles, connectionsPerHost: options.maxConnectionsPerHost, streamsPerHost: options.maxStreamsPerHost,
+                adapts: options.adaptsConcurrency),
             planners: DownloadPlanners(fetcher: fetcher, playlistLimits: options.playlistLimits, retry: FetchRetry(sleep: options.waitBeforeRetry)),
-            refreshesURLs: options.urlRefresher != nil, keyVault: keyVault)
+            refreshesURLs: options.urlRefresher != nil, keyVault: keyVault, cmcd: options.cmcd)
         self.signal = signal
     }
 

@@ -24,10 +24,12 @@ struct FileFetcher: Sendable {
         var allowedMIMETypes: Set<String>?
         /// The size the file's format fixes or bounds (a key, an init section); nil: none.
         var sizeRule: FileSizeRule? = nil
+        /// CMCD to send with it, and how (nil: none).
+        var cmcd: (data: CMCDRequestData, transmission: CMCDOptions.Transmission)? = nil
     }
 
     /// What a partial file's first answer said, kept beside it for resuming.
-    private struct PartialInfo: Codable {
+    struct PartialInfo: Codable {
         var validator: String?
         /// The whole remote file's length, when the origin said it.
         var totalLength: Int64?
@@ -38,6 +40,8 @@ struct FileFetcher: Sendable {
     var flushes = true
     /// The slowest an answer's body may arrive (`DownloadOptions.minimumTransferRate`).
     var minimumRate = TransferRate.default
+    /// The app's cap on download bandwidth, shared by every fetch (nil: none).
+    var bandwidth: BandwidthLimit?
     /// Files expected to be at least this large (or of unknown size) have their resume
     /// information written before their first byte, so that even a killed app resumes them.
     static let resumeInfoUpFrontBytes: Int64 = 4 << 20
@@ -76,8 +80,12 @@ struct FileFetcher: Sendable {
     /// always is), else fetches it again.
     struct Fetched: Sendable {
         let size: Int64
-        fileprivate let partial: (handle: FileHandle, url: URL, info: URL?)?
+        let partial: (handle: FileHandle, url: URL, info: URL?)?
         let destination: URL
+        /// Bytes this fetch received (not those resumed from); 0 when nothing was asked.
+        var received: Int64 = 0
+        /// Whether the answer came over HTTP/2 (nil: nothing was asked).
+        var multiplexed: Bool? = nil
     }
 
     /// `sealing`: what the file's bytes become before it takes its name (a key, sealed by
@@ -133,7 +141,11 @@ struct FileFetcher: Sendable {
             info = nil
         }
 
-        var outgoing = HTTPClientRequest(url: request.url.absoluteString)
+        let asked = request.cmcd.map { $0.transmission == .query ? $0.data.adding(to: request.url) : request.url } ?? request.url
+        var outgoing = HTTPClientRequest(url: asked.absoluteString)
+        if let cmcd = request.cmcd, cmcd.transmission == .headers {
+            for header in cmcd.data.headers { outgoing.headers.add(name: header.name, value: header.value) }
+        }
         let wanted = Self.range(for: request.byteRange, have: have)
         if let wanted { outgoing.headers.add(name: "Range", value: ContentRange.request(from: wanted.start, through: wanted.end)) }
         if have > 0, let validator = info?.validator { outgoing.headers.add(name: "If-Range", value: validator) }
@@ -247,6 +259,10 @@ struct FileFetcher: Sendable {
         }
         do {
             for try await buffer in response.body {
+                if let bandwidth {
+                    // Time held back by the app's cap is not the origin's slowness.
+                    rate.excuse(try await bandwidth.take(buffer.readableBytes))
+                }
                 // Counted as they arrive, skipped bytes too: a trickle of them is a trickle.
                 if let slow = rate.add(buffer.readableBytes) {
                     throw DownloadFailure(.network, "\(request.url.absoluteString) sent \(slow.bytes) bytes in \(slow.seconds) s, slower than the \(minimumRate.bytesPerSecond) bytes/s a download needs; after \(have + written) bytes.")
@@ -313,7 +329,9 @@ struct FileFetcher: Sendable {
             throw Self.breaks(rule, request, status: status, "sent \(have + written) bytes")
         }
         finished = true
-        return Fetched(size: have + written, partial: (handle, partial, infoStored ? infoURL : nil), destination: destination)
+        return Fetched(
+            size: have + written, partial: (handle, partial, infoStored ? infoURL : nil), destination: destination, received: written,
+            multiplexed: response.version.major >= 2)
     }
 
     /// The range to ask for: the rest of the sub-range, or of the file after what is held.
@@ -325,7 +343,7 @@ struct FileFetcher: Sendable {
     }
 
     /// A strong `ETag`, else `Last-Modified`: what `If-Range` may carry (RFC 9110 §13.1.5).
-    private static func validator(_ headers: HTTPHeaders) -> String? {
+    static func validator(_ headers: HTTPHeaders) -> String? {
         if let etag = headers.first(name: "etag"), !etag.hasPrefix("W/") { return etag }
         return headers.first(name: "last-modified")
     }
@@ -346,50 +364,7 @@ struct FileFetcher: Sendable {
         DownloadFailure(.noSpace, "No room for \(bytes) more bytes of \(request.url.absoluteString) under the storage rules.")
     }
 
-    private static func storageFailure(_ error: any Error, _ destination: URL) -> DownloadFailure {
+    static func storageFailure(_ error: any Error, _ destination: URL) -> DownloadFailure {
         DownloadFailure(.storage, "Could not write \(destination.lastPathComponent): \(error).")
-    }
-}
-
-/// Bytes downloads may still write under the storage rules (`maxStorage`, `headroom`), shared
-/// by the files of an asset fetched at the same time. The engine sets it before each file from
-/// what is on disk and the volume's free space; every write takes from it first.
-final class StorageBudget: Sendable {
-    private struct State {
-        var remaining: Int64
-        var ceiling: Int64
-    }
-
-    private let state: Mutex<State>
-
-    init(_ bytes: Int64, ceiling: Int64 = .max) {
-        state = Mutex(State(remaining: bytes, ceiling: ceiling))
-    }
-
-    var available: Int64 { state.withLock { $0.remaining } }
-
-    /// The most the rules could ever leave the rest of this asset (`maxStorage`, the volume's
-    /// size less `headroom`, less what the asset holds), however much is deleted: a file
-    /// declared larger, or growing past it, cannot be downloaded.
-    var ceiling: Int64 { state.withLock { $0.ceiling } }
-
-    func reset(to bytes: Int64, ceiling: Int64? = nil) {
-        state.withLock { state in
-            state.remaining = bytes
-            if let ceiling { state.ceiling = ceiling }
-        }
-    }
-
-    func canCover(_ bytes: Int64) -> Bool {
-        state.withLock { $0.remaining >= bytes }
-    }
-
-    /// Takes `bytes` if they are there.
-    func take(_ bytes: Int64) -> Bool {
-        state.withLock { state in
-            guard state.remaining >= bytes else { return false }
-            state.remaining -= bytes
-            return true
-        }
     }
 }

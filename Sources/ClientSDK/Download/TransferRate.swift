@@ -32,6 +32,12 @@ public struct TransferRate: Sendable, Equatable {
         var start: ContinuousClock.Instant
         var bytes: Int64 = 0
 
+        /// Leaves `duration` out of the window: time the download held itself back (the
+        /// app's bandwidth cap), not time the origin took.
+        mutating func excuse(_ duration: Duration) {
+            if duration > .zero { start += duration }
+        }
+
         /// Counts `count` bytes just received; returns what arrived over the window when that
         /// was too slow.
         mutating func add(_ count: Int) -> (bytes: Int64, seconds: Int64)? {

@@ -24,8 +24,10 @@ extension BackplaneEngine {
             licensed: { [licenses = parts.licenses] assetId in await licenses.holdsLicense(assetId: assetId) },
             keyVault: parts.keyVault)
         let options = configuration.playback
+        // The origins the downloads trust: a title played while it downloads comes from them too.
+        let originClient = try DownloadClients.client(trusting: configuration.downloads.originCertificateAuthorities)
         let task = Task {
-            try await PlaybackServer.start(library: library, origins: OriginPassThrough(client: DownloadRunner.client), options: options)
+            try await PlaybackServer.start(library: library, origins: OriginPassThrough(client: originClient), options: options)
         }
         playbackStart = task
         do {

@@ -224,7 +224,9 @@ public actor BackplaneEngine {
             let downloads = DownloadRunner(
                 database: database, content: content, options: configuration.downloads, snapshot: snapshot, lifecycle: lifecycle,
                 events: events, signal: downloadSignal, clock: trustedClock,
-                licenses: rightsOptions.licenseProvider, keyVault: keyVault, requestSync: { [weak self] in Task { await self?.syncNow() } },
+                licenses: rightsOptions.licenseProvider, keyVault: keyVault,
+                httpClient: try DownloadClients.client(trusting: configuration.downloads.originCertificateAuthorities),
+                requestSync: { [weak self] in Task { await self?.syncNow() } },
                 askBackplane: askBackplane)
             let subscriptions = SubscriptionSync(
                 configuration: configuration, session: session, database: database, content: content, downloads: downloads,

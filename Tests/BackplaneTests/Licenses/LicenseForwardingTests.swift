@@ -42,7 +42,8 @@ import TestSupport
     }
 
     @Test func aWidevineChallengeIsDecidedForwardedWithItsEntitlementAndReleased() async throws {
-        try await Self.withLicenseServer("backplane-license-servers", timeout: .seconds(3), prepare: { fixture in
+        // A deadline a busy machine's first TLS handshake in a debug build fits in, well short of the slow answer's wait.
+        try await Self.withLicenseServer("backplane-license-servers", timeout: .seconds(6), prepare: { fixture in
             _ = try await fixture.services.applications.updateSettings(
                 applicationId: fixture.applicationId, ApplicationSettingsUpdate { $0.maxCopiesPerAccount = 1 })
         }) { client, fixture, server in
@@ -96,7 +97,7 @@ import TestSupport
                 let failed = try await client.device(.post, "/v1/licenses", json: ask, as: phone)
                 #expect(failed.status == .badGateway && failed.errorCode == .licenseServerFailed, "\(status): \(failed.text)")
             }
-            server.answer(status: 200, after: .seconds(5))
+            server.answer(status: 200, after: .seconds(10))
             let slow = try await client.device(.post, "/v1/licenses", json: ask, as: phone)
             #expect(slow.status == .badGateway && slow.errorCode == .licenseServerFailed, "\(slow.text)")
             server.answer(status: 200)

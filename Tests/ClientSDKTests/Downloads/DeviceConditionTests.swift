@@ -49,7 +49,7 @@ final class SwitchablePower: PowerMonitor {
             try await bench.engine.downloads.status() == .blocked(block)
         }
         #expect(try await bench.engine.downloads.asset("show")?.state == .blocked(block))
-        #expect(bench.events.all.contains { if case .downloadsBlocked(block) = $0 { true } else { false } })
+        try await bench.events.wait(for: "downloadsBlocked") { if case .downloadsBlocked(block) = $0 { true } else { false } }
     }
 
     @Test func aLowBatteryHoldsDownloadsUntilTheChargerOrAFullerBattery() async throws {

@@ -120,13 +120,15 @@ extension HarnessEndToEndTests {
         let first = try ChildProcess(harness.binary, arguments, environment: harness.environment)
         defer { first.terminate() }
         let deadline = ContinuousClock.now + .seconds(60)
-        while origin.requests("/hls/low/segments.mp4") < 15, ContinuousClock.now < deadline {
+        // The audio's segments are asked for one by one (the video's byte ranges of one file
+        // go in few requests): the kill lands once 15 of them were.
+        let audio = { origin.requests(under: "/hls/audio/en/").values.reduce(0, +) }
+        while audio() < 15, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))
         }
         first.signal(SIGKILL)
         _ = try await first.waitForExit(timeout: .seconds(10))
-        let atKill = origin.requests(under: "/hls/")
-        #expect((atKill["/hls/low/segments.mp4"] ?? 0) < segments, "the kill came too late to test a resume")
+        #expect(audio() < segments, "the kill came too late to test a resume")
 
         let second = try await ChildProcess.run(harness.binary, arguments, environment: harness.environment, timeout: .seconds(120))
         #expect(second.status == 0, "\(second.output)")
@@ -137,17 +139,18 @@ extension HarnessEndToEndTests {
             return
         }
         // No file finished before the kill was fetched again: only those in flight then were
-        // asked for twice, at most 4 being fetched and 4 fetched but still waiting for their
-        // flush (a small file without its resume information starts over); so the origin served
-        // the asset once and at most those files again.
+        // asked for twice, at most as many being fetched as the engine had reached (16 over
+        // HTTP/1.1) and as many fetched but still waiting for their rename (a small file
+        // without its resume information starts over), and of the video's run of byte ranges
+        // the part being written; so the origin served the asset once and at most those again.
         let requests = origin.requests(under: "/hls/")
-        var again = (requests["/hls/low/segments.mp4"] ?? 0) - segments
+        var again = 0
         for (path, count) in requests where path != "/hls/low/segments.mp4" { again += count - 1 }
-        #expect(again <= 8, "\(requests.filter { $0.value > 1 })")
+        #expect(again <= 32, "\(requests.filter { $0.value > 1 })")
         let served = origin.bytesServed(under: "/hls/low/") + origin.bytesServed(under: "/hls/audio/en/")
             + origin.bytesServed(under: "/hls/keys/")
         let largestFile = (0..<segments).map { hls.videoSegment("low", $0).count }.max() ?? 0
-        #expect(served <= Int(size) + max(again, 0) * largestFile, "served \(served) for \(size), \(again) files again")
+        #expect(served <= Int(size) + (again + 1) * largestFile, "served \(served) for \(size), \(again) files again")
         // What is on disk is what the origin served, video and audio.
         try HarnessKillTests.expectWhole(hls, index: URL(fileURLWithPath: path), segments: segments)
 

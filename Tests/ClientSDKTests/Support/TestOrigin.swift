@@ -44,6 +44,12 @@ final class TestOrigin: Sendable {
         var gate: (@Sendable (_ path: String, _ query: String?) -> Int?)?
         /// Bytes per second each answer's body is sent at (nil: as fast as it goes).
         var throttle: Int?
+        /// `GET`s between their arrival and their answer's head.
+        var inFlight = 0
+        /// Each `GET` in order of arrival: its path and the `GET`s in flight with it (itself included).
+        var arrivalsInFlight: [(path: String, inFlight: Int)] = []
+        /// Each `GET` in order of arrival: its path, query and headers.
+        var asked: [(path: String, query: String?, headers: HTTPFields)] = []
     }
 
     private let state = LockedBox(State())
@@ -113,6 +119,22 @@ final class TestOrigin: Sendable {
         state.withLock { $0.throttle = bytesPerSecond }
     }
 
+    /// For each `GET` under `prefix`, in order of arrival, how many `GET`s were in flight with it
+    /// (itself included): the client's concurrency as the origin sees it.
+    func inFlightAtArrivals(under prefix: String) -> [Int] {
+        state.withLock { $0.arrivalsInFlight.filter { $0.path.hasPrefix(prefix) }.map(\.inFlight) }
+    }
+
+    /// The `GET`s under `prefix` as they came, in order of arrival: path, query and headers.
+    func asked(under prefix: String) -> [(path: String, query: String?, headers: HTTPFields)] {
+        state.withLock { $0.asked.filter { $0.path.hasPrefix(prefix) } }
+    }
+
+    /// Paths of the `GET`s under `prefix`, in order of arrival.
+    func arrivalOrder(under prefix: String) -> [String] {
+        state.withLock { $0.arrivalsInFlight.filter { $0.path.hasPrefix(prefix) }.map(\.path) }
+    }
+
     func heads(under prefix: String) -> Int { state.withLock { $0.heads.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) } }
 
     /// Deterministic bytes that differ at every offset a test may resume from.
@@ -137,8 +159,12 @@ final class TestOrigin: Sendable {
         let path = request.uri.path
         let (fault, arrival) = state.withLock { state in
             state.arrivals[path, default: 0] += 1
+            state.inFlight += 1
+            state.arrivalsInFlight.append((path, state.inFlight))
+            state.asked.append((path, request.uri.query, request.headers))
             return (state.faults[path], state.arrivals[path]!)
         }
+        defer { state.withLock { $0.inFlight -= 1 } }
         switch fault {
         case .delay(let duration)?:
             try? await Task.sleep(for: duration)

@@ -57,13 +57,20 @@ enum DASHPlan {
         var local: [MPDWriter.LocalRepresentation] = []
         for (choice, track) in chosen {
             let bandwidth = choice.representation.bandwidth
+            let role: MediaRole = switch choice.set.kind {
+            case .video: .video
+            case .audio: .audio
+            case .text: .subtitles
+            case .other: .other
+            }
             let perTick = bandwidth > 0 ? Double(bandwidth) / 8 / Double(track.timescale) : nil
             if bandwidth == 0, choice.set.kind == .video { estimate = nil }
             var initPath: String?
             if let initialization = track.initialization {
                 let path = "\(choice.name)/init.\(DownloadFile.fileExtension(initialization.url, default: "mp4"))"
                 files.append(DownloadFile(
-                    url: initialization.url, byteRange: initialization.byteRange, relativePath: path, isMedia: true, sizeRule: .initSection))
+                    url: initialization.url, byteRange: initialization.byteRange, relativePath: path, isMedia: true, sizeRule: .initSection,
+                    role: .initSection, bitrate: bandwidth > 0 ? bandwidth : nil))
                 initPath = path
             }
             let ext = DownloadFile.fileExtension(track.segments[0].url, default: track.isWholeFile ? "bin" : "m4s")
@@ -71,7 +78,8 @@ enum DASHPlan {
                 let path = track.isWholeFile ? "\(choice.name)/file.\(ext)" : "\(choice.name)/\(index + 1).\(ext)"
                 files.append(DownloadFile(
                     url: segment.url, byteRange: segment.byteRange, relativePath: path, isMedia: true,
-                    estimatedBytes: perTick.flatMap { Int64(nonNegative: $0 * Double(segment.duration)) }))
+                    estimatedBytes: perTick.flatMap { Int64(nonNegative: $0 * Double(segment.duration)) }, role: role,
+                    bitrate: bandwidth > 0 ? bandwidth : nil))
             }
             if let perTick, let sum = estimate {
                 let ticks = track.segments.reduce(Int64(0)) { $0.addingClamped($1.duration) }

@@ -21,6 +21,9 @@ enum HLSPlan {
         var url: URL
         /// Bits per second, for the estimate.
         var bandwidth: Int?
+        /// What its segments are to a player, and its declared `BANDWIDTH` (CMCD).
+        var role: MediaRole = .muxed
+        var bitrate: Int? = nil
         var original: String { "\(AssetLayout.originalDirectory)/\(name).m3u8" }
     }
 
@@ -33,7 +36,10 @@ enum HLSPlan {
         let variant = master.variant(maxBitrate: request.maxVideoBitrate)
         let audio = master.renditions(.audio, group: variant.audioGroup, languages: request.audioLanguages)
         let subtitles = master.renditions(.subtitles, group: variant.subtitlesGroup, languages: request.subtitleLanguages)
-        var streams = [Stream(name: "video", url: variant.url, bandwidth: variant.averageBandwidth ?? variant.bandwidth)]
+        // A variant with an audio group carries video alone; without one, audio is in it too.
+        var streams = [Stream(
+            name: "video", url: variant.url, bandwidth: variant.averageBandwidth ?? variant.bandwidth,
+            role: variant.audioGroup == nil ? .muxed : .video, bitrate: variant.bandwidth)]
         var named: [(HLSMasterPlaylist.Rendition, String?)] = []
         for (kind, renditions) in [("audio", audio), ("subtitles", subtitles)] {
             for rendition in renditions {
@@ -42,7 +48,7 @@ enum HLSPlan {
                     continue
                 }
                 let name = "\(kind)-\(streams.count - 1)"
-                streams.append(Stream(name: name, url: url, bandwidth: nil))
+                streams.append(Stream(name: name, url: url, bandwidth: nil, role: kind == "audio" ? .audio : .subtitles))
                 named.append((rendition, name))
             }
         }
@@ -75,7 +81,8 @@ enum HLSPlan {
             }
             let perSecond = stream.bandwidth.map { Double($0) / 8 }
             if stream.bandwidth == nil, stream.name == "video" { estimate = nil }
-            let local = HLSPlaylistWriter.media(media, stream: stream.name, keyPaths: &keyPaths, files: &files, bytesPerSecond: perSecond)
+            let local = HLSPlaylistWriter.media(
+                media, stream: stream, keyPaths: &keyPaths, files: &files, bytesPerSecond: perSecond)
             written.append(.init(path: master == nil ? indexPlaylist : "\(stream.name).m3u8", text: local))
             // BANDWIDTH is the playlist's: the product may not fit, and then there is no estimate.
             if let perSecond, let sum = estimate { estimate = Int64(nonNegative: perSecond * media.duration).map(sum.addingClamped) }

@@ -8,8 +8,10 @@ enum HLSPlaylistWriter {
     /// The media playlist rewritten to local files under `stream`'s name, adding each file to
     /// `files` (a key once, whichever playlists share it: `keyPaths`).
     static func media(
-        _ media: HLSMediaPlaylist, stream: String, keyPaths: inout [URL: String], files: inout [DownloadFile], bytesPerSecond: Double?
+        _ media: HLSMediaPlaylist, stream chosen: HLSPlan.Stream, keyPaths: inout [URL: String], files: inout [DownloadFile],
+        bytesPerSecond: Double?
     ) -> String {
+        let stream = chosen.name
         var lines = [
             "#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:\(media.targetDuration)",
             "#EXT-X-MEDIA-SEQUENCE:\(media.mediaSequence)", "#EXT-X-PLAYLIST-TYPE:VOD",
@@ -30,7 +32,8 @@ enum HLSPlaylistWriter {
                     let path = "\(stream)/init-\(initPaths.count).\(DownloadFile.fileExtension(initSection.url, default: "mp4"))"
                     initPaths[initSection] = path
                     files.append(DownloadFile(
-                        url: initSection.url, byteRange: initSection.byteRange, relativePath: path, isMedia: true, sizeRule: .initSection))
+                        url: initSection.url, byteRange: initSection.byteRange, relativePath: path, isMedia: true, sizeRule: .initSection,
+                        role: .initSection, bitrate: chosen.bitrate))
                     return path
                 }()
                 lines.append("#EXT-X-MAP:URI=\"\(path)\"")
@@ -42,7 +45,8 @@ enum HLSPlaylistWriter {
             let path = "\(stream)/\(index).\(DownloadFile.fileExtension(segment.url, default: "ts"))"
             files.append(DownloadFile(
                 url: segment.url, byteRange: segment.byteRange, relativePath: path, isMedia: true,
-                estimatedBytes: bytesPerSecond.flatMap { Int64(nonNegative: $0 * segment.duration) }))
+                estimatedBytes: bytesPerSecond.flatMap { Int64(nonNegative: $0 * segment.duration) }, role: chosen.role,
+                bitrate: chosen.bitrate))
             lines.append("#EXTINF:\(segment.duration),")
             lines.append(path)
         }
@@ -65,7 +69,8 @@ enum HLSPlaylistWriter {
             uri = keyPaths[url] ?? {
                 let path = "\(AssetLayout.keysDirectory)/\(keyPaths.count).key"
                 keyPaths[url] = path
-                files.append(DownloadFile(url: url, byteRange: nil, relativePath: path, isMedia: false, sizeRule: FileSizeRule.key(key.method)))
+                files.append(DownloadFile(
+                    url: url, byteRange: nil, relativePath: path, isMedia: false, sizeRule: FileSizeRule.key(key.method), role: .key))
                 return path
             }()
         }

@@ -14,7 +14,7 @@ struct ProgressivePlanner: DownloadPlanner {
 
     static func plan(_ request: DownloadRequest) -> DownloadPlan {
         let name = fileName(request.url)
-        return DownloadPlan(files: [DownloadFile(url: request.url, byteRange: nil, relativePath: name, isMedia: true)], mainPath: name)
+        return DownloadPlan(files: [DownloadFile(url: request.url, byteRange: nil, relativePath: name, isMedia: true, role: .muxed)], mainPath: name)
     }
 
     /// The URL's file name when it is a safe one (ASCII letters, digits, `._-`, not hidden, not
