@@ -58,11 +58,15 @@ engine() {  # protocol, data dir, URL
     echo "$(echo "$end - $start" | bc) $(bytes_of "$dir/content")"
 }
 
+# aria2c fetches what the engine fetches: the master and media playlists, one after the other
+# (a downloader learns the segments from them), then the segments, 16 at a time.
 aria() {  # dir, base URL, count
     local dir=$1 base=$2 count=$3 start end
     mkdir -p "$dir"
     for i in $(seq 0 $((count - 1))); do printf '%s/v/%d.ts\n  out=%d.ts\n' "$base" "$i" "$i"; done >"$work/aria.txt"
     start=$(now)
+    aria2c -q -d "$dir" --allow-overwrite=true "$base/master.m3u8"
+    aria2c -q -d "$dir" --allow-overwrite=true "$base/v/media.m3u8"
     aria2c -q -i "$work/aria.txt" -d "$dir" -j 16 -x 1 -s 1 --file-allocation=none --allow-overwrite=true --auto-file-renaming=false
     end=$(now)
     echo "$(echo "$end - $start" | bc) $(bytes_of "$dir")"

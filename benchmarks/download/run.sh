@@ -23,9 +23,16 @@ for value in "$SEGMENTS" "$SEGMENT_KIB" "$FLAT_MIB" "$PARALLEL" "$ROUNDS"; do
 done
 
 command -v nginx >/dev/null || { echo "needs nginx (apt-get install nginx)" >&2; exit 1; }
-swift build -c release --product backplane-harness >/dev/null 2>&1 || swift build -c release --product backplane-harness
+# HARNESS_BIN runs that harness instead of building one (an earlier commit's, for a before and
+# after on the same machine); HARNESS_ARGS are added to its download command.
+if [[ -n "${HARNESS_BIN:-}" ]]; then
+    harness=$HARNESS_BIN
+else
+    swift build -c release --product backplane-harness >/dev/null 2>&1 || swift build -c release --product backplane-harness
+    harness=.build/release/backplane-harness
+fi
+HARNESS_ARGS=${HARNESS_ARGS:-}
 . benchmarks/serve.sh
-harness=.build/release/backplane-harness
 
 # The content: random bytes, so nothing compresses.
 origin="$work/origin"
@@ -80,7 +87,8 @@ sdk() {  # name, data dir, harness args...
     "$harness" register --data-dir "$dir" >/dev/null
     sync
     start=$(now)
-    if ! /usr/bin/time -f '%M' -o "$work/$name.rss" "$harness" download --asset-id "$name" "$@" --parallel "$PARALLEL" --wait \
+    # shellcheck disable=SC2086
+    if ! /usr/bin/time -f '%M' -o "$work/$name.rss" "$harness" download --asset-id "$name" "$@" --parallel "$PARALLEL" $HARNESS_ARGS --wait \
         --data-dir "$dir" >"$work/$name.out"; then
         echo "the harness failed on $name" >&2
         exit 1
