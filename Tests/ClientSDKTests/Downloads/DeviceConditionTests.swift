@@ -3,31 +3,10 @@ import Foundation
 import Testing
 import TestSupport
 
-/// The device's power as the app reports it (in an app, from `UIDevice` or `BatteryManager`),
-/// switched by a test.
-final class SwitchablePower: PowerMonitor {
-    private let state: LockedBox<(status: PowerStatus, listeners: [AsyncStream<PowerStatus>.Continuation])>
+/// The device's power as the app reports it (in an app, from `UIDevice` or `BatteryManager`).
+typealias SwitchablePower = SwitchableStatus<PowerStatus>
 
-    init(_ status: PowerStatus) {
-        state = LockedBox((status, []))
-    }
-
-    var status: PowerStatus { state.withLock { $0.status } }
-
-    func changes() -> AsyncStream<PowerStatus> {
-        let (stream, continuation) = AsyncStream.makeStream(of: PowerStatus.self)
-        state.withLock { $0.listeners.append(continuation) }
-        return stream
-    }
-
-    func set(_ status: PowerStatus) {
-        let listeners = state.withLock { state in
-            state.status = status
-            return state.listeners
-        }
-        for listener in listeners { listener.yield(status) }
-    }
-}
+extension SwitchableStatus: PowerMonitor where Status == PowerStatus {}
 
 /// The conditions an app sets beside the network rule (`DownloadConditions`): the queue waits
 /// with the condition's reason, a change that breaks one stops the file under way, and the

@@ -206,33 +206,38 @@ import TestSupport
 
 /// Subscriptions feed the download queue: no app code between publishing and the files.
 
-/// The network as the app reports it (in an app, e.g. from `NWPathMonitor`), switched by a test.
-final class SwitchableNetwork: NetworkMonitor {
-    private let state: LockedBox<(status: NetworkStatus, listeners: [AsyncStream<NetworkStatus>.Continuation])>
+/// A status the app reports to the engine (the network, the power), switched by a test.
+final class SwitchableStatus<Status: Sendable>: Sendable {
+    private let state: LockedBox<(status: Status, listeners: [AsyncStream<Status>.Continuation])>
 
-    init(_ status: NetworkStatus) {
+    init(_ status: Status) {
         state = LockedBox((status, []))
     }
 
-    static let wifi = NetworkStatus(isAvailable: true, isExpensive: false)
-    static let cellular = NetworkStatus(isAvailable: true, isExpensive: true)
-    static let offline = NetworkStatus(isAvailable: false, isExpensive: false)
+    var status: Status { state.withLock { $0.status } }
 
-    var status: NetworkStatus { state.withLock { $0.status } }
-
-    func changes() -> AsyncStream<NetworkStatus> {
-        let (stream, continuation) = AsyncStream.makeStream(of: NetworkStatus.self)
+    func changes() -> AsyncStream<Status> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Status.self)
         state.withLock { $0.listeners.append(continuation) }
         return stream
     }
 
-    func set(_ status: NetworkStatus) {
+    func set(_ status: Status) {
         let listeners = state.withLock { state in
             state.status = status
             return state.listeners
         }
         for listener in listeners { listener.yield(status) }
     }
+}
+
+/// The network as the app reports it (in an app, e.g. from `NWPathMonitor`).
+typealias SwitchableNetwork = SwitchableStatus<NetworkStatus>
+
+extension SwitchableStatus: NetworkMonitor where Status == NetworkStatus {
+    static var wifi: NetworkStatus { NetworkStatus(isAvailable: true, isExpensive: false) }
+    static var cellular: NetworkStatus { NetworkStatus(isAvailable: true, isExpensive: true) }
+    static var offline: NetworkStatus { NetworkStatus(isAvailable: false, isExpensive: false) }
 }
 
 /// The network rules: the engine reads the app's monitor before each file and follows its changes.
