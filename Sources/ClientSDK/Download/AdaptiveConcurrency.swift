@@ -86,9 +86,12 @@ final class AdaptiveConcurrency: Sendable {
     var rounds: Int { state.withLock { $0.rounds } }
 
     /// Whether one more file may start, to `host` with `toHost` in flight there and `total` in all.
+    /// Under the app's bandwidth cap no more start than the cap can feed (`BandwidthLimit.filesItFeeds`).
     func admits(host: String, toHost: Int, total: Int) -> Bool {
-        state.withLock { state in
-            total < state.limit && toHost < (state.multiplexed.contains(host) ? state.settings.streamsPerHost : state.settings.connectionsPerHost)
+        let fed = bandwidth?.filesItFeeds ?? .max
+        return state.withLock { state in
+            total < min(state.limit, fed)
+                && toHost < (state.multiplexed.contains(host) ? state.settings.streamsPerHost : state.settings.connectionsPerHost)
         }
     }
 
@@ -193,7 +196,8 @@ final class AdaptiveConcurrency: Sendable {
     private static func grow(_ state: inout State, at instant: ContinuousClock.Instant) {
         let ceiling = state.multiplexed.isEmpty ? state.settings.connectionsPerHost : state.settings.streamsPerHost
         let next = state.doubling ? state.limit * 2 : state.limit + max(state.limit / 4, 1)
-        set(&state, min(next, ceiling), at: instant)
+        // Never below where it is (a ceiling set lower than the start leaves it there).
+        set(&state, max(min(next, ceiling), state.limit), at: instant)
     }
 
     private static func set(_ state: inout State, _ limit: Int, at instant: ContinuousClock.Instant) {

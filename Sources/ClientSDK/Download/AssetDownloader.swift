@@ -220,8 +220,9 @@ struct AssetDownloader: Sendable {
                     tracker.update(index, $0)
                 }
             } catch let failure as DownloadFailure {
-                // What the link or the origin said of the load: the pace hears it at once, not after three tries.
-                if let signal = Self.loadSignal(failure) { pace.failed(startedAt: started, overloaded: signal == .overloaded) }
+                // What the link or the origin said of the load: the pace hears it at once, not after
+                // three tries (a download stopped by the app says nothing of it).
+                if !Task.isCancelled, let signal = Self.loadSignal(failure) { pace.failed(startedAt: started, overloaded: signal == .overloaded) }
                 throw failure
             }
             pace.completed(bytes: fetched.received, startedAt: started, host: host, multiplexed: fetched.multiplexed)
@@ -253,15 +254,21 @@ struct AssetDownloader: Sendable {
         }
         let outcome = await fetcher.fetchRun(parts, budget: budget) { part, progress in tracker.update(indices[part], progress) }
         if let failure = outcome.failure {
+            try Task.checkCancellation()
             if let signal = Self.loadSignal(failure) { pace.failed(startedAt: started, overloaded: signal == .overloaded) }
+            // An origin that asked for a wait (Retry-After, or a 5xx or 429) gets it before the parts alone.
+            let wait = retry.delay(after: failure, failures: 1)
+            if wait > .zero { try await retry.sleep(wait) }
         } else {
             pace.completed(bytes: outcome.received, startedAt: started, host: Self.host(of: files[indices[0]].url), multiplexed: outcome.multiplexed)
         }
         var alone: [(file: FileFetcher.Fetched, index: Int)] = []
         do {
             for index in indices.dropFirst(outcome.whole) {
-                // A part the run cut short was removed: it starts from nothing.
-                tracker.update(index, FileFetcher.Progress(bytes: 0, total: nil))
+                // A part the run cut short is on disk as far as its resume information goes, or
+                // was removed (less than `runPartResumeInfoBytes` of it): the fetch goes on from there.
+                let partial = directory.appendingPathComponent(files[index].relativePath, isDirectory: false).appendingPathExtension("partial")
+                tracker.update(index, FileFetcher.Progress(bytes: LocalFiles.size(of: partial) ?? 0, total: nil))
                 alone.append((try await fetch(
                     files[index], index: index, request: request, directory: directory, budget: budget, tracker: tracker, pace: pace,
                     session: session, afterRun: true, beforeFile: beforeFile), index))

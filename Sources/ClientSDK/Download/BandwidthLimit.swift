@@ -13,11 +13,22 @@ final class BandwidthLimit: Sendable {
     /// How far behind the clock the schedule may fall.
     static let burst = Duration.milliseconds(100)
 
+    /// The lowest cap: below it one 64 KiB body buffer would wait longer than the client's read
+    /// timeout (30 s) allows, and fail the try.
+    static let lowest: Int64 = 16 << 10
+    /// How long one file's next buffer may have to wait at most, with `filesItFeeds` in flight:
+    /// well inside the client's read timeout, which runs while a fetch waits here.
+    static let longestWait = Duration.seconds(8)
+    /// The largest body buffer the client hands over.
+    static let bufferBytes: Int64 = 64 << 10
+
     private struct State {
         var bytesPerSecond: Int64?
         var next: ContinuousClock.Instant
         /// When a fetch last had to wait.
         var lastHeld: ContinuousClock.Instant?
+        /// Changes with the cap: fetches waiting under the old one take their turn again.
+        var generation = 0
     }
 
     private let state: Mutex<State>
@@ -33,27 +44,54 @@ final class BandwidthLimit: Sendable {
         self.sleep = sleep
     }
 
-    /// Bytes per second, at least 1 KiB/s; nil lifts the cap.
+    /// Bytes per second, at least `lowest`; nil lifts the cap. A change starts the schedule
+    /// afresh and reaches the fetches already waiting within `slice`.
     var bytesPerSecond: Int64? {
         get { state.withLock { $0.bytesPerSecond } }
-        set { state.withLock { $0.bytesPerSecond = Self.clamp(newValue) } }
+        set {
+            let instant = now()
+            state.withLock { state in
+                state.bytesPerSecond = Self.clamp(newValue)
+                state.next = instant
+                state.generation += 1
+            }
+        }
     }
+
+    /// How many files the cap can feed at once so that none waits longer than `longestWait` for
+    /// its next buffer (nil: no cap). The engine starts no more than this.
+    var filesItFeeds: Int? {
+        guard let rate = bytesPerSecond else { return nil }
+        let perWait = rate.multipliedClamped(by: Int64(Self.longestWait.components.seconds))
+        return Int(max(perWait / Self.bufferBytes, 1))
+    }
+
+    /// The longest single sleep: a waiting fetch looks this often whether the cap changed.
+    static let slice = Duration.milliseconds(250)
 
     /// Waits until `count` more bytes fit under the cap; returns how long it waited (zero
     /// without a wait). Throws when the task is cancelled.
     func take(_ count: Int) async throws -> Duration {
-        let instant = now()
-        let until: ContinuousClock.Instant? = state.withLock { state in
-            guard let rate = state.bytesPerSecond, count > 0 else { return nil }
-            let start = max(state.next, instant - Self.burst)
-            state.next = start + .nanoseconds(Int64(count).multipliedClamped(by: 1_000_000_000) / rate)
-            guard state.next > instant else { return nil }
-            state.lastHeld = instant
-            return state.next
+        let started = now()
+        while true {
+            let instant = now()
+            let booked: (until: ContinuousClock.Instant, generation: Int)? = state.withLock { state in
+                guard let rate = state.bytesPerSecond, count > 0 else { return nil }
+                let start = max(state.next, instant - Self.burst)
+                state.next = start + .nanoseconds(Int64(count).multipliedClamped(by: 1_000_000_000) / rate)
+                guard state.next > instant else { return nil }
+                state.lastHeld = instant
+                return (state.next, state.generation)
+            }
+            guard let booked else { return now() - started }
+            // In slices, so that a cap lifted or changed meanwhile is heard.
+            var changed = false
+            while !changed, now() < booked.until {
+                try await sleep(min(booked.until, now() + Self.slice))
+                changed = state.withLock { $0.generation != booked.generation }
+            }
+            if !changed { return now() - started }
         }
-        guard let until else { return .zero }
-        try await sleep(until)
-        return until - instant
     }
 
     /// Whether a fetch had to wait since `instant`: the cap, not the link, set the pace.
@@ -61,8 +99,8 @@ final class BandwidthLimit: Sendable {
         state.withLock { $0.lastHeld.map { $0 >= instant } ?? false }
     }
 
-    /// A cap below 1 KiB/s would fail every file as slower than `minimumTransferRate` allows.
+    /// Nil stays nil; a cap is at least `lowest`.
     private static func clamp(_ value: Int64?) -> Int64? {
-        value.map { max($0, 1024) }
+        value.map { max($0, lowest) }
     }
 }

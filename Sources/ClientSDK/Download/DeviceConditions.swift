@@ -1,16 +1,22 @@
 /// What the device's power offers downloads now.
 public struct PowerStatus: Sendable, Equatable {
     /// The battery's charge, 0 to 1; nil where the system does not say (no battery, a simulator).
-    /// Values outside 0...1 are clamped.
+    /// A negative level is unknown too (iOS's `UIDevice.batteryLevel` is -1 when it does not
+    /// know); values above 1 are 1.
     public var batteryLevel: Double? {
-        didSet { batteryLevel = batteryLevel.map(Self.clampLevel) }
+        didSet { batteryLevel = batteryLevel.flatMap(Self.reportedLevel) }
     }
     /// On a charger (charging, or full and plugged in).
     public var isCharging: Bool
 
     public init(batteryLevel: Double?, isCharging: Bool) {
-        self.batteryLevel = batteryLevel.map(Self.clampLevel)
+        self.batteryLevel = batteryLevel.flatMap(Self.reportedLevel)
         self.isCharging = isCharging
+    }
+
+    /// A level as the system reports it: negative is unknown, the rest lies in 0...1.
+    static func reportedLevel(_ level: Double) -> Double? {
+        level < 0 ? nil : clampLevel(level)
     }
 
     /// A level from the system, where NaN says nothing and anything else lies in 0...1.

@@ -83,15 +83,15 @@ public struct DownloadManager: Sendable {
         try await engine.downloadRunner().clearRetries(assetId.map { [$0] })
     }
 
-    /// The master switch, kept across restarts (on by default).
     /// Caps what downloads take from the network, in bytes per second over every file in
-    /// flight (at least 1 KiB/s), from now on; nil lifts the cap. For the life of this engine:
-    /// `DownloadOptions.maxBytesPerSecond` is where the next one starts. E.g. while the user
-    /// streams, so that the stream keeps its bandwidth.
+    /// flight (at least 16 KiB/s), from now on, fetches already waiting included; nil lifts the
+    /// cap. For the life of this engine: `DownloadOptions.maxBytesPerSecond` is where the next
+    /// one starts. E.g. while the user streams, so that the stream keeps its bandwidth.
     public func setBandwidthLimit(bytesPerSecond: Int64?) async throws {
         try await engine.downloadRunner().downloader.fetcher.bandwidth?.bytesPerSecond = bytesPerSecond
     }
 
+    /// The master switch, kept across restarts (on by default).
     public func setEnabled(_ enabled: Bool) async throws {
         try await engine.downloadRunner().setEnabled(enabled)
     }

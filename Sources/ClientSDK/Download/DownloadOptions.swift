@@ -26,10 +26,10 @@ public struct DownloadOptions: Sendable {
         didSet { maxStreamsPerHost = Self.clamp(maxStreamsPerHost, Self.streamsPerHostRange) }
     }
     /// The most downloads take from the network, in bytes per second over every file in
-    /// flight (nil, the default: no cap; at least 1 KiB/s). `engine.downloads.setBandwidthLimit`
+    /// flight (nil, the default: no cap; at least 16 KiB/s). `engine.downloads.setBandwidthLimit`
     /// changes it while the engine runs, e.g. while the user streams.
     public var maxBytesPerSecond: Int64? {
-        didSet { maxBytesPerSecond = maxBytesPerSecond.map { max($0, 1024) } }
+        didSet { maxBytesPerSecond = maxBytesPerSecond.map { max($0, BandwidthLimit.lowest) } }
     }
     /// A PEM file of certificate authorities trusted for origins beside the system's (an
     /// enterprise CDN, a test origin); nil: the system's alone.
@@ -66,8 +66,11 @@ public struct DownloadOptions: Sendable {
     /// How a fetch waits before it is tried again (`FetchRetry`); tests record the waits
     /// instead of spending them.
     var waitBeforeRetry: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
-    /// How a fetch held back by `maxBytesPerSecond` waits; tests record the waits instead.
-    var bandwidthSleep: @Sendable (ContinuousClock.Instant) async throws -> Void = { try await Task.sleep(until: $0, clock: .continuous) }
+    /// The clock `maxBytesPerSecond` keeps its schedule on, and how a fetch it holds back
+    /// waits; tests move a clock of their own instead of spending the waits.
+    var bandwidthClock: (now: @Sendable () -> ContinuousClock.Instant, sleep: @Sendable (ContinuousClock.Instant) async throws -> Void) = (
+        { ContinuousClock.now }, { try await Task.sleep(until: $0, clock: .continuous) }
+    )
     /// What the network is; the default says always available, never cellular (Linux, tests).
     public var network: any NetworkMonitor
     /// What the device's power is; the default says on mains power (Linux, tests).
@@ -138,7 +141,7 @@ public struct DownloadOptions: Sendable {
         self.adaptsConcurrency = adaptsConcurrency
         self.maxConnectionsPerHost = Self.clamp(maxConnectionsPerHost, Self.connectionsPerHostRange)
         self.maxStreamsPerHost = Self.clamp(maxStreamsPerHost, Self.streamsPerHostRange)
-        self.maxBytesPerSecond = maxBytesPerSecond.map { max($0, 1024) }
+        self.maxBytesPerSecond = maxBytesPerSecond.map { max($0, BandwidthLimit.lowest) }
         self.originCertificateAuthorities = originCertificateAuthorities
         self.minimumTransferRate = minimumTransferRate
         self.playlistLimits = playlistLimits

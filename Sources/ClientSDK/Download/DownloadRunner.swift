@@ -81,7 +81,7 @@ actor DownloadRunner {
         self.estimator = SizeEstimator(client: httpClient)
         let fetcher = FileFetcher(
             client: httpClient, flushes: boot == nil, minimumRate: options.minimumTransferRate,
-            bandwidth: BandwidthLimit(bytesPerSecond: options.maxBytesPerSecond, sleep: options.bandwidthSleep))
+            bandwidth: BandwidthLimit(bytesPerSecond: options.maxBytesPerSecond, now: options.bandwidthClock.now, sleep: options.bandwidthClock.sleep))
         self.downloader = AssetDownloader(
             fetcher: fetcher,
             concurrency: AdaptiveConcurrency.Settings(

@@ -104,5 +104,7 @@ extension SwitchableStatus: PowerMonitor where Status == PowerStatus {}
         #expect(conditions.minimumBatteryLevel == 0)
         #expect(PowerStatus(batteryLevel: .nan, isCharging: false).batteryLevel == 0)
         #expect(PowerStatus(batteryLevel: 42, isCharging: false).batteryLevel == 1)
+        // iOS says -1 when it does not know: unknown, which holds nothing back.
+        #expect(PowerStatus(batteryLevel: -1, isCharging: false).batteryLevel == nil)
     }
 }

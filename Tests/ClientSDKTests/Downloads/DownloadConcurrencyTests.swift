@@ -63,28 +63,56 @@ import TestSupport
     }
 
     @Test func theBandwidthCapPacesEveryFileInFlightAndCanChange() async throws {
-        // The waits are recorded, not spent: the schedule they follow is what is checked.
-        let waits = LockedBox<[ContinuousClock.Instant]>([])
+        // The cap keeps its schedule on a clock the test moves: a wait moves it, nothing else.
+        let clock = LockedBox(ContinuousClock.now)
+        let started = clock.withLock { $0 }
+        let waits = LockedBox(0)
         let bench = try await DownloadBench.start(options: {
             $0.maxBytesPerSecond = 100_000
-            $0.bandwidthSleep = { until in waits.withLock { $0.append(until) } }
+            $0.bandwidthClock = (
+                now: { clock.withLock { $0 } },
+                sleep: { until in
+                    waits.withLock { $0 += 1 }
+                    clock.withLock { $0 = max($0, until) }
+                })
         })
         Self.serveTitle(on: bench.origin, count: 40, bytes: 25_000)
-        let started = ContinuousClock.now
+        for index in 0..<40 { bench.origin.inject(.delay(.milliseconds(20)), at: "/far/\(index).ts") }
         try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "far", url: bench.origin.url("/far/media.m3u8"), kind: .hls))
         #expect(try await bench.waitForOutcome("far", timeout: .seconds(120)).state == .completed)
-        // 1 MB at 100 kB/s: the last buffer may go 10 s after the first, less the burst allowed.
-        let last = try #require(waits.withLock { $0.max() })
-        #expect(last - started >= .seconds(9.8), "the schedule ends \(last - started) after the start")
+        // 1 MB at 100 kB/s: the schedule took 10 s, less the burst it allows.
+        let spent = clock.withLock { $0 } - started
+        #expect(spent >= .seconds(9.8) && spent <= .seconds(10.5), "the schedule took \(spent)")
+        // No more files at once than the cap feeds (100 kB/s × 8 s ÷ 64 KiB: 12).
+        #expect(bench.origin.inFlightAtArrivals(under: "/far/").allSatisfy { $0 <= 12 })
 
         // Lifted: the next title waits for nothing.
         try await bench.engine.downloads.setBandwidthLimit(bytesPerSecond: nil)
-        let before = waits.withLock { $0.count }
+        let before = waits.withLock { $0 }
         Self.serveTitle(on: bench.origin, prefix: "/free", count: 40, bytes: 25_000)
         try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "free", url: bench.origin.url("/free/media.m3u8"), kind: .hls))
         #expect(try await bench.waitForOutcome("free", timeout: .seconds(120)).state == .completed)
-        #expect(waits.withLock { $0.count } == before)
+        #expect(waits.withLock { $0 } == before)
         await bench.stop()
+    }
+
+    @Test func aCapLiftedReachesTheFetchesAlreadyWaiting() async throws {
+        let clock = LockedBox(ContinuousClock.now)
+        let sleeps = LockedBox(0)
+        let holder = LockedBox<BandwidthLimit?>(nil)
+        let limit = BandwidthLimit(bytesPerSecond: 16 << 10, now: { clock.withLock { $0 } }, sleep: { until in
+            let count = sleeps.withLock { $0 += 1; return $0 }
+            clock.withLock { $0 = max($0, until) }
+            // The app lifts the cap while this fetch waits out its turn (64 s of it).
+            if count == 3 { holder.withLock { $0 }?.bytesPerSecond = nil }
+        })
+        holder.withLock { $0 = limit }
+        _ = try await limit.take(1 << 20)
+        #expect(sleeps.withLock { $0 } == 3, "it slept on after the cap was lifted")
+        // A cap set later starts its schedule afresh, not after the old one's bookings.
+        limit.bytesPerSecond = 1 << 20
+        let waited = try await limit.take(64 << 10)
+        #expect(waited < .seconds(0.1))
     }
 
     @Test func anHTTP2OriginCarriesTheWholeDownloadOnOneConnection() async throws {

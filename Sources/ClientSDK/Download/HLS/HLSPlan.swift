@@ -36,10 +36,12 @@ enum HLSPlan {
         let variant = master.variant(maxBitrate: request.maxVideoBitrate)
         let audio = master.renditions(.audio, group: variant.audioGroup, languages: request.audioLanguages)
         let subtitles = master.renditions(.subtitles, group: variant.subtitlesGroup, languages: request.subtitleLanguages)
-        // A variant with an audio group carries video alone; without one, audio is in it too.
+        // A variant whose audio group has playlists of its own carries video alone; otherwise
+        // (no group, or renditions without a URI) its audio is in it.
+        let separateAudio = master.renditions(.audio, group: variant.audioGroup, languages: nil).contains { $0.url != nil }
         var streams = [Stream(
             name: "video", url: variant.url, bandwidth: variant.averageBandwidth ?? variant.bandwidth,
-            role: variant.audioGroup == nil ? .muxed : .video, bitrate: variant.bandwidth)]
+            role: variant.audioGroup != nil && separateAudio ? .video : .muxed, bitrate: variant.bandwidth)]
         var named: [(HLSMasterPlaylist.Rendition, String?)] = []
         for (kind, renditions) in [("audio", audio), ("subtitles", subtitles)] {
             for rendition in renditions {
