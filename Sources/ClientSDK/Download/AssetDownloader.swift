@@ -89,11 +89,11 @@ struct AssetDownloader: Sendable {
                         do {
                             if units[unit].count > 1 {
                                 return .fetched(
-                                    try await fetchRun(units[unit], of: files, request: request, directory: directory, budget: budget,
+                                    try await fetchRun(units[unit], of: files, host: hosts[index], request: request, directory: directory, budget: budget,
                                                        tracker: tracker, pace: pace, session: session, beforeFile: beforeFile), unit: unit)
                             }
-                            let file = try await fetch(files[index], index: index, request: request, directory: directory, budget: budget,
-                                                       tracker: tracker, pace: pace, session: session, beforeFile: beforeFile)
+                            let file = try await fetch(files[index], index: index, host: hosts[index], request: request, directory: directory,
+                                                       budget: budget, tracker: tracker, pace: pace, session: session, beforeFile: beforeFile)
                             return .fetched([(file, index)], unit: unit)
                         } catch let failure as DownloadFailure where files[index].isAncillary && failure.kind != .noSpace {
                             skip(files[index], index: index, failure, request: request, directory: directory, tracker: tracker, report: ancillaryFailed)
@@ -199,7 +199,7 @@ struct AssetDownloader: Sendable {
     /// three times in a row without gaining a byte. Fatal failures and `.noSpace` end it at once,
     /// and an expired URL when the app refreshes URLs.
     private func fetch(
-        _ file: DownloadFile, index: Int, request: DownloadRequest, directory: URL, budget: StorageBudget,
+        _ file: DownloadFile, index: Int, host: String, request: DownloadRequest, directory: URL, budget: StorageBudget,
         tracker: ProgressTracker, pace: AdaptiveConcurrency, session: String, afterRun: Bool = false,
         beforeFile: @Sendable (Int64) throws -> Void
     ) async throws -> FileFetcher.Fetched {
@@ -209,7 +209,6 @@ struct AssetDownloader: Sendable {
         // Only the first try, and not after a run (`afterRun`), which may have left a partial
         // file to resume: a failed try may leave one.
         var inNewDirectory = !afterRun && tracker.inNewDirectory(index)
-        let host = Self.host(of: file.url)
         return try await retry.run(progress: { tracker.bytes(of: index) }, stopsAt: { refreshesURLs && $0.isExpiredURL }) {
             try beforeFile(tracker.current.bytes)
             defer { inNewDirectory = false }
@@ -242,7 +241,7 @@ struct AssetDownloader: Sendable {
     /// whole; what it does not bring, each part alone under `retry`, as any file. Returns the
     /// parts fetched alone (the run's own are finished already).
     private func fetchRun(
-        _ indices: [Int], of files: [DownloadFile], request: DownloadRequest, directory: URL, budget: StorageBudget,
+        _ indices: [Int], of files: [DownloadFile], host: String, request: DownloadRequest, directory: URL, budget: StorageBudget,
         tracker: ProgressTracker, pace: AdaptiveConcurrency, session: String, beforeFile: @Sendable (Int64) throws -> Void
     ) async throws -> [(file: FileFetcher.Fetched, index: Int)] {
         try beforeFile(tracker.current.bytes)
@@ -260,7 +259,7 @@ struct AssetDownloader: Sendable {
             let wait = retry.delay(after: failure, failures: 1)
             if wait > .zero { try await retry.sleep(wait) }
         } else {
-            pace.completed(bytes: outcome.received, startedAt: started, host: Self.host(of: files[indices[0]].url), multiplexed: outcome.multiplexed)
+            pace.completed(bytes: outcome.received, startedAt: started, host: host, multiplexed: outcome.multiplexed)
         }
         var alone: [(file: FileFetcher.Fetched, index: Int)] = []
         do {
@@ -270,8 +269,8 @@ struct AssetDownloader: Sendable {
                 let partial = directory.appendingPathComponent(files[index].relativePath, isDirectory: false).appendingPathExtension("partial")
                 tracker.update(index, FileFetcher.Progress(bytes: LocalFiles.size(of: partial) ?? 0, total: nil))
                 alone.append((try await fetch(
-                    files[index], index: index, request: request, directory: directory, budget: budget, tracker: tracker, pace: pace,
-                    session: session, afterRun: true, beforeFile: beforeFile), index))
+                    files[index], index: index, host: host, request: request, directory: directory, budget: budget, tracker: tracker,
+                    pace: pace, session: session, afterRun: true, beforeFile: beforeFile), index))
             }
         } catch {
             // The parts already whole are finished all the same (they have no resume information).

@@ -40,12 +40,8 @@ extension FileFetcher {
         }
         let start = Int64(firstRange.offset)
         let end = Int64(lastRange.offset) + Int64(lastRange.length) - 1
-        let asked = first.cmcd.map { $0.transmission == .query ? $0.data.adding(to: first.url) : first.url } ?? first.url
-        var outgoing = HTTPClientRequest(url: asked.absoluteString)
+        var outgoing = first.outgoing
         outgoing.headers.add(name: "Range", value: ContentRange.request(from: start, through: end))
-        if let cmcd = first.cmcd, cmcd.transmission == .headers {
-            for header in cmcd.data.headers { outgoing.headers.add(name: header.name, value: header.value) }
-        }
         let response: HTTPClientResponse
         do {
             response = try await client.execute(outgoing, timeout: Self.headTimeout)

@@ -26,6 +26,16 @@ struct FileFetcher: Sendable {
         var sizeRule: FileSizeRule? = nil
         /// CMCD to send with it, and how (nil: none).
         var cmcd: (data: CMCDRequestData, transmission: CMCDOptions.Transmission)? = nil
+
+        /// The HTTP request for it, its CMCD in the query or the headers; the caller adds the range.
+        var outgoing: HTTPClientRequest {
+            let asked = cmcd.map { $0.transmission == .query ? $0.data.adding(to: url) : url } ?? url
+            var outgoing = HTTPClientRequest(url: asked.absoluteString)
+            if let cmcd, cmcd.transmission == .headers {
+                for header in cmcd.data.headers { outgoing.headers.add(name: header.name, value: header.value) }
+            }
+            return outgoing
+        }
     }
 
     /// What a partial file's first answer said, kept beside it for resuming.
@@ -141,11 +151,7 @@ struct FileFetcher: Sendable {
             info = nil
         }
 
-        let asked = request.cmcd.map { $0.transmission == .query ? $0.data.adding(to: request.url) : request.url } ?? request.url
-        var outgoing = HTTPClientRequest(url: asked.absoluteString)
-        if let cmcd = request.cmcd, cmcd.transmission == .headers {
-            for header in cmcd.data.headers { outgoing.headers.add(name: header.name, value: header.value) }
-        }
+        var outgoing = request.outgoing
         let wanted = Self.range(for: request.byteRange, have: have)
         if let wanted { outgoing.headers.add(name: "Range", value: ContentRange.request(from: wanted.start, through: wanted.end)) }
         if have > 0, let validator = info?.validator { outgoing.headers.add(name: "If-Range", value: validator) }
