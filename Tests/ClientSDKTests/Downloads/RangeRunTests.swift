@@ -32,36 +32,46 @@ import Testing
     @Test func aRunThatBreaksOffLeavesItsWholePartsAndFetchesTheRestAlone() async throws {
         let bench = try await DownloadBench.start(options: { $0.waitBeforeRetry = { _ in } })
         let hls = TestHLSAsset(serving: bench.origin, segments: 30, segmentBytes: 20_000)
-        // The run's answer stops in the middle of its 13th part. (Paced, so that the client has
-        // read what was sent before the connection drops; the drop may still take the last
-        // 16 KiB piece sent with it.)
-        bench.origin.throttle(bytesPerSecond: 2_000_000)
+        // The run's answer stops in the middle of its 13th part. (Paced, so that the client
+        // reads what is sent as it comes; how much the drop takes with it unread is the
+        // machine's timing, so the test asserts what holds whatever it took.)
+        bench.origin.throttle(bytesPerSecond: 500_000)
         bench.origin.inject(.dropAfter(bytes: 250_000, times: 1), at: "/hls/low/segments.mp4")
         try await download(bench, hls)
-        // One run, then each part it did not finish alone: 18, or 19 if the drop took the end
-        // of the 12th; never the 11 or 12 it brought whole.
-        let requests = bench.origin.requests("/hls/low/segments.mp4")
-        #expect((1 + 18...1 + 19).contains(requests), "\(requests) requests")
-        #expect(bench.origin.bytesServed("/hls/low/segments.mp4") == 250_000 + (requests - 1) * 20_000)
+        // One run, then the parts it did not finish, each alone: a suffix of the title, so
+        // no part the run brought whole (at most 12) was asked for again.
+        let alone = bench.origin.asked(under: "/hls/low/segments.mp4").dropFirst().compactMap { Self.start(of: $0.headers[.range]) }
+        let firstAlone = alone.min() ?? 30 * 20_000
+        #expect(alone.sorted() == Array(stride(from: firstAlone, to: 30 * 20_000, by: 20_000)), "\(alone)")
+        #expect(firstAlone >= 20_000 && firstAlone <= 12 * 20_000, "the run brought \(firstAlone / 20_000) parts whole")
+        #expect(bench.origin.bytesServed("/hls/low/segments.mp4") == 250_000 + alone.count * 20_000)
         await bench.stop()
+    }
+
+    /// The first byte a `Range` header asks for.
+    static func start(of range: String?) -> Int? {
+        range.flatMap { $0.dropFirst("bytes=".count).split(separator: "-").first.flatMap { Int($0) } }
     }
 
     @Test func aPartCutShortPastItsMidwayResumes() async throws {
         let bench = try await DownloadBench.start(options: { $0.waitBeforeRetry = { _ in } })
         let hls = TestHLSAsset(serving: bench.origin, segments: 10, segmentBytes: 400_000)
-        // The run stops 300,000 bytes into its second part (less the 16 KiB piece the drop may
-        // take): past the point where a part's resume information is written, so that part
-        // goes on from where it stopped.
-        bench.origin.throttle(bytesPerSecond: 8_000_000)
+        // The run stops 300,000 bytes into its second part (less what the drop takes unread):
+        // past the point where a part's resume information is written, so that part goes on
+        // from where it stopped.
+        bench.origin.throttle(bytesPerSecond: 2_000_000)
         bench.origin.inject(.dropAfter(bytes: 700_000, times: 1), at: "/hls/low/segments.mp4")
         try await download(bench, hls)
-        let ranges = bench.origin.asked(under: "/hls/low/segments.mp4").map { $0.headers[.range] ?? "" }
-        #expect(ranges.count == 1 + 9, "\(ranges)")
-        let resumed = ranges.dropFirst().compactMap { range in
-            range.dropFirst("bytes=".count).split(separator: "-").first.flatMap { Int($0) }
-        }.first { $0 > 400_000 && $0 < 800_000 }
-        #expect(resumed.map { $0 >= 400_000 + 65_536 } == true, "the second part resumed at \(String(describing: resumed)): \(ranges)")
-        #expect(bench.origin.bytesServed("/hls/low/segments.mp4") <= 10 * 400_000 + 16_384, "no byte twice but the dropped piece")
+        let asked = bench.origin.asked(under: "/hls/low/segments.mp4").map { $0.headers[.range] ?? "" }
+        #expect(asked.count == 1 + 9, "\(asked)")
+        let resumed = asked.dropFirst().compactMap { Self.start(of: $0) }.first { $0 > 400_000 && $0 < 800_000 }
+        #expect(resumed.map { $0 >= 400_000 + 65_536 } == true, "the second part resumed at \(String(describing: resumed)): \(asked)")
+        // Nothing asked twice: after the run, only what it did not bring.
+        let later = asked.dropFirst().compactMap { range -> Int? in
+            let bounds = range.dropFirst("bytes=".count).split(separator: "-").compactMap { Int($0) }
+            return bounds.count == 2 ? bounds[1] - bounds[0] + 1 : nil
+        }.reduce(0, +)
+        #expect(later == 4_000_000 - (resumed ?? 0), "\(asked)")
         await bench.stop()
     }
 
