@@ -5,7 +5,8 @@ import Synchronization
 /// link each request waits a round trip before its first byte, so small segments need many in
 /// flight to fill it, while on a near one a few do.
 ///
-/// The engine starts at `DownloadOptions.parallelFiles` and measures throughput over rounds
+/// The engine starts at `DownloadOptions.parallelFiles` (twice that when the origin is known to
+/// answer over HTTP/2) and measures throughput over rounds
 /// ("epochs") of completed files. While a round at a higher number brings clearly more than the
 /// round before it, the number doubles, then grows by a quarter; when it brings nothing, the
 /// number goes back to the last one that paid and holds there for a while before it probes
@@ -69,9 +70,21 @@ final class AdaptiveConcurrency: Sendable {
     /// The app's cap, asked at the end of each round whether it held a fetch back.
     private let bandwidth: BandwidthLimit?
 
-    init(_ settings: Settings, bandwidth: BandwidthLimit? = nil, now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
-        let start = min(max(settings.initial, 1), settings.connectionsPerHost)
-        state = Mutex(State(settings: settings, limit: start, changedAt: now(), history: [start]))
+    /// `multiplexing`: origins known to answer over HTTP/2 (`OriginProtocols`). When the
+    /// download's first file comes from one of them, the probe starts one doubling higher:
+    /// streams on a connection that is open already cost no handshake and no socket, and a first
+    /// round at few files costs most where files are large (a whole file's time per file slot).
+    init(
+        _ settings: Settings, bandwidth: BandwidthLimit? = nil, multiplexing: Set<String> = [], firstOrigin: String? = nil,
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+    ) {
+        let initial = max(settings.initial, 1)
+        let start = if settings.adapts, let firstOrigin, multiplexing.contains(firstOrigin) {
+            min(initial * 2, settings.streamsPerHost)
+        } else {
+            min(initial, settings.connectionsPerHost)
+        }
+        state = Mutex(State(settings: settings, limit: start, multiplexed: multiplexing, changedAt: now(), history: [start]))
         self.bandwidth = bandwidth
         self.now = now
     }

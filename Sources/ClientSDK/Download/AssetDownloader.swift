@@ -54,10 +54,11 @@ struct AssetDownloader: Sendable {
     ) async throws -> LocalAsset {
         let files = plan.files
         let tracker = ProgressTracker(files: files, directory: directory, report: progress)
-        let hosts = files.map { Self.host(of: $0.url) }
+        let hosts = files.map { OriginProtocols.origin(of: $0.url) }
         // Single files, and runs of adjacent byte ranges of one file asked for in one request.
         let units = RangeRuns.units(of: files) { tracker.isEmpty($0) }
-        let pace = AdaptiveConcurrency(concurrency, bandwidth: fetcher.bandwidth)
+        let pace = AdaptiveConcurrency(
+            concurrency, bandwidth: fetcher.bandwidth, multiplexing: fetcher.origins.multiplexingOrigins, firstOrigin: hosts.first)
         // CMCD's session: this run of the asset's download.
         let session = UUID().uuidString.lowercased()
         // Files start in order, as many at once as `pace` admits (per host and in all); a
@@ -290,10 +291,5 @@ struct AssetDownloader: Sendable {
         case .network: .failed
         default: nil
         }
-    }
-
-    /// Scheme, host and port: what a connection is made to, and what the per-host caps count.
-    static func host(of url: URL) -> String {
-        "\(url.scheme ?? "")://\(url.host ?? ""):\(url.port.map(String.init) ?? "")"
     }
 }

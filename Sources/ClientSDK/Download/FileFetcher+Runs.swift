@@ -49,7 +49,9 @@ extension FileFetcher {
             outcome.failure = DownloadFailure(.network, "Could not fetch \(first.url.absoluteString): \(NetworkErrorText.clause(error)).")
             return outcome
         }
-        outcome.multiplexed = response.version.major >= 2
+        let multiplexed = response.version.major >= 2
+        outcome.multiplexed = multiplexed
+        origins.answered(first.url, multiplexed: multiplexed)
         let status = Int(response.status.code)
         let type = response.headers.first(name: "content-type")?.split(separator: ";").first
             .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""

@@ -52,6 +52,8 @@ struct FileFetcher: Sendable {
     var minimumRate = TransferRate.default
     /// The app's cap on download bandwidth, shared by every fetch (nil: none).
     var bandwidth: BandwidthLimit?
+    /// Which origins answer over HTTP/2, as every fetch through this fetcher (and its copies) finds.
+    var origins = OriginProtocols()
     /// Files expected to be at least this large (or of unknown size) have their resume
     /// information written before their first byte, so that even a killed app resumes them.
     static let resumeInfoUpFrontBytes: Int64 = 4 << 20
@@ -163,6 +165,7 @@ struct FileFetcher: Sendable {
         } catch {
             throw DownloadFailure(.network, "Could not fetch \(request.url.absoluteString): \(NetworkErrorText.clause(error)).")
         }
+        origins.answered(request.url, multiplexed: response.version.major >= 2)
         let status = Int(response.status.code)
         guard status == 200 || status == 206 else {
             throw DownloadFailure(

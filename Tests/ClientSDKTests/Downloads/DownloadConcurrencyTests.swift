@@ -252,6 +252,34 @@ import TestSupport
         #expect(!pace.admits(host: "other", toHost: 16, total: 100), "a host not known to speak HTTP/2 keeps the connection cap")
     }
 
+    @Test func anOriginKnownToMultiplexStartsOneDoublingHigher() {
+        let clock = TestClock()
+        let settings = AdaptiveConcurrency.Settings(initial: 4, connectionsPerHost: 16, streamsPerHost: 128, adapts: true)
+        let known = AdaptiveConcurrency(settings, multiplexing: ["https://cdn:443"], firstOrigin: "https://cdn:443", now: { clock.now })
+        #expect(known.limit == 8)
+        #expect(known.admits(host: "https://cdn:443", toHost: 7, total: 7))
+        #expect(known.admits(host: "https://cdn:443", toHost: 20, total: 0), "the stream cap, not the connection cap, from the start")
+        let other = AdaptiveConcurrency(settings, multiplexing: ["https://cdn:443"], firstOrigin: "http://origin:80", now: { clock.now })
+        #expect(other.limit == 4)
+        var fixed = settings
+        fixed.adapts = false
+        #expect(AdaptiveConcurrency(fixed, multiplexing: ["https://cdn:443"], firstOrigin: "https://cdn:443", now: { clock.now }).limit == 4)
+    }
+
+    @Test func theEngineLearnsWhichOriginsAnswerOverHTTP2() throws {
+        let origins = OriginProtocols()
+        let cdn = try #require(URL(string: "https://cdn.example:8443/a/master.m3u8"))
+        origins.answered(cdn, multiplexed: true)
+        #expect(origins.multiplexingOrigins == ["https://cdn.example:8443"])
+        #expect(OriginProtocols.origin(of: try #require(URL(string: "https://cdn.example:8443/b/1.ts"))) == "https://cdn.example:8443")
+        origins.answered(cdn, multiplexed: false)
+        #expect(origins.multiplexingOrigins.isEmpty, "an origin that answers over HTTP/1.1 again is no longer counted")
+        for index in 0..<(OriginProtocols.capacity + 10) {
+            origins.answered(try #require(URL(string: "https://h\(index).example/")), multiplexed: true)
+        }
+        #expect(origins.multiplexingOrigins.count <= OriginProtocols.capacity)
+    }
+
     @Test func withoutAdaptingItHolds() {
         let clock = TestClock()
         let pace = AdaptiveConcurrency(.init(initial: 3, connectionsPerHost: 16, streamsPerHost: 128, adapts: false), now: { clock.now })
