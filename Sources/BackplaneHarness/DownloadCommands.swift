@@ -24,14 +24,17 @@ struct Download: AsyncParsableCommand {
             """)
     @OptionGroup var connection: ConnectionOptions
     @Option(name: .customLong("asset-id"), help: "The asset id.") var assetId: String
-    @Option(help: "The http(s) URL of the file, the HLS playlist or the DASH MPD.") var url: String
+    @Option(help: "The http(s) URL of the file, the HLS playlist, the DASH MPD or the Smooth Streaming manifest.") var url: String
     @Flag(help: "The URL is an HLS playlist.") var hls = false
     @Flag(help: "The URL is a DASH MPD.") var dash = false
+    @Flag(help: "The URL is a Smooth Streaming client manifest.") var smooth = false
     @Option(name: .customLong("max-bitrate"), help: "HLS and DASH: the highest video bit rate (0: the lowest stream).") var maxBitrate: Int?
     @Option(help: "HLS and DASH: audio languages, comma-separated (\"\" for none; default all).") var audio: String?
     @Option(help: "HLS and DASH: subtitle languages, comma-separated (\"\" for none; default all).") var subtitles: String?
     @Option(name: .customLong("mime"), help: "Allowed media Content-Type (repeatable; default any).") var mimeTypes: [String] = []
     @Option(name: .customLong("ancillary"), help: "A file that travels with the title, as tag=URL (repeatable).") var ancillaries: [String] = []
+    @Option(help: "HLS, DASH and Smooth Streaming: only the part of the title from this many seconds (whole segments).") var from: Double?
+    @Option(help: "HLS, DASH and Smooth Streaming: only the part of the title up to this many seconds (whole segments).") var to: Double?
     @OptionGroup var pace: DownloadPaceOptions
     @Flag(inversion: .prefixedNo, help: "Flush each file to disk before it counts as downloaded (the SDK's default: no).") var flushFiles = false
     @Flag(help: "Run the engine until the asset completes or fails, showing progress.") var wait = false
@@ -41,7 +44,9 @@ struct Download: AsyncParsableCommand {
 
     func run() async throws {
         guard let remote = URL(string: url) else { Output.fail(BackplaneClientError(kind: .invalidInput, message: "Not a URL: \(url)")) }
-        guard !(hls && dash) else { Output.fail(BackplaneClientError(kind: .invalidInput, message: "--hls and --dash cannot both be given.")) }
+        guard [hls, dash, smooth].filter({ $0 }).count <= 1 else {
+            Output.fail(BackplaneClientError(kind: .invalidInput, message: "Only one of --hls, --dash and --smooth may be given."))
+        }
         var files: [AncillaryFile] = []
         for value in ancillaries {
             let parts = value.split(separator: "=", maxSplits: 1)
@@ -51,9 +56,9 @@ struct Download: AsyncParsableCommand {
             files.append(AncillaryFile(tag: String(parts[0]), url: url))
         }
         let request = DownloadRequest(
-            assetId: assetId, url: remote, kind: hls ? .hls : dash ? .dash : .file, allowedMIMETypes: mimeTypes.isEmpty ? nil : Set(mimeTypes),
+            assetId: assetId, url: remote, kind: hls ? .hls : dash ? .dash : smooth ? .smooth : .file, allowedMIMETypes: mimeTypes.isEmpty ? nil : Set(mimeTypes),
             maxVideoBitrate: maxBitrate, audioLanguages: audio.map(Self.languages), subtitleLanguages: subtitles.map(Self.languages),
-            ancillaries: files)
+            ancillaries: files, timeRange: from == nil && to == nil ? nil : MediaTimeRange(start: from ?? 0, end: to))
         var configuration = try connection.configuration()
         pace.apply(to: &configuration.downloads)
         configuration.downloads.flushesFiles = flushFiles

@@ -13,7 +13,9 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
         public static let hls = Kind(rawValue: "hls")
         /// A DASH VOD asset: the URL is a static MPD.
         public static let dash = Kind(rawValue: "dash")
-        public static let allCases: [Kind] = [.file, .hls, .dash]
+        /// A Smooth Streaming VOD asset: the URL is its client manifest (`…/Manifest`).
+        public static let smooth = Kind(rawValue: "smooth")
+        public static let allCases: [Kind] = [.file, .hls, .dash, .smooth]
     }
 
     /// The app's id of the asset (the CMS's): 1 to `WireLimits.maxIdentifierLength` bytes.
@@ -52,13 +54,16 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
     /// Downloads of this asset the app allows one account over its lifetime, sent with the
     /// permission request: it can only tighten the backplane's limit (nil: the backplane's).
     public var maxLifetimeDownloads: Int?
+    /// HLS, DASH and Smooth Streaming: only this part of the title (`MediaTimeRange`); nil: all of it.
+    public var timeRange: MediaTimeRange?
 
     public init(
         assetId: String, url: URL, kind: Kind = .file, allowedMIMETypes: Set<String>? = nil, maxVideoBitrate: Int? = nil,
         audioLanguages: [String]? = nil, subtitleLanguages: [String]? = nil, metadata: [String: String] = [:],
         declaredSize: Int64? = nil, availability: AssetAvailability? = nil, maxLifetimeDownloads: Int? = nil,
-        ancillaries: [AncillaryFile] = []
+        ancillaries: [AncillaryFile] = [], timeRange: MediaTimeRange? = nil
     ) {
+        self.timeRange = timeRange
         self.ancillaries = ancillaries
         self.maxLifetimeDownloads = maxLifetimeDownloads
         self.availability = availability
@@ -75,10 +80,10 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
 
     private enum CodingKeys: String, CodingKey {
         case assetId, url, kind, allowedMIMETypes, maxVideoBitrate, audioLanguages, subtitleLanguages, ancillaries, metadata, declaredSize,
-             availability, maxLifetimeDownloads
+             availability, maxLifetimeDownloads, timeRange
     }
 
-    /// Requests kept by earlier versions (in the SDK database) have no ancillary files.
+    /// Requests kept by earlier versions (in the SDK database) have no ancillary files and no time range.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         assetId = try container.decode(String.self, forKey: .assetId)
@@ -93,6 +98,7 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
         declaredSize = try container.decodeIfPresent(Int64.self, forKey: .declaredSize)
         availability = try container.decodeIfPresent(AssetAvailability.self, forKey: .availability)
         maxLifetimeDownloads = try container.decodeIfPresent(Int.self, forKey: .maxLifetimeDownloads)
+        timeRange = try container.decodeIfPresent(MediaTimeRange.self, forKey: .timeRange)
     }
 
     /// Largest `metadata` accepted, in bytes of its keys and values.
@@ -124,6 +130,10 @@ public struct DownloadRequest: Sendable, Equatable, Codable {
             return "maxLifetimeDownloads must be 0 to \(limit)."
         }
         if let problem = AncillaryFile.problem(ancillaries) { return problem }
+        if let timeRange {
+            if let problem = timeRange.problem { return problem }
+            if kind == .file { return "A time range needs an HLS, DASH or Smooth Streaming asset: a flat file is downloaded whole." }
+        }
         if metadata.reduce(0, { $0 + $1.key.utf8.count + $1.value.utf8.count }) > Self.maxMetadataBytes {
             return "The asset's metadata is larger than \(Self.maxMetadataBytes) bytes."
         }

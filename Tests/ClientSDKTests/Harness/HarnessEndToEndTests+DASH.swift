@@ -6,7 +6,7 @@ import TestSupport
 extension HarnessEndToEndTests {
     /// `backplane-harness download --dash` downloads an ffmpeg-made DASH asset through the built
     /// server and harness, with the lowest video and the French audio, after `--estimate` gave its
-    /// size without queueing it; `--hls --dash` is refused.
+    /// size (and that of a part of it, `--from`) without queueing it; `--hls --dash` is refused.
     @Test func theHarnessDownloadsADASHAsset() async throws {
         guard PlaybackPlayersTests.playersAreInstalled() else { return }
         let root = try createdTemporaryDirectory("harness-dash")
@@ -30,6 +30,15 @@ extension HarnessEndToEndTests {
             ["download", "--asset-id", "show", "--url", url, "--dash", "--max-bitrate", "0", "--estimate", "--max-storage", "1000"], device: "phone")
         #expect(tight.json["shortfall"]?.intValue == bytes - 1_000, "\(tight.json)")
         #expect(origin.requests(under: "/template/chunk-").isEmpty, "the estimate fetched segments")
+        // Part of it (from 3 s, the last of its four 1 s segments): about a quarter; a range
+        // that ends before it starts is refused.
+        let part = try await harness.run(["download", "--asset-id", "show", "--url", url, "--dash", "--max-bitrate", "0", "--estimate", "--from", "3"], device: "phone")
+        let partBytes = try #require(part.json["bytes"]?.intValue, "\(part.json)")
+        #expect(partBytes > 0 && partBytes < bytes / 2, "\(partBytes) of \(bytes)")
+        let backwards = try await ChildProcess.run(harness.binary, [
+            "download", "--asset-id", "show", "--url", url, "--dash", "--from", "3", "--to", "1", "--data-dir", root.appendingPathComponent("phone").path,
+        ], environment: harness.environment)
+        #expect(backwards.status != 0 && backwards.output.contains("invalidInput: The time range's end must come after its start"), "\(backwards.output)")
 
         let downloaded = try await harness.run(
             ["download", "--asset-id", "show", "--url", url, "--dash", "--max-bitrate", "0", "--audio", "fr", "--subtitles", "", "--wait"], device: "phone")

@@ -50,8 +50,9 @@ enum DASHPlan {
         return choices
     }
 
-    /// The plan from the chosen Representations' tracks.
-    static func make(_ manifest: DASHManifest, chosen: [(choice: Choice, track: DASHTrack)]) -> DownloadPlan {
+    /// The plan from the chosen Representations' tracks (`timing`: where the Periods of a
+    /// presentation cut to a time range lie, `cut(_:chosen:to:url:)`).
+    static func make(_ manifest: DASHManifest, chosen: [(choice: Choice, track: DASHTrack)], timing: Timing? = nil) -> DownloadPlan {
         var files: [DownloadFile] = []
         var estimate: Int64? = 0
         var local: [MPDWriter.LocalRepresentation] = []
@@ -98,7 +99,7 @@ enum DASHPlan {
             }
         }
         return DownloadPlan(
-            files: files, written: [.init(path: indexManifest, text: MPDWriter.local(manifest, representations: local))],
+            files: files, written: [.init(path: indexManifest, text: MPDWriter.local(manifest, representations: local, timing: timing))],
             mainPath: indexManifest, estimatedBytes: estimate, contentProtection: unique.isEmpty ? nil : unique)
     }
 }
@@ -123,20 +124,22 @@ enum MPDWriter {
         "Viewpoint", "Rating", "InbandEventStream", "FramePacking",
     ]
 
-    static func local(_ manifest: DASHManifest, representations: [LocalRepresentation]) -> String {
+    static func local(_ manifest: DASHManifest, representations: [LocalRepresentation], timing: DASHPlan.Timing? = nil) -> String {
         var rootAttributes = manifest.root.attributes
         rootAttributes["type"] = "static"
         for dynamicOnly in ["availabilityStartTime", "minimumUpdatePeriod", "timeShiftBufferDepth", "publishTime", "availabilityEndTime"] {
             rootAttributes[dynamicOnly] = nil
         }
+        if let timing { rootAttributes["mediaPresentationDuration"] = timing.total.map(seconds) }
         var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>", "<\(manifest.root.qualifiedName)\(MPDElement.attributeText(rootAttributes))>"]
         for child in manifest.root.children where child.name == "ContentProtection" { lines.append(child.xml(indent: "  ")) }
         let byPeriod = Dictionary(grouping: representations, by: \.choice.period)
         for (index, period) in manifest.periods.enumerated() {
             guard let inPeriod = byPeriod[index] else { continue }
             var periodAttributes = period.element.attributes
-            periodAttributes["start"] = seconds(period.start)
-            if let duration = period.duration { periodAttributes["duration"] = seconds(duration) }
+            let placed = timing?.periods[index] ?? (period.start, period.duration)
+            periodAttributes["start"] = seconds(placed.start)
+            periodAttributes["duration"] = placed.duration.map(seconds)
             lines.append("  <\(period.element.qualifiedName)\(MPDElement.attributeText(periodAttributes))>")
             for local in inPeriod {
                 let set = local.choice.set.element

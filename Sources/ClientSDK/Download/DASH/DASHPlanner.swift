@@ -62,7 +62,9 @@ struct DASHPlanner: DownloadPlanner {
             segmentsLeft -= track.segments.count
             chosen.append((choice, track))
         }
-        let plan = DASHPlan.make(manifest, chosen: chosen)
+        var timing: DASHPlan.Timing?
+        if let range = request.timeRange { (chosen, timing) = try DASHPlan.cut(manifest, chosen: chosen, to: range, url: request.url) }
+        let plan = DASHPlan.make(manifest, chosen: chosen, timing: timing)
         try await plan.keep(in: directory, assetId: request.assetId)
         return plan
     }

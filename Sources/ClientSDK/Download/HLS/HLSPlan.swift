@@ -66,15 +66,18 @@ enum HLSPlan {
 
     /// The plan from the chosen streams' media playlists, as parsed when they were fetched
     /// (`master`: what the local master lists, nil when the asset's playlist is a media playlist).
-    /// Throws `.playlist` for a live playlist.
-    static func make(master: MasterChoice?, streams: [(stream: Stream, media: HLSMediaPlaylist)]) throws(DownloadFailure) -> DownloadPlan {
+    /// Throws `.playlist` for a live playlist, and for one with nothing in `timeRange`.
+    static func make(
+        master: MasterChoice?, streams: [(stream: Stream, media: HLSMediaPlaylist)], timeRange: MediaTimeRange? = nil
+    ) throws(DownloadFailure) -> DownloadPlan {
         var files: [DownloadFile] = []
         var written: [DownloadPlan.WrittenFile] = []
         var keyPaths: [URL: String] = [:]
         var estimate: Int64? = 0
         var keyIds: [Data] = []
-        for (stream, media) in streams {
-            guard media.isComplete else { throw liveFailure(stream.url) }
+        for (stream, whole) in streams {
+            guard whole.isComplete else { throw liveFailure(stream.url) }
+            let media = try timeRange.map { range throws(DownloadFailure) in try whole.within(range, of: stream.url) } ?? whole
             // Keys named by id (the license provider's), each once, in playlist order.
             for segment in media.segments {
                 for key in [segment.key, segment.initSection?.key ?? nil].compactMap({ $0 }) {
@@ -96,5 +99,24 @@ enum HLSPlan {
 
     static func liveFailure(_ url: URL) -> DownloadFailure {
         DownloadFailure(.playlist, "\(url.absoluteString) is a live playlist (no #EXT-X-ENDLIST); only VOD can be downloaded.")
+    }
+}
+
+extension HLSMediaPlaylist {
+    /// The playlist cut to the segments that overlap `range` (whole segments), each keeping its
+    /// media sequence number, so that a key without an IV decrypts as before. Every media
+    /// playlist counts from its own first segment, as a player lines renditions up.
+    func within(_ range: MediaTimeRange, of url: URL) throws(DownloadFailure) -> HLSMediaPlaylist {
+        var kept: [Segment] = []
+        var time = 0.0
+        for segment in segments {
+            if range.overlaps(from: time, duration: segment.duration) { kept.append(segment) }
+            time += segment.duration
+        }
+        guard let first = kept.first else { throw range.nothingIn(url.absoluteString, lasting: time) }
+        var cut = self
+        cut.segments = kept
+        cut.mediaSequence = first.sequence
+        return cut
     }
 }

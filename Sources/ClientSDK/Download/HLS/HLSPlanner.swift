@@ -29,7 +29,7 @@ struct HLSPlanner: DownloadPlanner {
                 chosen.append((stream, media))
             }
         }
-        let plan = try HLSPlan.make(master: master, streams: chosen)
+        let plan = try HLSPlan.make(master: master, streams: chosen, timeRange: request.timeRange)
         try await plan.keep(in: directory, assetId: request.assetId)
         return plan
     }
