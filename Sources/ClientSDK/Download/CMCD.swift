@@ -69,6 +69,7 @@ struct CMCDRequestData: Sendable, Equatable {
         streamFormat = switch kind {
         case .hls: "h"
         case .dash: "d"
+        case .smooth: "s"
         default: "o"
         }
     }

@@ -11,7 +11,8 @@ struct DownloadPlan: Sendable, Codable, Equatable {
     var mainPath: String
     /// Bandwidth × duration of the chosen streams, when the playlists say their bandwidth.
     var estimatedBytes: Int64?
-    /// DASH: the chosen streams' `ContentProtection`, for the license provider.
+    /// DASH: the chosen streams' `ContentProtection`; Smooth Streaming: its protection headers
+    /// so (`SmoothProtection`); for the license provider.
     var contentProtection: [ContentProtection]? = nil
     /// HLS: the key ids of keys that are not files (`LicenseRequest.keyIds`).
     var keyIds: [Data]? = nil

@@ -42,6 +42,7 @@ struct DownloadPlanners: Sendable {
         case .file: ProgressivePlanner()
         case .hls: HLSPlanner(fetcher: fetcher, limits: playlistLimits, retry: retry)
         case .dash: DASHPlanner(fetcher: fetcher, limits: playlistLimits, retry: retry)
+        case .smooth: SmoothPlanner(fetcher: fetcher, limits: playlistLimits, retry: retry)
         default: UnsupportedKind(kind: kind)
         }
         return AncillaryAdding(format: format)

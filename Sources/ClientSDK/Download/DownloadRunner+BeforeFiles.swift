@@ -126,7 +126,7 @@ extension DownloadRunner {
         if entitlement == nil, let grantId = queued.grantId {
             entitlement = await permission.freshEntitlement(assetId: queued.assetId, grantId: grantId)
         }
-        // A DASH license is made from the manifest's PSSH, which the plan keeps.
+        // A DASH or Smooth Streaming license is made from the manifest's PSSH, which the plan keeps.
         let request = LicenseRequest(
             assetId: queued.assetId, url: queued.request.url, kind: queued.request.kind, entitlement: entitlement,
             window: grant?.window ?? queued.window, contentProtection: plan.contentProtection ?? [], keyIds: plan.keyIds ?? [],

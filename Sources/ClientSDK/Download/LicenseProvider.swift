@@ -30,7 +30,9 @@ public struct LicenseRequest: Sendable, Equatable {
     /// The window the asset is played in, when the backplane granted it.
     public var window: DownloadWindow?
     /// DASH: the chosen streams' `ContentProtection` (system ids, PSSH boxes, the default key
-    /// id), what a Widevine or PlayReady license request is built from. Empty for other kinds.
+    /// id), what a Widevine or PlayReady license request is built from. Smooth Streaming: each
+    /// `ProtectionHeader` in the same shape (the header in a `pssh` box for its system id, and a
+    /// PlayReady header's key id). Empty for other kinds.
     public var contentProtection: [ContentProtection] = []
     /// HLS: the key ids of the playlists' `SAMPLE-AES` keys that are not files to download
     /// (`KEYFORMAT="identity"` with a `data:` URI, as Shaka Packager writes for cbcs), 16 bytes

@@ -168,6 +168,7 @@ struct DownloadedAssetsLibrary: PlaybackLibrary {
 
     static func contentType(of path: String) -> String {
         if AssetLayout.isKey(path) { return "application/octet-stream" }
+        if path == SmoothPlan.indexManifest { return "application/vnd.ms-sstr+xml" }
         switch (path as NSString).pathExtension.lowercased() {
         case "m3u8": return "application/vnd.apple.mpegurl"
         case "mpd": return "application/dash+xml"

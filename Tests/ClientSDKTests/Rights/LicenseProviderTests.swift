@@ -203,4 +203,40 @@ import TestSupport
         #expect(local.contains("<cenc:pssh>\(pssh.base64EncodedString())</cenc:pssh>") && local.contains("cenc:default_KID="))
         await bench.stop()
     }
+
+    /// A PlayReady-protected Smooth Streaming (PIFF) asset: the provider receives the manifest's
+    /// protection header as a `pssh` box for PlayReady's system id, with the key id the header
+    /// names, before any fragment is fetched; the local manifest keeps the header for the player.
+    @Test func aSmoothStreamingAssetsProviderReceivesThePlayReadyHeader() async throws {
+        let object = SmoothManifestTests.playReadyObject()
+        let manifest = """
+            <SmoothStreamingMedia MajorVersion="2" MinorVersion="0" Duration="40000000">
+              <Protection><ProtectionHeader SystemID="9a04f079-9840-4286-ab92-e65be0885f95">\(object.base64EncodedString())</ProtectionHeader></Protection>
+              <StreamIndex Type="video" Url="QualityLevels({bitrate})/Fragments(video={start time})">
+                <QualityLevel Index="0" Bitrate="100000" FourCC="H264" CodecPrivateData="00"/>
+                <c t="0" d="20000000" r="2"/>
+              </StreamIndex>
+            </SmoothStreamingMedia>
+            """
+        let origin = try await TestOrigin.start()
+        origin.serve("/pr/film.ism/Manifest", Data(manifest.utf8), contentType: "text/xml")
+        for time in [0, 20_000_000] { origin.serve("/pr/film.ism/QualityLevels(100000)/Fragments(video=\(time))", TestOrigin.content(2_000)) }
+        let provider = RecordingProvider { [origin] _ in
+            #expect(origin.requests(under: "/pr/film.ism/QualityLevels").isEmpty, "a fragment came before the license")
+        }
+        let bench = try await DownloadBench.start(origin: origin, rights: { $0.licenseProvider = provider })
+        try await bench.engine.downloads.enqueue(DownloadRequest(assetId: "pr", url: origin.url("/pr/film.ism/Manifest"), kind: .smooth))
+        let asset = try await bench.waitForOutcome("pr")
+        #expect(asset.state == .completed, "\(String(describing: asset.lastFailure))")
+        let request = try #require(provider.acquired.first)
+        #expect(request.kind == .smooth)
+        let protection = try #require(request.contentProtection.first)
+        #expect(protection.systemId == "9a04f079-9840-4286-ab92-e65be0885f95")
+        #expect(protection.defaultKID == "9eb4050d-e44b-4802-932e-27d75083e266")
+        #expect(protection.pssh.map { $0.suffix(object.count) == object } == true)
+        #expect(origin.requests(under: "/pr/film.ism/QualityLevels").count == 2)
+        let local = try String(contentsOf: try #require(asset.localURL), encoding: .utf8)
+        #expect(local.contains(object.base64EncodedString()), "\(local)")
+        await bench.stop()
+    }
 }

@@ -52,6 +52,14 @@ enum MPDDocument {
 
     /// The root element of `data`, which must be `MPD`.
     static func parse(_ data: Data) throws(MPDError) -> MPDElement {
+        let root = try parseXML(data)
+        guard root.name == "MPD" else { throw MPDError("its root element is \(root.qualifiedName.prefix(80)), not MPD") }
+        return root
+    }
+
+    /// The root element of any XML document read under these limits (a Smooth Streaming
+    /// manifest, a PlayReady header are read so too).
+    static func parseXML(_ data: Data) throws(MPDError) -> MPDElement {
         guard data.count <= maxBytes else { throw MPDError("it is larger than \(maxBytes) bytes") }
         // Checked on the bytes the parser will read: as UTF-8 (an encoding declared otherwise is
         // refused by the parser's own check of the declaration against the bytes).
@@ -75,7 +83,6 @@ enum MPDDocument {
             let reason = parser.parserError.map { "\($0.localizedDescription)" } ?? "it is not well-formed XML"
             throw MPDError("it is not well-formed XML (line \(parser.lineNumber): \(reason.prefix(200)))")
         }
-        guard root.name == "MPD" else { throw MPDError("its root element is \(root.qualifiedName.prefix(80)), not MPD") }
         return root
     }
 
