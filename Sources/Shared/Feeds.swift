@@ -48,7 +48,9 @@ public struct MediaType: WireVocabulary {
     public static let hls = MediaType(rawValue: "hls")
     /// A static DASH MPD and its segments.
     public static let dash = MediaType(rawValue: "dash")
-    public static let allCases: [MediaType] = [.file, .hls, .dash]
+    /// A Smooth Streaming client manifest and its fragments.
+    public static let smooth = MediaType(rawValue: "smooth")
+    public static let allCases: [MediaType] = [.file, .hls, .dash, .smooth]
 }
 
 /// An episode as the CMS announces it: either with full metadata, or with only `assetId` (the

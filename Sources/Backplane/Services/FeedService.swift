@@ -170,7 +170,7 @@ public struct FeedService: Sendable {
                   parsed.host != nil
             else { throw ServiceError.validation("'\(path).downloadURL' must be an http(s) URL of at most \(WireLimits.maxURLLength) bytes.", field: "\(path).downloadURL") }
             guard episode.mediaType != nil else {
-                throw ServiceError.validation("'\(path).mediaType' (file, hls or dash) is required with a downloadURL.", field: "\(path).mediaType")
+                throw ServiceError.validation("'\(path).mediaType' (file, hls, dash or smooth) is required with a downloadURL.", field: "\(path).mediaType")
             }
         }
         if let mimeTypes = episode.permittedMimeTypes, mimeTypes.count > WireLimits.maxMimeTypesPerEpisode {

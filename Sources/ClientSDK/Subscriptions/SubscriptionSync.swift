@@ -253,6 +253,7 @@ extension DownloadRequest.Kind {
         switch mediaType {
         case .hls: self = .hls
         case .dash: self = .dash
+        case .smooth: self = .smooth
         case .file, nil: self = .file
         default: return nil
         }
@@ -265,6 +266,7 @@ extension MediaType {
         case .file: .file
         case .hls: .hls
         case .dash: .dash
+        case .smooth: .smooth
         default: MediaType(rawValue: kind.rawValue)
         }
     }

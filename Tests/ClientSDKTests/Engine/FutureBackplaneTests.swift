@@ -54,12 +54,12 @@ import TestSupport
 
         let changes = try decoder.decode(EpisodeChanges.self, from: Data(#"""
             {"changes": [{"kind": "rescheduled", "feedId": "f", "assetId": "a",
-              "episode": {"feedId": "f", "episode": {"assetId": "a", "downloadURL": "https://cdn/a.ism/manifest", "mediaType": "smooth"},
+              "episode": {"feedId": "f", "episode": {"assetId": "a", "downloadURL": "https://cdn/a/index.cmfv", "mediaType": "cmaf"},
                 "announcedAt": "2026-11-27T00:00:00Z", "updatedAt": "2026-11-27T00:00:00Z"}}],
              "cursor": "c", "hasMore": false, "serverTime": "2026-11-28T00:00:00Z"}
             """#.utf8))
         #expect(changes.changes.first?.kind.rawValue == "rescheduled")
-        #expect(changes.changes.first?.episode?.episode.mediaType?.rawValue == "smooth")
+        #expect(changes.changes.first?.episode?.episode.mediaType?.rawValue == "cmaf")
     }
 
     @Test func anEngineRunsTheCommandsItKnowsAndSaysItCannotRunTheOthers() async throws {
