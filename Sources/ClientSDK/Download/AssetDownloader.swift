@@ -58,7 +58,9 @@ struct AssetDownloader: Sendable {
         // Single files, and runs of adjacent byte ranges of one file asked for in one request.
         let units = RangeRuns.units(of: files) { tracker.isEmpty($0) }
         let pace = AdaptiveConcurrency(
-            concurrency, bandwidth: fetcher.bandwidth, multiplexing: fetcher.origins.multiplexingOrigins, firstOrigin: hosts.first)
+            concurrency, bandwidth: fetcher.bandwidth, multiplexing: fetcher.origins.multiplexingOrigins,
+            // The media's origin: an AES-128 key, which comes first, is often on a host of its own.
+            firstOrigin: files.firstIndex { $0.isMedia }.map { hosts[$0] } ?? hosts.first)
         // CMCD's session: this run of the asset's download.
         let session = UUID().uuidString.lowercased()
         // Files start in order, as many at once as `pace` admits (per host and in all); a

@@ -49,6 +49,18 @@ enum MediaRole: String, Sendable, Codable, Equatable {
     }
 }
 
+extension MediaRole {
+    /// What the segments of a `kind` stream are to a player.
+    init(_ kind: TrackKind) {
+        self = switch kind {
+        case .video: .video
+        case .audio: .audio
+        case .text: .subtitles
+        case .other: .other
+        }
+    }
+}
+
 /// The CMCD keys of one request, encoded as CTA-5004 says: keys in alphabetical order, strings
 /// quoted and escaped as structured-field strings, tokens and integers bare.
 struct CMCDRequestData: Sendable, Equatable {

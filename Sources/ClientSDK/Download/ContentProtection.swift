@@ -14,11 +14,26 @@ public struct ContentProtection: Sendable, Hashable, Codable {
     /// The `cenc:pssh` box, decoded from its base64 (nil when absent or not base64).
     public var pssh: Data?
 
+    /// Elements given to the license provider for one asset, at most (each once); a real
+    /// manifest names a handful, one per DRM system.
+    static let maxPerAsset = 64
+
     public init(schemeIdUri: String, value: String? = nil, defaultKID: String? = nil, pssh: Data? = nil) {
         self.schemeIdUri = schemeIdUri
         self.value = value
         self.defaultKID = defaultKID
         self.pssh = pssh
+    }
+
+    /// `items` each once, in order, at most `maxPerAsset` of them: what the license provider gets.
+    static func each(_ items: some Sequence<ContentProtection>) -> [ContentProtection] {
+        var unique: [ContentProtection] = []
+        var seen: Set<ContentProtection> = []
+        for item in items where seen.insert(item).inserted {
+            unique.append(item)
+            if unique.count == maxPerAsset { break }
+        }
+        return unique
     }
 
     /// The system id of a `urn:uuid:` scheme, lowercase; nil for the common scheme.

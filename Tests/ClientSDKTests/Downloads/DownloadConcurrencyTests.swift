@@ -278,6 +278,7 @@ import TestSupport
             origins.answered(try #require(URL(string: "https://h\(index).example/")), multiplexed: true)
         }
         #expect(origins.multiplexingOrigins.count <= OriginProtocols.capacity)
+        #expect(origins.multiplexingOrigins.contains("https://h\(OriginProtocols.capacity + 9).example:"), "the latest is remembered")
     }
 
     @Test func withoutAdaptingItHolds() {

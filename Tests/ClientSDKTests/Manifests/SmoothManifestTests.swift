@@ -83,9 +83,20 @@ import Testing
         #expect(reread.streams[1].fragments == manifest.streams[1].fragments, "every fragment keeps its t and d")
         #expect(!local.contains("900000") && !local.contains("audio_fr"), "\(local)")
 
-        // Part of it: from 3 s to 5 s, the second and third video fragments (2–4 s, 4–6 s).
-        let part = try SmoothPlan.make(manifest, chosen: [choices[0]], url: Self.url, timeRange: MediaTimeRange(start: 3, end: 5))
-        #expect(part.files.map(\.relativePath) == ["video/20000000.m4s", "video/40000000.m4s"])
+        // Part of it: from 3 s to 5 s on one clock, from the earliest stream's start (the
+        // video's, at 0): the second and third video fragments (2–4 s, 4–6 s) and the English
+        // audio's first (0.046–4.046 s) and second (4.046–8 s).
+        let part = try SmoothPlan.make(manifest, chosen: choices, url: Self.url, timeRange: MediaTimeRange(start: 3, end: 5))
+        #expect(part.files.map(\.relativePath) == ["video/20000000.m4s", "video/40000000.m4s", "audio-0/464399.m4s", "audio-0/40464399.m4s"])
+        let partManifest = try Self.manifest(try #require(part.written.first?.text))
+        // It lasts from the audio's 0.046 s to 8 s, and its Duration says so (7.95 s, not the
+        // title's 8 s): a player seeks only where fragments are.
+        #expect(partManifest.duration == 79_535_601)
+        #expect(partManifest.streams.map(\.fragments.count) == [2, 2])
+        // From 7.5 s the video's last fragment and the audio's last; past the end, nothing.
+        let tail = try SmoothPlan.make(manifest, chosen: choices, url: Self.url, timeRange: MediaTimeRange(start: 7.5))
+        #expect(tail.files.map(\.relativePath) == ["video/60000000.m4s", "audio-0/40464399.m4s"])
+        #expect(throws: DownloadFailure.self) { try SmoothPlan.make(manifest, chosen: choices, url: Self.url, timeRange: MediaTimeRange(start: 9)) }
     }
 
     /// A PlayReady object (little-endian length and record count, then a rights management
@@ -149,6 +160,10 @@ import Testing
             (video("<c t=\"4611686018427387000\" d=\"1000\"/>", fragments), "2^62"),
             (video("<c t=\"9223372036854775000\" d=\"1000\"/>", fragments), "not an integer"),
             (video("<c d=\"0\"/>", fragments), "no duration"),
+            // A missing d lasts to the next t, not to the end, when the next element has none.
+            (video("<c t=\"0\"/><c d=\"20000000\"/>", fragments), "no duration"),
+            (video("<c t=\"0\" r=\"3\"/>", fragments), "a repeated fragment at 0 has no d"),
+            (video("<c d=\"1\"/>", String(repeating: "a", count: 5_000) + "{start time}"), "longer than 4096 bytes"),
             (video("<c d=\"-5\"/>", fragments), "not an integer"),
             (video("", fragments), "no fragments"),
             (video("<c d=\"1\"/>", fragments).replacingOccurrences(of: "<QualityLevel Index=\"0\" Bitrate=\"1\"/>", with: ""), "no QualityLevel"),

@@ -56,6 +56,37 @@ import Testing
         #expect(try Self.hlsPlan(MediaTimeRange(start: 2, end: 4)).files.map { $0.url.lastPathComponent } == ["init.mp4", "k1.bin", "s1.m4s"])
     }
 
+    /// An ad stitched in: the local playlist keeps the discontinuities where they stood, and a
+    /// cut past one counts it in the discontinuity sequence, as players line renditions up by it.
+    @Test func discontinuitiesStayWhereTheyStoodAndACutCountsThem() throws {
+        let text = """
+            #EXTM3U
+            #EXT-X-TARGETDURATION:2
+            #EXT-X-DISCONTINUITY-SEQUENCE:3
+            #EXTINF:2,
+            film0.ts
+            #EXT-X-DISCONTINUITY
+            #EXTINF:2,
+            ad0.ts
+            #EXT-X-DISCONTINUITY
+            #EXTINF:2,
+            film1.ts
+            #EXT-X-ENDLIST
+            """
+        guard case .media(let media) = try HLSPlaylist.parse(Data(text.utf8), url: Self.hlsURL, maxSegments: 100) else {
+            Issue.record("not a media playlist")
+            return
+        }
+        #expect(media.discontinuitySequence == 3 && media.segments.map(\.discontinuity) == [false, true, true])
+        let stream = HLSPlan.Stream(name: "video", url: Self.hlsURL, bandwidth: nil)
+        let whole = try #require(try HLSPlan.make(master: nil, streams: [(stream, media)]).written.first?.text)
+        #expect(whole.contains("#EXT-X-DISCONTINUITY-SEQUENCE:3\n"), "\(whole)")
+        #expect(whole.contains("video/0.ts\n#EXT-X-DISCONTINUITY\n#EXTINF:2.0,\nvideo/1.ts\n#EXT-X-DISCONTINUITY\n#EXTINF:2.0,\nvideo/2.ts"), "\(whole)")
+        // From 3 s: the ad (its discontinuity now the first segment's, so counted) and the film.
+        let cut = try #require(try HLSPlan.make(master: nil, streams: [(stream, media)], timeRange: .init(start: 3)).written.first?.text)
+        #expect(cut.contains("#EXT-X-DISCONTINUITY-SEQUENCE:4\n") && cut.components(separatedBy: "#EXT-X-DISCONTINUITY\n").count == 2, "\(cut)")
+    }
+
     @Test func aRangePastTheEndIsRefusedWithTheTitlesLength() throws {
         do {
             _ = try Self.hlsPlan(MediaTimeRange(start: 8, end: 20))
@@ -156,5 +187,25 @@ import Testing
         #expect(local.contains("<Period duration=\"PT4.000S\" id=\"two\" start=\"PT0.000S\">"), "\(local)")
         #expect(local.contains("mediaPresentationDuration=\"PT6.000S\""), "\(local)")
         #expect(timing.periods[2]?.start == 4 && timing.periods[2]?.duration == 2)
+    }
+
+    /// Subtitles in one file played whole cannot be cut: their Period keeps every track whole,
+    /// so that video and subtitles stay on one timeline.
+    @Test func aPeriodWithATrackThatCannotBeCutIsKeptWhole() throws {
+        let xml = """
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT8S">
+              <Period duration="PT8S">
+                <AdaptationSet contentType="video"><Representation id="v" bandwidth="1">
+                  <SegmentTemplate timescale="1000" media="v/$Number$.m4s" duration="2000"/></Representation></AdaptationSet>
+                <AdaptationSet contentType="text" lang="en"><Representation id="t" bandwidth="1"><BaseURL>subs.vtt</BaseURL></Representation></AdaptationSet>
+              </Period>
+            </MPD>
+            """
+        let (manifest, tracks) = try DASHManifestTests.tracks(xml)
+        #expect(tracks.map(\.track.isWholeFile) == [false, true])
+        let (cut, timing) = try DASHPlan.cut(manifest, chosen: tracks, to: MediaTimeRange(start: 3, end: 5), url: DASHManifestTests.url)
+        #expect(cut.map(\.track.segments.count) == [4, 1])
+        #expect(cut.map(\.track.presentationTimeOffset) == [0, 0])
+        #expect(timing.periods[0]?.start == 0 && timing.periods[0]?.duration == 8 && timing.total == 8)
     }
 }

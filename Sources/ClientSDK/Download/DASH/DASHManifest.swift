@@ -22,7 +22,7 @@ struct DASHManifest: Sendable {
     }
 
     struct AdaptationSet: Sendable {
-        enum Kind: Sendable, Equatable { case video, audio, text, other }
+        typealias Kind = TrackKind
         var element: MPDElement
         var kind: Kind
         var language: String?
@@ -176,6 +176,7 @@ struct DASHManifest: Sendable {
 
     /// A URL of the MPD, relative or absolute; only http(s) with a host is downloaded.
     static func resolve(_ text: String, against base: URL) throws(MPDError) -> URL {
+        guard text.utf8.count <= MPDDocument.maxURLLength else { throw MPDError("a URL is longer than \(MPDDocument.maxURLLength) bytes") }
         guard let url = URL(string: text, relativeTo: base)?.absoluteURL, let scheme = url.scheme?.lowercased(),
               scheme == "http" || scheme == "https", url.host?.isEmpty == false
         else {

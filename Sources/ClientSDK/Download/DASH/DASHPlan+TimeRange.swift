@@ -15,19 +15,23 @@ extension DASHPlan {
     /// the front, every track's `presentationTimeOffset` moves by the same time (where its
     /// earliest first segment starts), which keeps audio and video together: a track whose first
     /// segment starts later begins a little after the Period does. A track with no segment
-    /// information (one file played whole) cannot be cut, and its Period is kept whole.
+    /// information (one file played whole) cannot be cut, and its Period is kept whole, every
+    /// track of it.
     static func cut(
         _ manifest: DASHManifest, chosen: [(choice: Choice, track: DASHTrack)], to range: MediaTimeRange, url: URL
     ) throws(DownloadFailure) -> (chosen: [(choice: Choice, track: DASHTrack)], timing: Timing) {
         // Each track's segments in range, with where each begins in the presentation (seconds).
+        // A Period with a track that cannot be cut keeps every track whole, so that its tracks
+        // stay on one timeline.
+        let uncut = Set(chosen.filter { $0.track.isWholeFile }.map(\.choice.period))
         var kept: [(choice: Choice, track: DASHTrack, first: Double, end: Double)] = []
         for (choice, track) in chosen {
             let period = manifest.periods[choice.period]
             let scale = Double(track.timescale)
-            if track.isWholeFile {
-                let duration = track.seconds
-                guard range.overlaps(from: period.start, duration: period.duration ?? duration) else { continue }
-                kept.append((choice, track, period.start, period.start + (period.duration ?? duration)))
+            if uncut.contains(choice.period) {
+                let duration = period.duration ?? track.seconds
+                guard range.overlaps(from: period.start, duration: duration) else { continue }
+                kept.append((choice, track, period.start, period.start + duration))
                 continue
             }
             let inRange = track.segments.filter { segment in
@@ -48,13 +52,13 @@ extension DASHPlan {
         for index in periods.keys.sorted() {
             let tracks = periods[index] ?? []
             let period = manifest.periods[index]
-            let whole = tracks.contains { $0.track.isWholeFile }
+            let whole = uncut.contains(index)
             // Where the Period now begins and ends, in the presentation's time before the cut.
             let from = whole ? period.start : tracks.map(\.first).min() ?? period.start
-            let to = whole ? period.duration.map { period.start + $0 } : tracks.map(\.end).max()
+            let to = whole ? period.duration.map { period.start + $0 } ?? tracks.map(\.end).max() : tracks.map(\.end).max()
             for entry in tracks {
                 var track = entry.track
-                if !track.isWholeFile {
+                if !whole {
                     let shift = Int64(nonNegative: ((from - period.start) * Double(track.timescale)).rounded()) ?? 0
                     track.presentationTimeOffset = track.presentationTimeOffset.addingClamped(shift)
                 }

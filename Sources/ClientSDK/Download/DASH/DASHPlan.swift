@@ -12,8 +12,6 @@ import Foundation
 /// file, so the local MPD lists every segment by number with its timeline.
 enum DASHPlan {
     static let originalManifest = "\(AssetLayout.originalDirectory)/asset.mpd"
-    /// `ContentProtection` elements given to the license provider, at most.
-    static let maxContentProtection = 64
     static let indexManifest = "index.mpd"
 
     /// A Representation chosen for download and its local directory's name.
@@ -34,17 +32,12 @@ enum DASHPlan {
             if let (set, representation) = BitrateChoice.choose(videos, maxBitrate: request.maxVideoBitrate, bandwidth: { $0.1.bandwidth }) {
                 choices.append(Choice(period: index, set: set, representation: representation, name: "\(prefix)/video"))
             }
-            for (kind, languages, name) in [(DASHManifest.AdaptationSet.Kind.audio, request.audioLanguages, "audio"), (.text, request.subtitleLanguages, "text")] {
-                var count = 0
-                for set in period.adaptationSets where set.kind == kind && !set.isTrickPlay {
-                    if let languages {
-                        guard let language = set.language, LanguageCodes.matches(language, anyOf: languages) else { continue }
-                    }
-                    // One Representation of each set: the best it offers.
-                    guard let representation = BitrateChoice.choose(set.representations, maxBitrate: nil, bandwidth: \.bandwidth) else { continue }
-                    choices.append(Choice(period: index, set: set, representation: representation, name: "\(prefix)/\(name)-\(count)"))
-                    count += 1
-                }
+            // One Representation of each audio and text set: the best it offers.
+            for (set, representation, name) in TrackChoice.byLanguage(
+                period.adaptationSets.filter { !$0.isTrickPlay }, request: request, kind: \.kind, language: \.language,
+                levels: \.representations, bitrate: \.bandwidth)
+            {
+                choices.append(Choice(period: index, set: set, representation: representation, name: "\(prefix)/\(name)"))
             }
         }
         return choices
@@ -58,12 +51,7 @@ enum DASHPlan {
         var local: [MPDWriter.LocalRepresentation] = []
         for (choice, track) in chosen {
             let bandwidth = choice.representation.bandwidth
-            let role: MediaRole = switch choice.set.kind {
-            case .video: .video
-            case .audio: .audio
-            case .text: .subtitles
-            case .other: .other
-            }
+            let role = MediaRole(choice.set.kind)
             let perTick = bandwidth > 0 ? Double(bandwidth) / 8 / Double(track.timescale) : nil
             if bandwidth == 0, choice.set.kind == .video { estimate = nil }
             var initPath: String?
@@ -89,15 +77,9 @@ enum DASHPlan {
             local.append(MPDWriter.LocalRepresentation(
                 choice: choice, track: track, initialization: initPath, media: track.isWholeFile ? "\(choice.name)/file.\(ext)" : "\(choice.name)/$Number$.\(ext)"))
         }
-        // Each once, in manifest order; a real manifest names a handful (one per DRM system).
-        var unique: [ContentProtection] = []
-        var seen: Set<ContentProtection> = []
-        for (choice, _) in chosen {
-            for element in choice.set.element.children("ContentProtection") + choice.representation.element.children("ContentProtection") {
-                let item = ContentProtection(element)
-                if unique.count < Self.maxContentProtection, seen.insert(item).inserted { unique.append(item) }
-            }
-        }
+        let unique = ContentProtection.each(chosen.lazy.flatMap { choice, _ in
+            (choice.set.element.children("ContentProtection") + choice.representation.element.children("ContentProtection")).lazy.map(ContentProtection.init)
+        })
         return DownloadPlan(
             files: files, written: [.init(path: indexManifest, text: MPDWriter.local(manifest, representations: local, timing: timing))],
             mainPath: indexManifest, estimatedBytes: estimate, contentProtection: unique.isEmpty ? nil : unique)

@@ -127,11 +127,14 @@ enum DASHSegments {
         let times = try segmentTimes(attributes, timeline: timeline, timescale: scale, offset: offset, period: period, maxSegments: maxSegments)
         var segments: [DASHTrack.Segment] = []
         segments.reserveCapacity(times.count)
+        var urlBytes = 0
         for (index, slot) in times.enumerated() {
             let (number, overflow) = startNumber.addingReportingOverflow(Int64(index))
             guard !overflow else { throw MPDError("segment numbers past 2^63") }
-            let url = try DASHManifest.resolve(mediaTemplate.expand(values(number, slot.time)), against: base)
-            segments.append(.init(url: url, byteRange: nil, time: slot.time, duration: slot.duration))
+            let text = mediaTemplate.expand(values(number, slot.time))
+            urlBytes += text.utf8.count
+            guard urlBytes <= MPDDocument.maxTrackURLBytes else { throw MPDError("a Representation's segment URLs take more than \(MPDDocument.maxTrackURLBytes) bytes") }
+            segments.append(.init(url: try DASHManifest.resolve(text, against: base), byteRange: nil, time: slot.time, duration: slot.duration))
         }
         return DASHTrack(
             initialization: initURL.map { ($0, initRange) }, segments: segments, timescale: scale, presentationTimeOffset: offset, isWholeFile: false)

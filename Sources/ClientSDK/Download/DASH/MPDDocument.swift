@@ -49,6 +49,12 @@ enum MPDDocument {
     static let maxDepth = 24
     /// Longest text of one element (a `BaseURL`, a `pssh`).
     static let maxText = 64 * 1024
+    /// Longest URL a manifest may make, template expanded.
+    static let maxURLLength = 4096
+    /// Most bytes of URLs one track's segments may take: templates are expanded once per
+    /// segment, so a long one (its attribute is not bounded as text is) times a long timeline
+    /// must not take the app's memory.
+    static let maxTrackURLBytes = 16 << 20
 
     /// The root element of `data`, which must be `MPD`.
     static func parse(_ data: Data) throws(MPDError) -> MPDElement {

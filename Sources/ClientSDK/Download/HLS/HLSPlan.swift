@@ -75,9 +75,20 @@ enum HLSPlan {
         var keyPaths: [URL: String] = [:]
         var estimate: Int64? = 0
         var keyIds: [Data] = []
-        for (stream, whole) in streams {
+        var master = master
+        for (number, (stream, whole)) in streams.enumerated() {
             guard whole.isComplete else { throw liveFailure(stream.url) }
-            let media = try timeRange.map { range throws(DownloadFailure) in try whole.within(range, of: stream.url) } ?? whole
+            var media = whole
+            if let timeRange {
+                guard let cut = whole.within(timeRange) else {
+                    // The variant's playlist with nothing in range fails the download; a
+                    // rendition (audio a little shorter than the video) is left out.
+                    if number == 0 { throw timeRange.nothingIn(stream.url.absoluteString, lasting: whole.duration) }
+                    master?.renditions.removeAll { $0.1 == stream.name }
+                    continue
+                }
+                media = cut
+            }
             // Keys named by id (the license provider's), each once, in playlist order.
             for segment in media.segments {
                 for key in [segment.key, segment.initSection?.key ?? nil].compactMap({ $0 }) {
@@ -104,19 +115,24 @@ enum HLSPlan {
 
 extension HLSMediaPlaylist {
     /// The playlist cut to the segments that overlap `range` (whole segments), each keeping its
-    /// media sequence number, so that a key without an IV decrypts as before. Every media
+    /// media sequence number, so that a key without an IV decrypts as before, and its
+    /// discontinuity sequence; nil when none does. Every media
     /// playlist counts from its own first segment, as a player lines renditions up.
-    func within(_ range: MediaTimeRange, of url: URL) throws(DownloadFailure) -> HLSMediaPlaylist {
+    func within(_ range: MediaTimeRange) -> HLSMediaPlaylist? {
         var kept: [Segment] = []
         var time = 0.0
         for segment in segments {
             if range.overlaps(from: time, duration: segment.duration) { kept.append(segment) }
             time += segment.duration
         }
-        guard let first = kept.first else { throw range.nothingIn(url.absoluteString, lasting: time) }
+        guard let first = kept.first else { return nil }
         var cut = self
         cut.segments = kept
         cut.mediaSequence = first.sequence
+        // The discontinuities left behind count in the sequence, as a sliding live window's do.
+        let dropped = segments.prefix { $0.sequence < first.sequence }
+        cut.discontinuitySequence = discontinuitySequence + dropped.filter(\.discontinuity).count + (first.discontinuity ? 1 : 0)
+        cut.segments[0].discontinuity = false
         return cut
     }
 }

@@ -192,10 +192,15 @@ struct HLSMediaPlaylist: Equatable, Sendable {
         var initSection: InitSection?
         /// Media sequence number.
         var sequence: Int
+        /// An `EXT-X-DISCONTINUITY` stands before it: its encoding or timeline differs from the
+        /// segment before (an ad stitched in, another source); players reset their decoders.
+        var discontinuity = false
     }
 
     var targetDuration: Int
     var mediaSequence: Int
+    /// `EXT-X-DISCONTINUITY-SEQUENCE`: discontinuities before the first segment listed.
+    var discontinuitySequence = 0
     var segments: [Segment]
     /// `#EXT-X-ENDLIST` was present: no segment will be added (VOD, or a finished event).
     var isComplete: Bool
@@ -208,6 +213,8 @@ struct HLSMediaPlaylist: Equatable, Sendable {
         var mediaSequence = 0
         var segments: [Segment] = []
         var isComplete = false
+        var discontinuitySequence = 0
+        var discontinuity = false
         var duration: Double?
         var byteRange: (length: Int, offset: Int?)?
         var key: Key?
@@ -237,6 +244,10 @@ struct HLSMediaPlaylist: Equatable, Sendable {
                 initSection = InitSection(
                     url: try resolve(uri, against: url, line: line),
                     byteRange: range.map { ByteRange(length: $0.length, offset: $0.offset ?? 0) }, key: key)
+            } else if line == "#EXT-X-DISCONTINUITY" {
+                discontinuity = true
+            } else if line.hasPrefix("#EXT-X-DISCONTINUITY-SEQUENCE:") {
+                discontinuitySequence = try Self.integer(line, after: "#EXT-X-DISCONTINUITY-SEQUENCE:")
             } else if line == "#EXT-X-ENDLIST" {
                 isComplete = true
             } else if line.hasPrefix("#") {
@@ -270,15 +281,17 @@ struct HLSMediaPlaylist: Equatable, Sendable {
                 }
                 segments.append(Segment(
                     url: segmentURL, duration: segmentDuration, byteRange: range, key: key, initSection: initSection,
-                    sequence: sequence))
+                    sequence: sequence, discontinuity: discontinuity))
                 duration = nil
                 byteRange = nil
+                discontinuity = false
             }
         }
         guard let targetDuration else { throw .malformed(line: nil, "a media playlist without #EXT-X-TARGETDURATION") }
         guard duration == nil else { throw .malformed(line: nil, "the last #EXTINF has no URI") }
         self.targetDuration = targetDuration
         self.mediaSequence = mediaSequence
+        self.discontinuitySequence = discontinuitySequence
         self.segments = segments
         self.isComplete = isComplete
     }
@@ -336,51 +349,6 @@ struct HLSMediaPlaylist: Equatable, Sendable {
               let bytes = Data(base64Encoded: String(uri[uri.index(after: comma)...])), bytes.count == 16
         else { return nil }
         return bytes
-    }
-}
-
-/// An attribute list (RFC 8216 §4.2): `NAME=value` pairs separated by commas, where a value is
-/// a quoted string (which may hold commas), or an unquoted token.
-struct HLSAttributes: Sendable {
-    private var values: [String: String] = [:]
-
-    init(_ line: Substring, after tag: String) throws(HLSPlaylistError) {
-        var rest = line.dropFirst(tag.count)
-        while !rest.isEmpty {
-            guard let equals = rest.firstIndex(of: "=") else { throw .malformed(line: line, "an attribute without a value") }
-            let name = rest[..<equals].trimmingCharacters(in: .whitespaces)
-            guard !name.isEmpty, name.allSatisfy({ $0.isUppercase || $0.isNumber || $0 == "-" }) else {
-                throw .malformed(line: line, "an attribute name that is not A-Z, 0-9 and -")
-            }
-            rest = rest[rest.index(after: equals)...]
-            let value: Substring
-            if rest.first == "\"" {
-                let opened = rest.index(after: rest.startIndex)
-                guard let closing = rest[opened...].firstIndex(of: "\"") else {
-                    throw .malformed(line: line, "a quoted attribute value that is not closed")
-                }
-                value = rest[opened..<closing]
-                rest = rest[rest.index(after: closing)...]
-            } else {
-                let end = rest.firstIndex(of: ",") ?? rest.endIndex
-                value = rest[..<end]
-                rest = rest[end...]
-            }
-            values[name] = String(value).trimmingCharacters(in: .whitespaces)
-            if rest.first == "," {
-                rest = rest.dropFirst()
-            } else if !rest.isEmpty {
-                throw .malformed(line: line, "attributes not separated by commas")
-            }
-        }
-    }
-
-    func string(_ name: String) -> String? { values[name] }
-
-    func integer(_ name: String, line: Substring) throws(HLSPlaylistError) -> Int? {
-        guard let value = values[name] else { return nil }
-        guard let number = Int(decimalInteger: value) else { throw .malformed(line: line, "\(name) is not a non-negative integer") }
-        return number
     }
 }
 

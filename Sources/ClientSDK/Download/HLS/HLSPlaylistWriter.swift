@@ -3,7 +3,7 @@ import Foundation
 /// Writes the local playlists of a downloaded HLS asset: the parser's (`HLSPlaylist`) other
 /// half. Local playlists name only local files (a sub-range of a remote file becomes a whole
 /// local file, so they have no byte ranges), keep the media sequence numbers (AES-128 keys
-/// without an IV decrypt as before), and are VOD.
+/// without an IV decrypt as before) and the discontinuities, and are VOD.
 enum HLSPlaylistWriter {
     /// The media playlist rewritten to local files under `stream`'s name, adding each file to
     /// `files` (a key once, whichever playlists share it: `keyPaths`).
@@ -16,10 +16,12 @@ enum HLSPlaylistWriter {
             "#EXTM3U", "#EXT-X-VERSION:7", "#EXT-X-TARGETDURATION:\(media.targetDuration)",
             "#EXT-X-MEDIA-SEQUENCE:\(media.mediaSequence)", "#EXT-X-PLAYLIST-TYPE:VOD",
         ]
+        if media.discontinuitySequence > 0 { lines.append("#EXT-X-DISCONTINUITY-SEQUENCE:\(media.discontinuitySequence)") }
         var currentKey: HLSMediaPlaylist.Key?
         var currentInit: HLSMediaPlaylist.InitSection?
         var initPaths: [HLSMediaPlaylist.InitSection: String] = [:]
         for (index, segment) in media.segments.enumerated() {
+            if segment.discontinuity { lines.append("#EXT-X-DISCONTINUITY") }
             if let initSection = segment.initSection, initSection != currentInit {
                 // The key the section was under where its map stood (none: a clear section
                 // before the segments' key), so that the local playlist says the same.

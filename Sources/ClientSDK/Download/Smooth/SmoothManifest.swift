@@ -8,7 +8,7 @@ import Foundation
 /// Only VOD: a manifest with `IsLive="TRUE"` is refused.
 struct SmoothManifest: Sendable {
     struct Stream: Sendable {
-        enum Kind: Sendable, Equatable { case video, audio, text, other }
+        typealias Kind = TrackKind
         var element: MPDElement
         var kind: Kind
         var language: String?
@@ -65,7 +65,15 @@ struct SmoothManifest: Sendable {
         }
         guard !streams.isEmpty else { throw SmoothManifestError("it has no StreamIndex") }
         self.streams = streams
-        protection = root.children("Protection").flatMap { $0.children("ProtectionHeader") }.map(SmoothProtection.contentProtection)
+        // Each header once (a PlayReady one is read as XML of its own), as many as DASH gives.
+        var seen: Set<[String]> = []
+        var protection: [ContentProtection] = []
+        for header in root.children("Protection").lazy.flatMap({ $0.children("ProtectionHeader") }) {
+            guard seen.insert([header.attributes["SystemID"] ?? "", header.text]).inserted else { continue }
+            protection.append(SmoothProtection.contentProtection(header))
+            if protection.count == ContentProtection.maxPerAsset { break }
+        }
+        self.protection = ContentProtection.each(protection)
     }
 
     private static func stream(
@@ -78,6 +86,10 @@ struct SmoothManifest: Sendable {
         default: .other
         }
         guard let template = element.attributes["Url"], !template.isEmpty else { throw SmoothManifestError("a StreamIndex has no Url") }
+        // Expanded once per fragment: its length is bounded as a URL's, not as an attribute's.
+        guard template.utf8.count <= MPDDocument.maxURLLength else {
+            throw SmoothManifestError("a StreamIndex Url is longer than \(MPDDocument.maxURLLength) bytes")
+        }
         guard template.contains("{start time}") || template.contains("{start_time}") else {
             throw SmoothManifestError("the Url \(template.prefix(120)) has no {start time}")
         }
@@ -104,22 +116,28 @@ struct SmoothManifest: Sendable {
     }
 
     /// The fragments the `c` elements list: a missing `t` follows the last fragment (0 for the
-    /// first), a missing `d` lasts to the next `t` (the presentation's end for the last), and
-    /// `r` counts the fragment and its repeats. Times only go forward, and never overflow.
+    /// first), a missing `d` lasts to the next element's `t` (the presentation's end for the
+    /// last element), and `r` counts the fragment and its repeats (only with a `d`, as Media3
+    /// has it). Times only go forward, and never overflow.
     private static func fragments(_ elements: [MPDElement], end: Int64?, fragmentsLeft: inout Int) throws(SmoothManifestError) -> [Fragment] {
         var fragments: [Fragment] = []
         var next: Int64 = 0
         for (index, element) in elements.enumerated() {
             let time = try element.attributes["t"].map { value throws(SmoothManifestError) in try integer(value, "c@t") } ?? next
             guard time >= next || fragments.isEmpty else { throw SmoothManifestError("a fragment starts at \(time), before the last one ends") }
-            var duration = try element.attributes["d"].map { value throws(SmoothManifestError) in try integer(value, "c@d") }
+            let stated = try element.attributes["d"].map { value throws(SmoothManifestError) in try integer(value, "c@d") }
+            var duration = stated
             if duration == nil {
-                let following = index + 1 < elements.count ? elements[index + 1].attributes["t"] : nil
-                if let following { duration = try integer(following, "c@t") - time } else if let end { duration = end - time }
+                if index + 1 < elements.count {
+                    if let following = elements[index + 1].attributes["t"] { duration = try integer(following, "c@t") - time }
+                } else if let end {
+                    duration = end - time
+                }
             }
             guard let duration, duration > 0 else { throw SmoothManifestError("a fragment at \(time) has no duration") }
             let repeats = try element.attributes["r"].map { value throws(SmoothManifestError) in try integer(value, "c@r", max: Int64(Int32.max)) } ?? 1
             guard repeats >= 1 else { throw SmoothManifestError("c@r is 0") }
+            guard repeats == 1 || stated != nil else { throw SmoothManifestError("a repeated fragment at \(time) has no d") }
             guard repeats <= fragmentsLeft else { throw SmoothManifestError("more fragments than the asset's budget (\(fragmentsLeft) left)") }
             fragmentsLeft -= Int(repeats)
             var start = time

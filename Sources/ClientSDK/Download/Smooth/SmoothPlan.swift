@@ -29,81 +29,90 @@ enum SmoothPlan {
         if let (stream, level) = BitrateChoice.choose(videos, maxBitrate: request.maxVideoBitrate, bandwidth: { $0.1.bitrate }) {
             choices.append(Choice(stream: stream, level: level, name: "video"))
         }
-        for (kind, languages, name) in [(SmoothManifest.Stream.Kind.audio, request.audioLanguages, "audio"), (.text, request.subtitleLanguages, "text")] {
-            var count = 0
-            for stream in manifest.streams where stream.kind == kind {
-                if let languages {
-                    guard let language = stream.language, LanguageCodes.matches(language, anyOf: languages) else { continue }
-                }
-                guard let level = BitrateChoice.choose(stream.qualityLevels, maxBitrate: nil, bandwidth: \.bitrate) else { continue }
-                choices.append(Choice(stream: stream, level: level, name: "\(name)-\(count)"))
-                count += 1
-            }
+        for (stream, level, name) in TrackChoice.byLanguage(
+            manifest.streams, request: request, kind: \.kind, language: \.language, levels: \.qualityLevels, bitrate: \.bitrate)
+        {
+            choices.append(Choice(stream: stream, level: level, name: name))
         }
         return choices
     }
 
-    /// The plan from the chosen streams, each cut to `timeRange` (whole fragments, times kept).
+    /// The plan from the chosen streams. With `timeRange`, each keeps the whole fragments that
+    /// overlap it, in seconds from where the earliest chosen stream starts (one clock for all,
+    /// so audio stays with video); a stream with nothing in it is left out, and the download
+    /// fails only when every one is. Fragment times are kept.
     static func make(
         _ manifest: SmoothManifest, chosen: [Choice], url: URL, timeRange: MediaTimeRange?
     ) throws(DownloadFailure) -> DownloadPlan {
-        var files: [DownloadFile] = []
-        var estimate: Int64? = 0
+        let origin = chosen.map { seconds($0.stream.fragments[0].time, $0.stream) }.min() ?? 0
         var kept: [(Choice, [SmoothManifest.Fragment])] = []
         for choice in chosen {
             let stream = choice.stream
-            let scale = Double(stream.timescale)
-            let start = stream.fragments[0].time
             let fragments = timeRange.map { range in
-                stream.fragments.filter { range.overlaps(from: Double($0.time - start) / scale, duration: Double($0.duration) / scale) }
+                stream.fragments.filter { range.overlaps(from: seconds($0.time, stream) - origin, duration: seconds($0.duration, stream)) }
             } ?? stream.fragments
-            guard !fragments.isEmpty else {
-                let last = stream.fragments[stream.fragments.count - 1]
-                throw (timeRange ?? MediaTimeRange()).nothingIn(url.absoluteString, lasting: Double(last.time + last.duration - start) / scale)
-            }
-            let role: MediaRole = switch stream.kind {
-            case .video: .video
-            case .audio: .audio
-            case .text: .subtitles
-            case .other: .other
-            }
-            let perTick = choice.level.bitrate > 0 ? Double(choice.level.bitrate) / 8 / scale : nil
+            if !fragments.isEmpty { kept.append((choice, fragments)) }
+        }
+        guard !kept.isEmpty else {
+            let end = chosen.map { seconds($0.stream.fragments[$0.stream.fragments.count - 1].time + $0.stream.fragments[$0.stream.fragments.count - 1].duration, $0.stream) }.max() ?? 0
+            throw (timeRange ?? MediaTimeRange()).nothingIn(url.absoluteString, lasting: end - origin)
+        }
+        var files: [DownloadFile] = []
+        var estimate: Int64? = 0
+        for (choice, fragments) in kept {
+            let stream = choice.stream
+            let bitrate = choice.level.bitrate > 0 ? choice.level.bitrate : nil
+            let perTick = bitrate.map { Double($0) / 8 / Double(stream.timescale) }
+            var urlBytes = 0
             for fragment in fragments {
+                let remote = try fragmentURL(stream.urlTemplate, level: choice.level, time: fragment.time, base: url)
+                urlBytes += remote.absoluteString.utf8.count
+                guard urlBytes <= MPDDocument.maxTrackURLBytes else {
+                    throw DownloadFailure(.playlist, "\(url.absoluteString): a stream's fragment URLs take more than \(MPDDocument.maxTrackURLBytes) bytes.")
+                }
                 files.append(DownloadFile(
-                    url: try fragmentURL(stream.urlTemplate, level: choice.level, time: fragment.time, base: url),
-                    byteRange: nil, relativePath: "\(choice.name)/\(fragment.time).m4s", isMedia: true,
-                    estimatedBytes: perTick.flatMap { Int64(nonNegative: $0 * Double(fragment.duration)) }, role: role,
-                    bitrate: choice.level.bitrate > 0 ? choice.level.bitrate : nil))
+                    url: remote, byteRange: nil, relativePath: "\(choice.name)/\(fragment.time).m4s", isMedia: true,
+                    estimatedBytes: perTick.flatMap { Int64(nonNegative: $0 * Double(fragment.duration)) }, role: MediaRole(stream.kind),
+                    bitrate: bitrate))
             }
             if let perTick, let sum = estimate {
                 let ticks = fragments.reduce(Int64(0)) { $0.addingClamped($1.duration) }
                 estimate = Int64(nonNegative: perTick * Double(ticks)).map(sum.addingClamped)
-            } else if choice.stream.kind == .video {
+            } else if stream.kind == .video {
                 estimate = nil
             }
-            kept.append((choice, fragments))
         }
+        // What is kept lasts from its earliest fragment to its latest end (the whole title's
+        // Duration would let a player seek where nothing is on disk).
+        let first = kept.map { seconds($0.1[0].time, $0.0.stream) }.min() ?? 0
+        let last = kept.map { seconds($0.1[$0.1.count - 1].time + $0.1[$0.1.count - 1].duration, $0.0.stream) }.max() ?? 0
+        let duration = timeRange == nil ? nil : Int64(nonNegative: ((last - first) * Double(manifest.timescale)).rounded())
         return DownloadPlan(
-            files: files, written: [.init(path: indexManifest, text: SmoothManifestWriter.local(manifest, streams: kept))],
+            files: files, written: [.init(path: indexManifest, text: SmoothManifestWriter.local(manifest, streams: kept, duration: duration))],
             mainPath: indexManifest, estimatedBytes: estimate, contentProtection: manifest.protection.isEmpty ? nil : manifest.protection)
     }
 
+    /// A time of `stream`'s in seconds.
+    private static func seconds(_ ticks: Int64, _ stream: SmoothManifest.Stream) -> Double {
+        Double(ticks) / Double(stream.timescale)
+    }
+
     /// A fragment's URL: the stream's `Url` with the quality level's bit rate and custom
-    /// attributes and the fragment's start time, resolved against the manifest's URL.
+    /// attributes (percent-encoded: they are names and values of any text) and the fragment's
+    /// start time, resolved against the manifest's URL as an MPD's are.
     static func fragmentURL(_ template: String, level: SmoothManifest.QualityLevel, time: Int64, base: URL) throws(DownloadFailure) -> URL {
-        let path = template
+        let custom = level.customAttributes.map { $0.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? "" } ?? ""
+        let text = template
             .replacingOccurrences(of: "{bitrate}", with: String(level.bitrate))
             .replacingOccurrences(of: "{Bitrate}", with: String(level.bitrate))
-            .replacingOccurrences(of: "{CustomAttributes}", with: level.customAttributes ?? "")
+            .replacingOccurrences(of: "{CustomAttributes}", with: custom)
             .replacingOccurrences(of: "{start time}", with: String(time))
             .replacingOccurrences(of: "{start_time}", with: String(time))
-        let escaped = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.union(CharacterSet(charactersIn: "?&")))
-        guard let escaped, let url = URL(string: escaped, relativeTo: base)?.absoluteURL, let scheme = url.scheme?.lowercased(),
-              scheme == "http" || scheme == "https", url.host?.isEmpty == false
-        else {
-            throw DownloadFailure(.playlist, "\(base.absoluteString): the fragment URL \(path.prefix(200)) is not an http(s) URL.")
+        do {
+            return try DASHManifest.resolve(text, against: base)
+        } catch {
+            throw DownloadFailure(.playlist, "\(base.absoluteString): the fragment URL \(text.prefix(200)): \(error.message).")
         }
-        return url
     }
 }
 
@@ -113,16 +122,19 @@ enum SmoothPlan {
 /// (a player need not work times out, and ffmpeg's manifests, which start after 0 without
 /// saying so, play).
 enum SmoothManifestWriter {
-    static func local(_ manifest: SmoothManifest, streams: [(SmoothPlan.Choice, [SmoothManifest.Fragment])]) -> String {
+    /// `duration`: the kept part's, in the root's timescale, for a download of part of a title.
+    static func local(_ manifest: SmoothManifest, streams: [(SmoothPlan.Choice, [SmoothManifest.Fragment])], duration: Int64? = nil) -> String {
         let root = manifest.root
-        var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>", "<\(root.qualifiedName)\(MPDElement.attributeText(root.attributes))>"]
+        var attributes = root.attributes
+        if let duration { attributes["Duration"] = String(duration) }
+        var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>", "<\(root.qualifiedName)\(MPDElement.attributeText(attributes))>"]
         for child in root.children where child.name == "Protection" { lines.append(child.xml(indent: "  ")) }
         for (choice, fragments) in streams {
-            var attributes = choice.stream.element.attributes
-            attributes["Url"] = "\(choice.name)/{start time}.m4s"
-            attributes["QualityLevels"] = "1"
-            attributes["Chunks"] = String(fragments.count)
-            lines.append("  <\(choice.stream.element.qualifiedName)\(MPDElement.attributeText(attributes))>")
+            var indexAttributes = choice.stream.element.attributes
+            indexAttributes["Url"] = "\(choice.name)/{start time}.m4s"
+            indexAttributes["QualityLevels"] = "1"
+            indexAttributes["Chunks"] = String(fragments.count)
+            lines.append("  <\(choice.stream.element.qualifiedName)\(MPDElement.attributeText(indexAttributes))>")
             var level = choice.level.element
             level.attributes["Index"] = "0"
             lines.append(level.xml(indent: "    "))

@@ -7,8 +7,6 @@ import Foundation
 /// local manifest keeps the element as it was, for the player.
 enum SmoothProtection {
     static let playReadySystemId = "9a04f079-9840-4286-ab92-e65be0885f95"
-    /// Largest PlayReady rights management header read (UTF-16 XML; real ones are under 4 KiB).
-    static let maxHeaderBytes = 64 * 1024
 
     static func contentProtection(_ header: MPDElement) -> ContentProtection {
         let systemId = (header.attributes["SystemID"] ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "{} ")).lowercased()
@@ -46,17 +44,16 @@ enum SmoothProtection {
             guard let type = uint16(offset), let length = uint16(offset + 2), offset + 4 + length <= bytes.count else { return nil }
             let value = Data(bytes[(offset + 4)..<(offset + 4 + length)])
             offset += 4 + length
-            guard type == 1, length <= maxHeaderBytes else { continue }
+            // A record is at most 64 KiB (its length is 16 bits); type 1 is the header.
+            guard type == 1 else { continue }
             guard let xml = String(data: value, encoding: .utf16LittleEndian), let root = try? MPDDocument.parseXML(Data(xml.utf8)),
                   let kid = firstElement(named: "KID", in: root)
             else { return nil }
             let text = kid.attributes["VALUE"] ?? kid.text
             guard let guid = Data(base64Encoded: text), guid.count == 16 else { return nil }
             let g = [UInt8](guid)
-            let ordered = [g[3], g[2], g[1], g[0], g[5], g[4], g[7], g[6]] + g[8...]
-            let hex = ordered.map { String(format: "%02x", $0) }.joined()
-            let parts = [hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4), hex.dropFirst(20)]
-            return parts.joined(separator: "-")
+            let uuid = UUID(uuid: (g[3], g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15]))
+            return uuid.uuidString.lowercased()
         }
         return nil
     }
