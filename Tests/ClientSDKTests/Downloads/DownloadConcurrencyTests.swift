@@ -121,8 +121,21 @@ import TestSupport
         // one connection is the only way through it quickly.
         let files = LockedBox<[String: Data]>([:])
         let inFlight = LockedBox((now: 0, most: 0))
+        // The segments the download asks for before the first is answered: its first number.
+        // The first ones' answers wait half a second, so that none frees a slot meanwhile. (The
+        // size estimate's requests, a HEAD or a first byte, are not the download's.)
+        let firstWave = LockedBox((asked: 0, opened: ContinuousClock.Instant?.none))
         let server = try await LocalHTTP2Server.start(certificate: certificates.certificate, privateKey: certificates.privateKey) { request in
             inFlight.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+            if request.path.hasSuffix(".ts"), request.method == "GET", request.headers["range"] == nil {
+                let opened = firstWave.withLock { wave in
+                    if wave.opened == nil { wave.opened = .now }
+                    if ContinuousClock.now < wave.opened! + .milliseconds(500) { wave.asked += 1 }
+                    return wave.opened!
+                }
+                let held = opened + .milliseconds(500) - .now
+                if held > .zero { try? await Task.sleep(for: held) }
+            }
             try? await Task.sleep(for: .milliseconds(20))
             inFlight.withLock { $0.now -= 1 }
             guard let body = files.withLock({ $0[request.path] }) else { return .init(status: 404) }
@@ -146,6 +159,9 @@ import TestSupport
         #expect(server.connectionsAccepted == 1, "the download took \(server.connectionsAccepted) connections")
         // Past what HTTP/1.1 would have allowed on one connection (one), and the files are whole.
         #expect(inFlight.withLock { $0.most } > 4, "at most \(inFlight.withLock { $0.most }) requests at once")
+        // Its playlist came over HTTP/2 too: the download started one doubling above the
+        // default 4 files.
+        #expect(firstWave.withLock { $0.asked } == 8, "\(firstWave.withLock { $0.asked }) segments asked for at first")
         let local = try #require(asset.localURL).deletingLastPathComponent()
         let stored = try FileManager.default.subpathsOfDirectory(atPath: local.path).filter { $0.hasSuffix(".ts") && !$0.hasPrefix("original") }
         #expect(stored.count == count)
