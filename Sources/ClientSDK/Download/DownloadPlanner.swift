@@ -18,6 +18,27 @@ protocol DownloadPlanner: Sendable {
     func preparedPlan(_ request: DownloadRequest, in directory: URL) -> DownloadPlan?
 }
 
+/// A planner that reads manifests from the origin (HLS, DASH, Smooth Streaming): it fetches them
+/// afresh into `original/` through one `ManifestFetcher` (the asset's manifest budget, always
+/// flushed), and keeps its plan there (`AssetLayout.plan`) for the download to read back.
+protocol ManifestPlanner: DownloadPlanner {
+    var fetcher: FileFetcher { get }
+    var limits: PlaylistLimits { get }
+    var retry: FetchRetry { get }
+}
+
+extension ManifestPlanner {
+    /// The fetcher of a new plan's manifests for `directory`: what an earlier one fetched goes first.
+    func manifestFetcher(afresh directory: URL, room: Int64, ceiling: Int64) -> ManifestFetcher {
+        try? FileManager.default.removeItem(at: directory.appendingPathComponent(AssetLayout.originalDirectory))
+        return ManifestFetcher(fetcher: fetcher, limits: limits, room: room, ceiling: ceiling, retry: retry)
+    }
+
+    func preparedPlan(_ request: DownloadRequest, in directory: URL) -> DownloadPlan? {
+        DownloadPlan.kept(in: directory)
+    }
+}
+
 /// The planner of a kind this SDK does not know: a request of a later SDK's kind, read from
 /// its database after the app was rolled back. It fails at once, for good.
 struct UnsupportedKind: DownloadPlanner {

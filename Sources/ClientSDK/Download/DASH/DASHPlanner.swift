@@ -5,7 +5,7 @@ import Foundation
 /// (`SegmentBase@indexRange`), and keeps the plan made from them (`DASHPlan`), so the download
 /// never reads the manifest again. An HTML page, malformed XML, a live MPD, or manifests past
 /// `limits`, fail here as `.playlist`.
-struct DASHPlanner: DownloadPlanner {
+struct DASHPlanner: ManifestPlanner {
     let fetcher: FileFetcher
     let limits: PlaylistLimits
     let retry: FetchRetry
@@ -15,8 +15,7 @@ struct DASHPlanner: DownloadPlanner {
 
     func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) -> DownloadPlan {
         let originals = directory.appendingPathComponent(AssetLayout.originalDirectory)
-        try? FileManager.default.removeItem(at: originals)
-        var manifests = ManifestFetcher(fetcher: fetcher, limits: limits, room: room, ceiling: ceiling, retry: retry)
+        var manifests = manifestFetcher(afresh: directory, room: room, ceiling: ceiling)
         let data = try await manifests.fetch(
             request.url, to: directory.appendingPathComponent(DASHPlan.originalManifest), maxBytes: MPDDocument.maxBytes,
             tooLarge: "the DASH manifest is larger than \(MPDDocument.maxBytes) bytes")
@@ -67,10 +66,6 @@ struct DASHPlanner: DownloadPlanner {
         let plan = DASHPlan.make(manifest, chosen: chosen, timing: timing)
         try await plan.keep(in: directory, assetId: request.assetId)
         return plan
-    }
-
-    func preparedPlan(_ request: DownloadRequest, in directory: URL) -> DownloadPlan? {
-        DownloadPlan.kept(in: directory)
     }
 
     private static func failure(_ url: URL, _ error: MPDError) -> DownloadFailure {

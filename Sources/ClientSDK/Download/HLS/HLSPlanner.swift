@@ -4,15 +4,13 @@ import Foundation
 /// streams the request chooses (kept under `original/`), parses each once as it arrives, and
 /// keeps the plan made from them (`AssetLayout.plan`), so the download never reads a playlist
 /// again. An HTML page, a malformed or a live playlist, or playlists past `limits`, fail here.
-struct HLSPlanner: DownloadPlanner {
+struct HLSPlanner: ManifestPlanner {
     let fetcher: FileFetcher
     let limits: PlaylistLimits
     let retry: FetchRetry
 
     func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) -> DownloadPlan {
-        let originals = directory.appendingPathComponent(AssetLayout.originalDirectory)
-        try? FileManager.default.removeItem(at: originals)
-        var manifests = ManifestFetcher(fetcher: fetcher, limits: limits, room: room, ceiling: ceiling, retry: retry)
+        var manifests = manifestFetcher(afresh: directory, room: room, ceiling: ceiling)
         var segmentsLeft = limits.segments
         let assetPlaylist = try await fetchAndParse(request.url, to: directory.appendingPathComponent(HLSPlan.originalAsset), manifests: &manifests, segments: segmentsLeft)
         let (master, streams) = HLSPlan.streams(of: assetPlaylist, request: request)
@@ -32,10 +30,6 @@ struct HLSPlanner: DownloadPlanner {
         let plan = try HLSPlan.make(master: master, streams: chosen, timeRange: request.timeRange)
         try await plan.keep(in: directory, assetId: request.assetId)
         return plan
-    }
-
-    func preparedPlan(_ request: DownloadRequest, in directory: URL) -> DownloadPlan? {
-        DownloadPlan.kept(in: directory)
     }
 
     /// Fetches a playlist to `file` and parses it, once; its segments are held to `segments`.

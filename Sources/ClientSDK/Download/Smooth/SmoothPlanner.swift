@@ -4,15 +4,13 @@ import Foundation
 /// `original/`), parses it once, chooses the streams the request asks for, and keeps the plan
 /// made from them (`SmoothPlan`), so the download never reads the manifest again. An HTML page,
 /// malformed XML, a live manifest, or one past `limits`, fail here as `.playlist`.
-struct SmoothPlanner: DownloadPlanner {
+struct SmoothPlanner: ManifestPlanner {
     let fetcher: FileFetcher
     let limits: PlaylistLimits
     let retry: FetchRetry
 
     func prepare(_ request: DownloadRequest, in directory: URL, room: Int64, ceiling: Int64) async throws(DownloadFailure) -> DownloadPlan {
-        let originals = directory.appendingPathComponent(AssetLayout.originalDirectory)
-        try? FileManager.default.removeItem(at: originals)
-        var manifests = ManifestFetcher(fetcher: fetcher, limits: limits, room: room, ceiling: ceiling, retry: retry)
+        var manifests = manifestFetcher(afresh: directory, room: room, ceiling: ceiling)
         let data = try await manifests.fetch(
             request.url, to: directory.appendingPathComponent(SmoothPlan.originalManifest), maxBytes: SmoothManifest.maxBytes,
             tooLarge: "the Smooth Streaming manifest is larger than \(SmoothManifest.maxBytes) bytes")
@@ -35,9 +33,5 @@ struct SmoothPlanner: DownloadPlanner {
         let plan = try SmoothPlan.make(manifest, chosen: choices, url: request.url, timeRange: request.timeRange)
         try await plan.keep(in: directory, assetId: request.assetId)
         return plan
-    }
-
-    func preparedPlan(_ request: DownloadRequest, in directory: URL) -> DownloadPlan? {
-        DownloadPlan.kept(in: directory)
     }
 }
