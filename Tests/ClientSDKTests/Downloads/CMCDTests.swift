@@ -23,13 +23,18 @@ import Testing
         return keys
     }
 
-    @Test func theQueryCarriesEachFilesTypeBitRateAndTheSession() async throws {
-        let bench = try await DownloadBench.start(options: { $0.cmcd = CMCDOptions() })
-        _ = TestHLSAsset(serving: bench.origin, segments: 4, segmentBytes: 5_000)
+    /// Serves an HLS asset of `segments` and downloads its lowest variant with English audio.
+    static func downloadShow(_ bench: DownloadBench, segments: Int) async throws {
+        _ = TestHLSAsset(serving: bench.origin, segments: segments, segmentBytes: 5_000)
         try await bench.engine.downloads.enqueue(DownloadRequest(
             assetId: "show", url: bench.origin.url("/hls/master.m3u8"), kind: .hls, maxVideoBitrate: 0, audioLanguages: ["en"],
             subtitleLanguages: []))
         #expect(try await bench.waitForOutcome("show").state == .completed)
+    }
+
+    @Test func theQueryCarriesEachFilesTypeBitRateAndTheSession() async throws {
+        let bench = try await DownloadBench.start(options: { $0.cmcd = CMCDOptions() })
+        try await Self.downloadShow(bench, segments: 4)
 
         let asked = bench.origin.asked(under: "/hls/")
         let files = asked.filter { !$0.path.hasSuffix(".m3u8") }
@@ -79,11 +84,7 @@ import Testing
 
     @Test func nothingIsSentByDefault() async throws {
         let bench = try await DownloadBench.start()
-        _ = TestHLSAsset(serving: bench.origin, segments: 2, segmentBytes: 5_000)
-        try await bench.engine.downloads.enqueue(DownloadRequest(
-            assetId: "show", url: bench.origin.url("/hls/master.m3u8"), kind: .hls, maxVideoBitrate: 0, audioLanguages: ["en"],
-            subtitleLanguages: []))
-        #expect(try await bench.waitForOutcome("show").state == .completed)
+        try await Self.downloadShow(bench, segments: 2)
         let asked = bench.origin.asked(under: "/hls/")
         #expect(!asked.isEmpty)
         #expect(asked.allSatisfy { $0.query == nil && !$0.headers.contains { $0.name.rawName.lowercased().hasPrefix("cmcd") } })
