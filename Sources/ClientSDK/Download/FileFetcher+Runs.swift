@@ -44,17 +44,14 @@ extension FileFetcher {
         outgoing.headers.add(name: "Range", value: ContentRange.request(from: start, through: end))
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(outgoing, timeout: Self.headTimeout)
+            response = try await answer(to: outgoing, for: first.url)
         } catch {
-            outcome.failure = DownloadFailure(.network, "Could not fetch \(first.url.absoluteString): \(NetworkErrorText.clause(error)).")
+            outcome.failure = error
             return outcome
         }
-        let multiplexed = response.version.major >= 2
-        outcome.multiplexed = multiplexed
-        origins.answered(first.url, multiplexed: multiplexed)
+        outcome.multiplexed = response.version.major >= 2
         let status = Int(response.status.code)
-        let type = response.headers.first(name: "content-type")?.split(separator: ";").first
-            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let type = Self.mediaType(response.headers)
         let contentRange = response.headers.first(name: "content-range").flatMap(ContentRange.init)
         guard status == 206, contentRange?.first == start, contentRange?.last == end, first.allowedMIMETypes?.contains(type) ?? true else {
             // Not the bytes asked for as asked: each part alone will say what it means.

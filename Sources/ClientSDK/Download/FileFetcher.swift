@@ -65,6 +65,24 @@ struct FileFetcher: Sendable {
     /// `minimumRate`, and the client's read timeout ends a silence.
     static let headTimeout = TimeAmount.seconds(60)
 
+    /// The origin's answer to `outgoing` (a request for `url`), its head within `headTimeout`
+    /// (the body may take as long as it takes); which protocol it came over is noted.
+    func answer(to outgoing: HTTPClientRequest, for url: URL) async throws(DownloadFailure) -> HTTPClientResponse {
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(outgoing, timeout: Self.headTimeout)
+        } catch {
+            throw DownloadFailure(.network, "Could not fetch \(url.absoluteString): \(NetworkErrorText.clause(error)).")
+        }
+        origins.answered(url, multiplexed: response.version.major >= 2)
+        return response
+    }
+
+    /// An answer's `Content-Type` without parameters, lowercase ("" when it has none).
+    static func mediaType(_ headers: HTTPHeaders) -> String {
+        headers.first(name: "content-type")?.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+    }
+
     /// How far one file is.
     struct Progress: Sendable, Equatable {
         /// Bytes of the file on the device, partial file included.
@@ -158,22 +176,14 @@ struct FileFetcher: Sendable {
         if let wanted { outgoing.headers.add(name: "Range", value: ContentRange.request(from: wanted.start, through: wanted.end)) }
         if have > 0, let validator = info?.validator { outgoing.headers.add(name: "If-Range", value: validator) }
 
-        let response: HTTPClientResponse
-        do {
-            // The deadline covers the answer's head only; the body may take as long as it takes.
-            response = try await client.execute(outgoing, timeout: Self.headTimeout)
-        } catch {
-            throw DownloadFailure(.network, "Could not fetch \(request.url.absoluteString): \(NetworkErrorText.clause(error)).")
-        }
-        origins.answered(request.url, multiplexed: response.version.major >= 2)
+        let response = try await answer(to: outgoing, for: request.url)
         let status = Int(response.status.code)
         guard status == 200 || status == 206 else {
             throw DownloadFailure(
                 .http, status: status, retryAfter: FetchRetry.retryAfter(response.headers), "\(request.url.absoluteString) answered \(status).")
         }
         if let allowed = request.allowedMIMETypes {
-            let type = response.headers.first(name: "content-type")?.split(separator: ";").first
-                .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            let type = Self.mediaType(response.headers)
             guard allowed.contains(type) else {
                 throw DownloadFailure(.mimeType, status: status, "\(request.url.absoluteString) is \(type.isEmpty ? "untyped" : type), not one of \(allowed.sorted()).")
             }
