@@ -169,6 +169,17 @@ final class AdaptiveConcurrency: Sendable {
         }
     }
 
+    /// A try asked for at `startedAt` failed with `failure`: what it says of the load, if
+    /// anything. An origin that says it is overloaded (429, a 5xx), or a connection that failed
+    /// or broke off; a 404, a wrong type or a full disk says nothing.
+    func failed(_ failure: DownloadFailure, startedAt: ContinuousClock.Instant) {
+        switch failure.kind {
+        case .http where failure.status.map({ $0 == 429 || $0 >= 500 }) == true: failed(startedAt: startedAt, overloaded: true)
+        case .network: failed(startedAt: startedAt, overloaded: false)
+        default: break
+        }
+    }
+
     /// When a fetch's try starts, for `failed(startedAt:overloaded:)`.
     var clock: ContinuousClock.Instant { now() }
 

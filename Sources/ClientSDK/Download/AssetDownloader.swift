@@ -224,7 +224,7 @@ struct AssetDownloader: Sendable {
             } catch let failure as DownloadFailure {
                 // What the link or the origin said of the load: the pace hears it at once, not after
                 // three tries (a download stopped by the app says nothing of it).
-                if !Task.isCancelled, let signal = Self.loadSignal(failure) { pace.failed(startedAt: started, overloaded: signal == .overloaded) }
+                if !Task.isCancelled { pace.failed(failure, startedAt: started) }
                 throw failure
             }
             pace.completed(bytes: fetched.received, startedAt: started, host: host, multiplexed: fetched.multiplexed)
@@ -257,7 +257,7 @@ struct AssetDownloader: Sendable {
         let outcome = await fetcher.fetchRun(parts, budget: budget) { part, progress in tracker.update(indices[part], progress) }
         if let failure = outcome.failure {
             try Task.checkCancellation()
-            if let signal = Self.loadSignal(failure) { pace.failed(startedAt: started, overloaded: signal == .overloaded) }
+            pace.failed(failure, startedAt: started)
             // An origin that asked for a wait (Retry-After, or a 5xx or 429) gets it before the parts alone.
             let wait = retry.delay(after: failure, failures: 1)
             if wait > .zero { try await retry.sleep(wait) }
@@ -281,17 +281,5 @@ struct AssetDownloader: Sendable {
             throw error
         }
         return alone
-    }
-
-    private enum LoadSignal { case overloaded, failed }
-
-    /// What a failed try says of the load: an origin that says it is overloaded (429, a 5xx), or
-    /// a connection that failed or broke off. A 404, a wrong type or a full disk says nothing.
-    private static func loadSignal(_ failure: DownloadFailure) -> LoadSignal? {
-        switch failure.kind {
-        case .http: failure.status.map { $0 == 429 || $0 >= 500 } == true ? .overloaded : nil
-        case .network: .failed
-        default: nil
-        }
     }
 }
